@@ -1,0 +1,5 @@
+"""Entry point for `python -m mtpverdict`."""
+
+from mtpverdict.cli import main
+
+main()

@@ -1,0 +1,75 @@
+"""The command line: each command parses options, calls one library function, renders, and exits.
+
+Exit codes: 0 done (a decision was written, inconclusive included), 1 the gate refused, 2 bad input,
+3 inconclusive under --strict.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from mtpverdict.errors import InputError, MtpverdictError
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+MAX_ERRORS_SHOWN = 20
+
+app = typer.Typer(
+    name="mtpverdict",
+    help="Decide whether a serving seat should run MTP / speculative decoding, and at which depth.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail_input(exc: InputError) -> NoReturn:
+    for problem in exc.problems[:MAX_ERRORS_SHOWN]:
+        typer.echo(f"Error: {problem}", err=True)
+    if exc.total > MAX_ERRORS_SHOWN:
+        typer.echo(f"Error: ... and {exc.total - MAX_ERRORS_SHOWN} more", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    typer.echo(f"Error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def validate(
+    results: Annotated[Path, typer.Argument(help="Results directory (campaign.json + records.jsonl).")],
+) -> None:
+    """Check a results directory against results format v1; print record counts per kind and arm."""
+    from tabulate import tabulate
+
+    from mtpverdict.results import load_results
+
+    try:
+        loaded = load_results(results)
+    except InputError as exc:
+        _fail_input(exc)
+    counts = loaded.counts()
+    arms = [a.name for a in loaded.campaign.arms]
+    rows = [[arm, *(counts[kind].get(arm, 0) for kind in counts)] for arm in arms]
+    typer.echo(f"{results}: valid ({loaded.campaign.id}: {loaded.campaign.title})")
+    if loaded.campaign.synthetic:
+        typer.echo("synthetic: these records were generated, not measured")
+    typer.echo(tabulate(rows, headers=["arm", *counts.keys()], tablefmt="simple"))
+    for warning in loaded.warnings:
+        typer.echo(f"warning: {warning}")
+
+
+def main() -> None:
+    """Console-script entry: run the app, turning any library error into one line and exit 2."""
+    try:
+        app()
+    except MtpverdictError as exc:  # a library error that a command did not map: still one line
+        typer.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
