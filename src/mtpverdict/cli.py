@@ -66,6 +66,47 @@ def validate(
         typer.echo(f"warning: {warning}")
 
 
+@app.command()
+def decide(
+    results: Annotated[Path, typer.Argument(help="Results directory to decide on.")],
+    rules: Annotated[
+        str | None,
+        typer.Option("--rules", "-r", help="Policy TOML file or shipped policy name (default: default)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Decision JSON path (default: RESULTS/decision.json).")
+    ] = None,
+    noise_history: Annotated[
+        list[Path] | None,
+        typer.Option("--noise-history", help="Archived results of A/A pairs of the same seat (repeatable)."),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
+) -> None:
+    """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
+    from mtpverdict._jsonio import atomic_write
+    from mtpverdict.decide import decide_directory, render_summary
+
+    try:
+        run = decide_directory(results, rules, noise_history or [])
+    except InputError as exc:
+        _fail_input(exc)
+    target = out if out is not None else results / "decision.json"
+    try:
+        atomic_write(target, run.json_text)
+    except OSError as exc:
+        _fail(f"{target}: cannot write the decision: {exc.strerror}")
+    d = run.decision
+    if quiet:
+        selected = f" {d.selected.name}" if d.selected is not None else ""
+        typer.echo(f"{d.decision}{selected}")
+    else:
+        typer.echo(render_summary(d), nl=False)
+        typer.echo(f"\nwrote {target}")
+    if strict and d.decision == "inconclusive":
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
 def main() -> None:
     """Console-script entry: run the app, turning any library error into one line and exit 2."""
     try:

@@ -122,7 +122,7 @@ def _campaign_from(obj: dict[str, Any], source: str, problems: _Collector) -> Ca
         if found or not isinstance(spec_obj, dict):
             continue
         method = spec_obj.get("method")
-        k = spec_obj.get("k") or 0
+        k = spec_obj.get("k")
         config = spec_obj.get("config")
         spec = Spec(
             method=method,
@@ -130,12 +130,16 @@ def _campaign_from(obj: dict[str, Any], source: str, problems: _Collector) -> Ca
             config=None if config is None else json.dumps(config, sort_keys=True, separators=(",", ":")),
         )
         role = raw_arm["role"]
-        if role == "control" and not spec.off:
+        if role == "control" and not (spec.off and not k):
             problems.add(
                 source, "a control arm must run with speculation off (method null, k 0)", key=prefix + "spec"
             )
-        if role == "candidate" and spec.off:
-            problems.add(source, "a candidate arm needs a speculative method and k >= 1", key=prefix + "spec")
+        if role == "candidate" and (spec.off or k == 0):
+            problems.add(
+                source,
+                "a candidate arm needs a speculative method and k >= 1 (k null when not recorded)",
+                key=prefix + "spec",
+            )
         argv = raw_arm.get("serve_argv")
         arms.append(
             Arm(
@@ -356,8 +360,6 @@ def _record_problems(kind: str, rec: dict[str, Any]) -> list[tuple[str | None, s
 
 def load_results(directory: str | os.PathLike[str]) -> Results:
     """Load and validate a results directory; raise ResultsError listing every problem found."""
-    import pandas as pd  # heavy; loaded only when results are
-
     root = Path(directory)
     if not root.is_dir():
         raise ResultsError(
@@ -369,14 +371,43 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
             ]
         )
     campaign, campaign_sha = load_campaign(root)
-    arms = {a.name for a in campaign.arms}
-    workloads = {w.id for w in campaign.workloads}
     path = root / RECORDS_FILE
     source = str(path)
     if not path.is_file():
         raise ResultsError(
             [Problem(source, "not found; write one JSON record per line (see docs/results-format.md)")]
         )
+    digest = hashlib.sha256()
+    return _build(campaign, campaign_sha, _lines(path, digest), digest, source, root)
+
+
+def results_from_records(campaign_obj: dict[str, Any], records: list[dict[str, Any]],
+                         label: str = "<memory>") -> Results:
+    """Validate and tabulate a campaign and records held in memory (simulation, importers' checks)."""
+    from mtpverdict._jsonio import canonical, record_line
+
+    problems = _Collector()
+    campaign = _campaign_from(campaign_obj, f"{label}/{CAMPAIGN_FILE}", problems)
+    problems.raise_if_any()
+    assert campaign is not None
+    campaign_sha = hashlib.sha256(canonical(campaign_obj).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256()
+
+    def lines() -> Iterator[tuple[int, bytes | None]]:
+        for number, record in enumerate(records, start=1):
+            data = record_line(record).encode("utf-8")
+            digest.update(data)
+            yield number, data
+
+    return _build(campaign, campaign_sha, lines(), digest, f"{label}/{RECORDS_FILE}", None)
+
+
+def _build(campaign: Campaign, campaign_sha: str, lines: Iterator[tuple[int, bytes | None]], digest: Any,
+           source: str, root: Path | None) -> Results:
+    import pandas as pd
+
+    arms = {a.name for a in campaign.arms}
+    workloads = {w.id for w in campaign.workloads}
     problems = _Collector()
     columns: dict[str, dict[str, list[Any]]] = {
         kind: {col: [] for col in cols} for kind, cols in TABLE_COLUMNS.items()
@@ -384,8 +415,7 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
     line_of: dict[str, list[int]] = {kind: [] for kind in TABLE_COLUMNS}
     seen: dict[tuple[Any, ...], int] = {}
     boot_orders: dict[int, tuple[str, int]] = {}
-    digest = hashlib.sha256()
-    for number, raw in _lines(path, digest):
+    for number, raw in lines:
         if raw is None:
             problems.add(
                 source,
@@ -488,7 +518,7 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
         tables[kind] = frame
     warnings = _warnings(campaign, tables, root)
     return Results(
-        path=str(root),
+        path=source.rsplit("/", 1)[0] if root is None else str(root),
         campaign=campaign,
         requests=tables["request"],
         acceptance=tables["acceptance"],
@@ -502,7 +532,7 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
     )
 
 
-def _warnings(campaign: Campaign, tables: dict[str, Any], root: Path) -> list[str]:
+def _warnings(campaign: Campaign, tables: dict[str, Any], root: Path | None) -> list[str]:
     """Things that are legal but weaken the evidence; returned as lines, never printed here."""
     out: list[str] = []
     booted = {(a, b) for a, b in zip(tables["boot"]["arm"], tables["boot"]["boot"], strict=True)}
@@ -527,6 +557,6 @@ def _warnings(campaign: Campaign, tables: dict[str, Any], root: Path) -> list[st
         out.extend(
             f"{value} is referenced but not present in the results directory"
             for value in tables[kind][key]
-            if isinstance(value, str) and not (root / value).is_file()
+            if isinstance(value, str) and root is not None and not (root / value).is_file()
         )
     return sorted(set(out))

@@ -12,15 +12,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """What speculation an arm runs; method None and k 0 mean speculation off."""
+    """What speculation an arm runs; method None means speculation off; k None means not recorded."""
 
     method: str | None
-    k: int
+    k: int | None
     config: str | None = None  # the engine's config as canonical JSON text, when given
 
     @property
     def off(self) -> bool:
-        return self.method is None or self.k == 0
+        return self.method is None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -30,7 +30,9 @@ class Spec:
         }
 
     def label(self) -> str:
-        return "off" if self.off else f"{self.method} k={self.k}"
+        if self.off:
+            return "off"
+        return f"{self.method} k={'?' if self.k is None else self.k}"
 
 
 @dataclass(frozen=True, slots=True)

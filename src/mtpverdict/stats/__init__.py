@@ -1,0 +1,1 @@
+"""The stats core: pure functions over record tables and arrays; no I/O, explicit seeds."""

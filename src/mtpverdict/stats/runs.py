@@ -1,0 +1,183 @@
+"""Per-run and per-boot measurements from request and summary records (the seeds' timing definitions).
+
+TTFT = wall time to the first content delta. Decode tok/s of a stream = (completion_tokens - 1) /
+(last delta - first delta): the decode window only, prefill excluded. Aggregate throughput of a run =
+total completion tokens / wall clock of the whole run (never a sum of per-stream rates).
+A run is every request sharing (arm, boot, workload, concurrency, rep); the run of a boot with the
+earliest start is its cold run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+METRICS = ("decode_tps", "ttft_ms", "aggregate_tps")
+HIGHER_IS_BETTER = {"decode_tps": True, "aggregate_tps": True, "ttft_ms": False}
+METRIC_UNITS = {"decode_tps": "tok/s", "aggregate_tps": "tok/s", "ttft_ms": "ms"}
+METRIC_LABELS = {
+    "decode_tps": "decode tok/s per stream",
+    "aggregate_tps": "aggregate tok/s",
+    "ttft_ms": "TTFT ms",
+}
+RUN_KEYS = ["arm", "boot", "workload", "concurrency", "rep"]
+CELL_KEYS = ["arm", "workload", "concurrency"]
+BOOT_KEYS = ["arm", "boot", "workload", "concurrency"]
+VALUE_COLUMNS = [*RUN_KEYS, "metric", "value", "cold", "origin", "runs_known", "n_requests", "n_errors"]
+
+
+def run_table(requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured run (warm-ups excluded) with its three metrics and error counts."""
+    columns = [*RUN_KEYS, "t_start", "n_requests", "n_errors", "decode_tps", "ttft_ms",
+               "aggregate_tps", "cold"]
+    req = requests[~requests["warmup"].astype(bool)]
+    if req.empty:
+        return pd.DataFrame(columns=columns)
+    ok = req["status"] == "ok"
+    t_start = req["t_start"].astype(float)
+    t_first = req["t_first"].astype(float)
+    t_end = req["t_end"].astype(float)
+    tokens = req["completion_tokens"].astype(float)
+    window = t_end - t_first
+    decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0))
+    ttft = ((t_first - t_start) * 1000.0).where(ok)
+    frame = pd.DataFrame({
+        **{k: req[k] for k in RUN_KEYS},
+        "t_start": t_start,
+        "t_end_ok": t_end.where(ok),
+        "tokens_ok": tokens.where(ok, 0.0),
+        "ok": ok.astype(int),
+        "decode": decode,
+        "ttft": ttft,
+    })
+    grouped = frame.groupby(RUN_KEYS, sort=True, dropna=False)
+    runs = grouped.agg(
+        t_start=("t_start", "min"),
+        t_end=("t_end_ok", "max"),
+        tokens=("tokens_ok", "sum"),
+        n_requests=("ok", "size"),
+        n_ok=("ok", "sum"),
+        decode_tps=("decode", "median"),
+        ttft_ms=("ttft", "median"),
+    ).reset_index()
+    wall = runs["t_end"] - runs["t_start"]
+    runs["aggregate_tps"] = (runs["tokens"] / wall).where((runs["n_ok"] > 0) & (wall > 0))
+    runs["n_errors"] = runs["n_requests"] - runs["n_ok"]
+    first = runs.groupby(["arm", "boot"])["t_start"].transform("min")
+    runs["cold"] = runs["t_start"] == first
+    # only the first run of a boot is cold, even when two runs share its start time
+    dup = runs[runs["cold"]].duplicated(["arm", "boot"])
+    runs.loc[dup[dup].index, "cold"] = False
+    return runs[columns].reset_index(drop=True)
+
+
+def values_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
+    """Long table (one row per run and metric) from measured runs and imported summary records.
+
+    A summary of n=1 is one run; n=2 or 3 with min and max gives its runs exactly (min, median, max);
+    any other summary stands for its median only (runs_known False: weaker evidence).
+    """
+    parts: list[pd.DataFrame] = []
+    if not runs.empty:
+        long = runs.melt(
+            id_vars=[*RUN_KEYS, "cold", "n_requests", "n_errors"],
+            value_vars=list(METRICS),
+            var_name="metric",
+            value_name="value",
+        )
+        long["origin"] = "request"
+        long["runs_known"] = True
+        parts.append(long)
+    if not summaries.empty:
+        rows = []
+        for rec in summaries.itertuples(index=False):
+            boot = 1 if pd.isna(rec.boot) else int(rec.boot)
+            lo = None if pd.isna(rec.min) else float(rec.min)
+            hi = None if pd.isna(rec.max) else float(rec.max)
+            if rec.n == 1:
+                vals, known = [float(rec.median)], True
+            elif rec.n == 2 and lo is not None and hi is not None:
+                vals, known = [lo, hi], True
+            elif rec.n == 3 and lo is not None and hi is not None:
+                vals, known = [lo, float(rec.median), hi], True
+            else:
+                vals, known = [float(rec.median)], False
+            for rep, value in enumerate(vals, start=1):
+                rows.append({
+                    "arm": rec.arm, "boot": boot, "workload": rec.workload,
+                    "concurrency": int(rec.concurrency), "rep": rep, "cold": False,
+                    "n_requests": int(rec.n) if not known else 1, "n_errors": 0,
+                    "metric": rec.metric, "value": value, "origin": "summary", "runs_known": known,
+                })
+        parts.append(pd.DataFrame(rows))
+    if not parts:
+        return pd.DataFrame(columns=VALUE_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)[VALUE_COLUMNS]
+    out = out[out["value"].notna() & (out["value"] > 0)]
+    return out.sort_values([*RUN_KEYS, "metric"], kind="mergesort").reset_index(drop=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CellSummary:
+    """Spread of one metric in one (arm, workload, concurrency) cell, over every counted run."""
+
+    arm: str
+    workload: str
+    concurrency: int
+    metric: str
+    n: int
+    n_boots: int
+    n_cold: int
+    median: float
+    minimum: float
+    maximum: float
+    iqr: float
+    runs_known: bool
+    origin: str
+    values: tuple[float, ...]
+
+
+def cell_summaries(values: pd.DataFrame, include_cold: bool) -> list[CellSummary]:
+    """Median, min, max and IQR per cell and metric (cold runs counted or not, per policy)."""
+    out: list[CellSummary] = []
+    if values.empty:
+        return out
+    for (arm, workload, conc, metric), group in values.groupby([*CELL_KEYS, "metric"], sort=True):
+        counted = group if include_cold else group[~group["cold"].astype(bool)]
+        if counted.empty:
+            counted = group
+        vals = counted["value"].to_numpy(dtype=float)
+        q1, q3 = np.percentile(vals, [25, 75])
+        out.append(CellSummary(
+            arm=str(arm), workload=str(workload), concurrency=int(conc), metric=str(metric),
+            n=int(len(vals)), n_boots=int(counted["boot"].nunique()),
+            n_cold=int(group["cold"].astype(bool).sum()), median=float(np.median(vals)),
+            minimum=float(vals.min()), maximum=float(vals.max()), iqr=float(q3 - q1),
+            runs_known=bool(counted["runs_known"].all()),
+            origin="summary" if (counted["origin"] == "summary").any() else "request",
+            values=tuple(float(v) for v in vals),
+        ))
+    return out
+
+
+def boot_statistics(values: pd.DataFrame, include_cold: bool) -> pd.DataFrame:
+    """One value per (arm, boot, workload, concurrency, metric): the median of the counted runs.
+
+    The boot is the replication unit: runs inside one boot share its state, so comparisons across
+    arms use these per-boot values, never the runs themselves.
+    """
+    cols = [*BOOT_KEYS, "metric", "value", "log_value", "n_runs", "runs_known"]
+    if values.empty:
+        return pd.DataFrame(columns=cols)
+    counted = values if include_cold else values[~values["cold"].astype(bool)]
+    # a boot whose only run is cold still counts, rather than vanishing
+    missing = values.merge(counted[[*BOOT_KEYS, "metric"]].drop_duplicates(), how="left",
+                           on=[*BOOT_KEYS, "metric"], indicator=True)
+    counted = pd.concat([counted, values[(missing["_merge"] == "left_only").to_numpy()]])
+    stats = counted.groupby([*BOOT_KEYS, "metric"], sort=True).agg(
+        value=("value", "median"), n_runs=("value", "size"), runs_known=("runs_known", "all")
+    ).reset_index()
+    stats["log_value"] = np.log(stats["value"].astype(float))
+    return stats[cols]
