@@ -80,7 +80,9 @@ def decide(
         list[Path] | None,
         typer.Option("--noise-history", help="Archived results of A/A pairs of the same seat (repeatable)."),
     ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
 ) -> None:
     """Decide whether to run speculative decoding and at which depth; write the decision JSON."""

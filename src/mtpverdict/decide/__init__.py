@@ -35,16 +35,22 @@ class DecisionRun:
     json_text: str
 
 
-def decide_directory(results: str | os.PathLike[str], rules: str | os.PathLike[str] | None = None,
-                     noise_history: Sequence[str | os.PathLike[str]] = ()) -> DecisionRun:
+def decide_directory(
+    results: str | os.PathLike[str],
+    rules: str | os.PathLike[str] | None = None,
+    noise_history: Sequence[str | os.PathLike[str]] = (),
+) -> DecisionRun:
     """Load a results directory and a policy (a path or a shipped name), decide, render the JSON."""
-    policy = load_policy(rules)
+    policy = load_policy(None if rules is None else str(rules))
     loaded = load_results(results)
     histories: list[NoiseHistory] = []
     for path in noise_history:
         archived = load_results(path)
         histories.append(history_from(archived, policy.include_cold, Path(path).name))
     decision = decide(loaded, policy, histories)
-    text = decision_json(decision, rules_sha256=policy.sha256,
-                         history=[{"label": h.label, "records_sha256": h.sha256} for h in histories])
+    text = decision_json(
+        decision,
+        rules_sha256=policy.sha256,
+        history=[{"label": h.label, "records_sha256": h.sha256} for h in histories],
+    )
     return DecisionRun(decision=decision, policy=policy, json_text=text)

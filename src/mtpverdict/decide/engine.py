@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mtpverdict._version import __version__
-from mtpverdict.decide.evidence import Evidence, FamilyFloor, NoiseHistory, gather
+from mtpverdict.decide.evidence import Evidence, NoiseHistory, gather
 from mtpverdict.results.model import Arm, Results
 from mtpverdict.rules.evaluate import CONTROL_KINDS, RuleOutcome, evaluate, pct
 from mtpverdict.rules.policy import Policy
@@ -70,14 +69,18 @@ def _void_check(evidence: Evidence, arm: Arm) -> str | None:
         if p.draft_tokens < policy.void_min_drafted or p.ci_high is None:
             return None
         if p.ci_high < policy.void_max_acceptance:
-            return (f"acceptance {p.accepted_tokens}/{p.draft_tokens} = {p.rate * 100 if p.rate else 0:.1f}% "
-                    f"(upper bound {p.ci_high * 100:.1f}%, {p.source}) is below "
-                    f"{policy.void_max_acceptance * 100:.0f}%: a broken or uninitialised head, not "
-                    "speculation")
+            return (
+                f"acceptance {p.accepted_tokens}/{p.draft_tokens} = {p.rate * 100 if p.rate else 0:.1f}% "
+                f"(upper bound {p.ci_high * 100:.1f}%, {p.source}) is below "
+                f"{policy.void_max_acceptance * 100:.0f}%: a broken or uninitialised head, not "
+                "speculation"
+            )
         return None
     if p.rate is not None and p.rate < policy.void_max_acceptance:
-        return (f"reported acceptance {p.rate * 100:.1f}% (sample size not recorded) is below "
-                f"{policy.void_max_acceptance * 100:.0f}%: a broken head, not speculation")
+        return (
+            f"reported acceptance {p.rate * 100:.1f}% (sample size not recorded) is below "
+            f"{policy.void_max_acceptance * 100:.0f}%: a broken head, not speculation"
+        )
     return None
 
 
@@ -96,19 +99,29 @@ def _blind_check(evidence: Evidence) -> ControlCheck:
             high = max(cells, key=lambda c: c.concurrency)
             gain = high.median / low.median - 1.0
             if gain < policy.blind_min_gain:
-                failures.append(f"{arm.name} on {wl.id}: aggregate {low.median:.1f} tok/s at c="
-                                f"{low.concurrency} vs {high.median:.1f} at c={high.concurrency} "
-                                f"({gain * 100:+.1f}%)")
+                failures.append(
+                    f"{arm.name} on {wl.id}: aggregate {low.median:.1f} tok/s at c="
+                    f"{low.concurrency} vs {high.median:.1f} at c={high.concurrency} "
+                    f"({gain * 100:+.1f}%)"
+                )
     if not tested:
-        return ControlCheck("blind", "untestable", "harness-blind control not testable: no arm was "
-                            "measured at two concurrency levels")
+        return ControlCheck(
+            "blind",
+            "untestable",
+            "harness-blind control not testable: no arm was measured at two concurrency levels",
+        )
     if failures:
-        return ControlCheck("blind", "fail", "harness blind: aggregate throughput does not rise with "
-                            f"concurrency by {policy.blind_min_gain * 100:.0f}% ({'; '.join(failures[:3])}"
-                            f"{'; ...' if len(failures) > 3 else ''}); a harness that cannot see batching "
-                            "cannot decide")
-    return ControlCheck("blind", "pass", f"aggregate throughput rises with concurrency in all {tested} "
-                        "arm-workload series")
+        return ControlCheck(
+            "blind",
+            "fail",
+            "harness blind: aggregate throughput does not rise with "
+            f"concurrency by {policy.blind_min_gain * 100:.0f}% ({'; '.join(failures[:3])}"
+            f"{'; ...' if len(failures) > 3 else ''}); a harness that cannot see batching "
+            "cannot decide",
+        )
+    return ControlCheck(
+        "blind", "pass", f"aggregate throughput rises with concurrency in all {tested} arm-workload series"
+    )
 
 
 def _drift_checks(evidence: Evidence) -> list[ControlCheck]:
@@ -125,21 +138,32 @@ def _drift_checks(evidence: Evidence) -> list[ControlCheck]:
 
     policy = evidence.policy
     out = []
-    order = {(str(r.arm), int(r.boot)): int(r.order) for r in evidence.results.boots.itertuples()}
+    boots = evidence.results.boots
+    order = {
+        (str(a), int(b)): int(o) for a, b, o in zip(boots["arm"], boots["boot"], boots["order"], strict=True)
+    }
     arm_order = {a.name: a.order for a in evidence.campaign.arms}
     multi = len(evidence.campaign.families) > 1
     for family in evidence.campaign.families:
         label = f"{family}: " if multi else ""
         controls = [a.name for a in evidence.campaign.controls(family)]
-        sub = evidence.boots[evidence.boots["arm"].isin(controls) & (evidence.boots["metric"] == "decode_tps")]
+        sub = evidence.boots[
+            evidence.boots["arm"].isin(controls) & (evidence.boots["metric"] == "decode_tps")
+        ]
         if sub.empty:
             continue
         centred = sub["log_value"] - sub.groupby(["workload", "concurrency"])["log_value"].transform("mean")
         per_boot = centred.groupby([sub["arm"], sub["boot"]]).mean()
         if len(per_boot) < 2:
-            out.append(ControlCheck("drift", "untestable", f"{label}no bracketing control pair (only "
-                                    f"{', '.join(controls)}, one boot): drift across the campaign and the "
-                                    "null control cannot be checked"))
+            out.append(
+                ControlCheck(
+                    "drift",
+                    "untestable",
+                    f"{label}no bracketing control pair (only "
+                    f"{', '.join(controls)}, one boot): drift across the campaign and the "
+                    "null control cannot be checked",
+                )
+            )
             continue
         x = np.array([order.get((str(a), int(b)), arm_order[str(a)]) for a, b in per_boot.index], dtype=float)
         y = per_boot.to_numpy(dtype=float)
@@ -149,22 +173,44 @@ def _drift_checks(evidence: Evidence) -> list[ControlCheck]:
         if len(y) == 2:
             drift = float(y[np.argmax(x)] - y[np.argmin(x)])
             if abs(drift) > limit:
-                out.append(ControlCheck("drift", "fail", f"{label}off_A and off_B differ by {pct(drift)} "
-                                        f"(first to last boot), beyond the {policy.max_drift * 100:.0f}% the "
-                                        "policy allows; one pair cannot tell drift from boot noise", drift))
+                out.append(
+                    ControlCheck(
+                        "drift",
+                        "fail",
+                        f"{label}off_A and off_B differ by {pct(drift)} "
+                        f"(first to last boot), beyond the {policy.max_drift * 100:.0f}% the "
+                        "policy allows; one pair cannot tell drift from boot noise",
+                        drift,
+                    )
+                )
             else:
-                out.append(ControlCheck("drift", "pass", f"{label}off_A and off_B differ by {pct(drift)}, "
-                                        f"within {policy.max_drift * 100:.0f}%; null control untestable "
-                                        "with one pair (one degree of freedom)", drift))
+                out.append(
+                    ControlCheck(
+                        "drift",
+                        "pass",
+                        f"{label}off_A and off_B differ by {pct(drift)}, "
+                        f"within {policy.max_drift * 100:.0f}%; null control untestable "
+                        "with one pair (one degree of freedom)",
+                        drift,
+                    )
+                )
             continue
         fit = sps.linregress(x, y)
         drift = float(fit.slope * np.ptp(x))
         p = float(fit.pvalue)
-        text = (f"{label}control boots drift {pct(drift)} from the first to the last boot (slope p={p:.3g}, "
-                f"{len(y)} control boots)")
+        text = (
+            f"{label}control boots drift {pct(drift)} from the first to the last boot (slope p={p:.3g}, "
+            f"{len(y)} control boots)"
+        )
         if p < policy.alpha and abs(drift) > limit:
-            out.append(ControlCheck("drift", "fail", f"{text}: beyond noise and beyond the "
-                                    f"{policy.max_drift * 100:.0f}% the policy allows", drift))
+            out.append(
+                ControlCheck(
+                    "drift",
+                    "fail",
+                    f"{text}: beyond noise and beyond the {policy.max_drift * 100:.0f}% the policy allows",
+                    drift,
+                )
+            )
         else:
             out.append(ControlCheck("drift", "pass", f"{text}: null control passes", drift))
     return out
@@ -183,24 +229,34 @@ def _floor_checks(evidence: Evidence) -> list[ControlCheck]:
             mode = policy.floor_when_unknown
             implication = {
                 "inconclusive": "no difference between arms can be told from boot-to-boot noise, so "
-                                "faster-than-off claims stay inconclusive",
+                "faster-than-off claims stay inconclusive",
                 "within_boot": "comparisons use within-boot precision only (runs inside one boot), which "
-                               "cannot see boot-to-boot variance and overstates certainty",
+                "cannot see boot-to-boot variance and overstates certainty",
                 "assume": f"the policy assumes a {(policy.floor_assumed or 0) * 100:.0f}% floor, "
-                          "an assumption this campaign does not check",
+                "an assumption this campaign does not check",
             }[mode]
-            out.append(ControlCheck("floor", "info", f"{label}sensitivity floor unknown: no bracketing "
-                                    f"off_A/off_B pair and single boots per arm; {implication}"))
+            out.append(
+                ControlCheck(
+                    "floor",
+                    "info",
+                    f"{label}sensitivity floor unknown: no bracketing "
+                    f"off_A/off_B pair and single boots per arm; {implication}",
+                )
+            )
             continue
         worst = max(known, key=lambda f: f.floor)
         pooled_s2 = float(np.mean([f.s**2 for f in known]))
-        text = (f"{label}cannot resolve effects smaller than {math.expm1(worst.floor) * 100:.1f}% "
-                f"({policy.selection_metric}, worst cell {worst.workload} c={worst.concurrency}; "
-                f"boot-level sd {math.sqrt(pooled_s2) * 100:.1f}% pooled over {len(known)} cells; "
-                f"{worst.df} degrees of freedom from {', '.join(worst.sources)})")
+        text = (
+            f"{label}cannot resolve effects smaller than {math.expm1(worst.floor) * 100:.1f}% "
+            f"({policy.selection_metric}, worst cell {worst.workload} c={worst.concurrency}; "
+            f"boot-level sd {math.sqrt(pooled_s2) * 100:.1f}% pooled over {len(known)} cells; "
+            f"{worst.df} degrees of freedom from {', '.join(worst.sources)})"
+        )
         if worst.multiplier_vs_pair is not None:
-            text += (f"; with one off_A/off_B pair the floor is {worst.multiplier_vs_pair:.1f}x "
-                     "|off_B - off_A|, not 1x")
+            text += (
+                f"; with one off_A/off_B pair the floor is {worst.multiplier_vs_pair:.1f}x "
+                "|off_B - off_A|, not 1x"
+            )
         out.append(ControlCheck("floor", "info", text, math.expm1(worst.floor)))
     return out
 
@@ -247,13 +303,16 @@ def _rank(evidence: Evidence, arms: Sequence[Arm], cell: tuple[str, int]) -> lis
     return sorted(ranked, key=lambda av: (-av[1] if higher else av[1], av[0].order, av[0].name))
 
 
-def _versus(evidence: Evidence, challengers: Sequence[Arm], reference: Arm, cell: tuple[str, int]
-            ) -> list[tuple[Arm, cmp.Comparison]]:
+def _versus(
+    evidence: Evidence, challengers: Sequence[Arm], reference: Arm, cell: tuple[str, int]
+) -> list[tuple[Arm, cmp.Comparison]]:
     """Each challenger against the reference arm at the selection cell, at the boot level (Holm)."""
     policy = evidence.policy
     metric = policy.selection_metric
     boots = evidence.boots
-    sel = boots[(boots["workload"] == cell[0]) & (boots["concurrency"] == cell[1]) & (boots["metric"] == metric)]
+    sel = boots[
+        (boots["workload"] == cell[0]) & (boots["concurrency"] == cell[1]) & (boots["metric"] == metric)
+    ]
     ref_vals = sel[sel["arm"] == reference.name]["log_value"].to_numpy(dtype=float)
     family_floor = evidence.floor(reference.family, cell[0], cell[1], metric)
     variance = cmp.Variance(math.nan, 0, ())
@@ -264,10 +323,20 @@ def _versus(evidence: Evidence, challengers: Sequence[Arm], reference: Arm, cell
         vals = sel[sel["arm"] == arm.name]["log_value"].to_numpy(dtype=float)
         if vals.size == 0 or ref_vals.size == 0:
             continue
-        raw.append((arm, cmp.compare_boots(vals, ref_vals, variance, alpha=policy.alpha,
-                                           family_size=len(challengers),
-                                           equivalence_margin=policy.equivalence_margin,
-                                           higher_is_better=HIGHER_IS_BETTER[metric])))
+        raw.append(
+            (
+                arm,
+                cmp.compare_boots(
+                    vals,
+                    ref_vals,
+                    variance,
+                    alpha=policy.alpha,
+                    family_size=len(challengers),
+                    equivalence_margin=policy.equivalence_margin,
+                    higher_is_better=HIGHER_IS_BETTER[metric],
+                ),
+            )
+        )
     classified = cmp.classify([c for _, c in raw], alpha=policy.alpha)
     return [(arm, c) for (arm, _), c in zip(raw, classified, strict=True)]
 
@@ -297,17 +366,23 @@ def _select(evidence: Evidence, eligible: list[Arm], mode: str) -> tuple[Arm | N
                 text += f"; its lead over {runner.name} ({pct(lead[0][1].estimate)}) is resolved"
             else:
                 est = pct(math.log(best_value / ranked[1][1]))
-                text += (f"; its lead over {runner.name} ({est}) is not resolved beyond the floor, so the "
-                         "two are not told apart by this evidence")
+                text += (
+                    f"; its lead over {runner.name} ({est}) is not resolved beyond the floor, so the "
+                    "two are not told apart by this evidence"
+                )
         return best, "promote", text
     if mode == "boring":
         higher = HIGHER_IS_BETTER[metric]
         tol = policy.selection_tolerance
-        within = [a for a, v in ranked if (v >= best_value * (1 - tol) if higher else v <= best_value * (1 + tol))]
+        within = [
+            a for a, v in ranked if (v >= best_value * (1 - tol) if higher else v <= best_value * (1 + tol))
+        ]
         pick = min(within, key=_k_key)
         value = next(v for a, v in ranked if a is pick)
-        text = (f"selection boring: {pick.name} is the smallest depth within {tol * 100:.0f}% of the fastest "
-                f"eligible arm {best.name} ({value:.1f} vs {best_value:.1f}, {where})")
+        text = (
+            f"selection boring: {pick.name} is the smallest depth within {tol * 100:.0f}% of the fastest "
+            f"eligible arm {best.name} ({value:.1f} vs {best_value:.1f}, {where})"
+        )
         return pick, "promote", text
     # reference
     ref_name = policy.selection_reference
@@ -315,7 +390,11 @@ def _select(evidence: Evidence, eligible: list[Arm], mode: str) -> tuple[Arm | N
     if reference is None:
         fallback = policy.selection_fallback
         if fallback == "inconclusive":
-            return None, "inconclusive", f"the reference {ref_name} is not eligible and the policy has no fallback"
+            return (
+                None,
+                "inconclusive",
+                f"the reference {ref_name} is not eligible and the policy has no fallback",
+            )
         arm, decision, text = _select(evidence, eligible, fallback)
         return arm, decision, f"the reference {ref_name} is not eligible; fallback {fallback}: {text}"
     others = [a for a, _ in ranked if a is not reference]
@@ -323,15 +402,26 @@ def _select(evidence: Evidence, eligible: list[Arm], mode: str) -> tuple[Arm | N
     better = [(a, c) for a, c in versus if c.outcome == cmp.BETTER]
     if better:
         winner, comp = max(better, key=lambda ac: ac[1].estimate)
-        return winner, "promote", (f"selection reference: {winner.name} is faster than the reference "
-                                   f"{reference.name} beyond the floor ({pct(comp.estimate)}, {where}) and "
-                                   "stable; it replaces the reference")
+        return (
+            winner,
+            "promote",
+            (
+                f"selection reference: {winner.name} is faster than the reference "
+                f"{reference.name} beyond the floor ({pct(comp.estimate)}, {where}) and "
+                "stable; it replaces the reference"
+            ),
+        )
     notes = []
     for arm, comp in versus:
         if comp.estimate > 0:
-            why = ("the floor is unknown (no bracketing control pair, single boots), so the difference "
-                   "cannot be told from boot-to-boot noise") if comp.method == cmp.NONE else \
-                f"not resolved beyond the {pct(comp.floor)} floor"
+            why = (
+                (
+                    "the floor is unknown (no bracketing control pair, single boots), so the difference "
+                    "cannot be told from boot-to-boot noise"
+                )
+                if comp.method == cmp.NONE
+                else f"not resolved beyond the {pct(comp.floor)} floor"
+            )
             notes.append(f"{arm.name} is {pct(comp.estimate)} over {reference.name} but {why}")
     text = f"selection reference: keep {reference.name}"
     if notes:
@@ -352,8 +442,14 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     controls.append(_blind_check(evidence))
     failed = results.boots[results.boots["status"] == "failed"]
     if len(failed):
-        controls.append(ControlCheck("failed_boots", "fail", "failed boots: " + ", ".join(
-            f"{r.arm} boot {r.boot} ({r.error})" for r in failed.itertuples())))
+        controls.append(
+            ControlCheck(
+                "failed_boots",
+                "fail",
+                "failed boots: "
+                + ", ".join(f"{r.arm} boot {r.boot} ({r.error})" for r in failed.itertuples()),
+            )
+        )
     verdicts: list[ArmVerdict] = []
     for arm in campaign.arms:
         rules = [r for r in policy.rules if r.applies_to(arm.name, arm.family)]
@@ -361,26 +457,46 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
             rules = [r for r in rules if r.kind in CONTROL_KINDS]
         outcomes = [evaluate(evidence, arm, r) for r in rules]
         void = None if arm.is_control else _void_check(evidence, arm)
-        verdicts.append(ArmVerdict(arm=arm, verdict=_verdict(arm, outcomes, void),
-                                   outcomes=tuple(outcomes), void_reason=void))
+        verdicts.append(
+            ArmVerdict(
+                arm=arm, verdict=_verdict(arm, outcomes, void), outcomes=tuple(outcomes), void_reason=void
+            )
+        )
     voids = [v for v in verdicts if v.verdict == "void"]
     if voids:
-        controls.append(ControlCheck("void", "fail", "void arms (acceptance ~0): " + "; ".join(
-            f"{v.arm.name}: {v.void_reason}" for v in voids)))
+        controls.append(
+            ControlCheck(
+                "void",
+                "fail",
+                "void arms (acceptance ~0): " + "; ".join(f"{v.arm.name}: {v.void_reason}" for v in voids),
+            )
+        )
     elif any(not a.is_control for a in campaign.arms):
-        controls.append(ControlCheck("void", "pass", "every candidate with counted acceptance accepts "
-                                     "drafts (positive control)"))
+        controls.append(
+            ControlCheck(
+                "void", "pass", "every candidate with counted acceptance accepts drafts (positive control)"
+            )
+        )
     decision, selected, selection_note, blockers = _decide(evidence, verdicts, controls)
     provisional = not any(math.isfinite(f.floor) and f.df >= 3 for f in evidence.floors)
-    reasons = _reasons(evidence, decision, selected, verdicts, controls, selection_note, blockers,
-                       provisional)
-    return Decision(decision=decision, selected=selected, reasons=tuple(reasons), arms=tuple(verdicts),
-                    controls=tuple(controls), evidence=evidence, selection_note=selection_note,
-                    provisional=provisional)
+    reasons = _reasons(
+        evidence, decision, selected, verdicts, controls, selection_note, blockers, provisional
+    )
+    return Decision(
+        decision=decision,
+        selected=selected,
+        reasons=tuple(reasons),
+        arms=tuple(verdicts),
+        controls=tuple(controls),
+        evidence=evidence,
+        selection_note=selection_note,
+        provisional=provisional,
+    )
 
 
-def _decide(evidence: Evidence, verdicts: list[ArmVerdict], controls: list[ControlCheck]
-            ) -> tuple[str, Arm | None, str, list[str]]:
+def _decide(
+    evidence: Evidence, verdicts: list[ArmVerdict], controls: list[ControlCheck]
+) -> tuple[str, Arm | None, str, list[str]]:
     policy = evidence.policy
     blockers = []
     for check in controls:
@@ -403,31 +519,48 @@ def _decide(evidence: Evidence, verdicts: list[ArmVerdict], controls: list[Contr
     if undecided:
         return "inconclusive", None, "", [f"{v.arm.name} could not be judged" for v in undecided]
     if all(v.verdict == "void" for v in candidates):
-        return "inconclusive", None, "", ["every candidate arm is void: the campaign measured broken heads, "
-                                          "not speculation"]
+        return (
+            "inconclusive",
+            None,
+            "",
+            ["every candidate arm is void: the campaign measured broken heads, not speculation"],
+        )
     return "keep_mtp_disabled", None, "", []
 
 
-def _reasons(evidence: Evidence, decision: str, selected: Arm | None, verdicts: list[ArmVerdict],
-             controls: list[ControlCheck], selection_note: str, blockers: list[str],
-             provisional: bool) -> list[str]:
+def _reasons(
+    evidence: Evidence,
+    decision: str,
+    selected: Arm | None,
+    verdicts: list[ArmVerdict],
+    controls: list[ControlCheck],
+    selection_note: str,
+    blockers: list[str],
+    provisional: bool,
+) -> list[str]:
     campaign = evidence.campaign
     policy = evidence.policy
     reasons: list[str] = []
     if decision == "promote" and selected is not None:
         reasons.append(f"promote {selected.name} ({selected.spec.label()}) under policy {policy.name}")
     elif decision == "keep_reference" and selected is not None:
-        reasons.append(f"keep the reference {selected.name} ({selected.spec.label()}) under policy "
-                       f"{policy.name}")
+        reasons.append(
+            f"keep the reference {selected.name} ({selected.spec.label()}) under policy {policy.name}"
+        )
     elif decision == "keep_mtp_disabled":
-        reasons.append(f"keep speculation disabled under policy {policy.name}: every candidate arm was "
-                       "rejected or void")
+        reasons.append(
+            f"keep speculation disabled under policy {policy.name}: every candidate arm was rejected or void"
+        )
     else:
         reasons.append(f"inconclusive under policy {policy.name}: " + "; ".join(blockers))
     if selection_note:
         reasons.append(selection_note)
-    reasons.extend(c.detail for c in controls if c.name in ("floor", "drift", "blind", "failed_boots")
-                   and not (c.status == "fail" and c.detail in blockers))
+    reasons.extend(
+        c.detail
+        for c in controls
+        if c.name in ("floor", "drift", "blind", "failed_boots")
+        and not (c.status == "fail" and c.detail in blockers)
+    )
     for v in verdicts:
         if v.arm.is_control:
             reasons.extend(f"{o.detail} (control, {o.rule})" for o in v.outcomes if o.kind == "beats_target")
@@ -437,11 +570,17 @@ def _reasons(evidence: Evidence, decision: str, selected: Arm | None, verdicts: 
         failed = [o for o in v.outcomes if o.passed is False and o.severity == "veto"]
         reasons.extend(f"{v.arm.name} rejected by {o.rule}: {o.detail}" for o in failed)
         if v.verdict == "inconclusive":  # what is unresolved matters only when nothing rejected the arm
-            reasons.extend(f"{v.arm.name} unresolved on {o.rule}: {o.detail}" for o in v.outcomes
-                           if o.passed is None and o.severity == "veto")
-        if v.verdict in ("eligible", "inconclusive"):
-            reasons.extend(f"warning ({o.rule}): {o.detail}" for o in v.outcomes
-                           if o.severity == "warn" and o.passed is not True and o.status != "missing")
+            reasons.extend(
+                f"{v.arm.name} unresolved on {o.rule}: {o.detail}"
+                for o in v.outcomes
+                if o.passed is None and o.severity == "veto"
+            )
+        if v.verdict != "void":
+            reasons.extend(
+                f"warning ({o.rule}): {o.detail}"
+                for o in v.outcomes
+                if o.severity == "warn" and o.passed is not True and o.status != "missing"
+            )
         if v.verdict == "eligible":
             passed = [o for o in v.outcomes if o.kind in ("beats_target", "faster_than_off")]
             reasons.extend(f"{v.arm.name} eligible: {o.detail}" for o in passed)
@@ -451,15 +590,21 @@ def _reasons(evidence: Evidence, decision: str, selected: Arm | None, verdicts: 
             for o in v.outcomes:
                 if o.severity == "warn" and o.status == "missing" and o.passed is None:
                     no_evidence.setdefault(o.rule, []).append(v.arm.name)
-    reasons.extend(f"warning ({rule}): no evidence recorded for {', '.join(arms)}"
-                   for rule, arms in sorted(no_evidence.items()))
+    reasons.extend(
+        f"warning ({rule}): no evidence recorded for {', '.join(arms)}"
+        for rule, arms in sorted(no_evidence.items())
+    )
     if not evidence.results.summaries.empty:
         arms = sorted(set(evidence.results.summaries["arm"]))
-        reasons.append(f"summary records only (raw runs lost) for {', '.join(arms)}: weaker evidence, "
-                       "spread known only where min and max were kept")
+        reasons.append(
+            f"summary records only (raw runs lost) for {', '.join(arms)}: weaker evidence, "
+            "spread known only where min and max were kept"
+        )
     if provisional and decision != "inconclusive":
-        reasons.append("provisional: fewer than 3 degrees of freedom for boot-to-boot variance; "
-                       "more boots per arm (or archived A/A pairs) would firm this up")
+        reasons.append(
+            "provisional: fewer than 3 degrees of freedom for boot-to-boot variance; "
+            "more boots per arm (or archived A/A pairs) would firm this up"
+        )
     if campaign.synthetic:
         reasons.append("synthetic campaign: generated, not measured")
     return reasons

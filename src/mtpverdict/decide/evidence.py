@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from mtpverdict.results.model import Campaign, Results
 from mtpverdict.rules.policy import Policy
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance, arm_acceptance
-from mtpverdict.stats.capacity import KvCeiling, kv_ceiling
+from mtpverdict.stats.capacity import KvCeiling, kv_ceiling, kv_pool
 from mtpverdict.stats.runs import (
     HIGHER_IS_BETTER,
     CellSummary,
@@ -74,6 +75,11 @@ class Evidence:
     acceptance: dict[str, ArmAcceptance]
     kv: dict[str, KvCeiling]
     history: tuple[NoiseHistory, ...]
+    hashes: dict[tuple[str, str], frozenset[str]]  # (arm, workload) -> output hashes of ok requests
+    coherence: dict[str, tuple[tuple[str, bool], ...]]  # arm -> (case, passed)
+    likelihood: dict[str, tuple[float, ...]]  # arm -> mean NLL per run
+    boot_records: dict[str, tuple[dict[str, Any], ...]]  # arm -> its boot records
+    request_counts: dict[str, tuple[int, int]]  # arm -> (measured requests, errors)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:
         return self.cells.get((arm, workload, concurrency, metric))
@@ -101,15 +107,32 @@ def history_from(results: Results, include_cold: bool, label: str) -> NoiseHisto
     controls = [a.name for a in results.campaign.arms if a.is_control]
     cells: list[tuple[tuple[str, int, str], float, int]] = []
     sub = boots[boots["arm"].isin(controls)]
-    for (workload, conc, metric), group in sub.groupby(["workload", "concurrency", "metric"], sort=True):
+    key: Any
+    for key, group in sub.groupby(["workload", "concurrency", "metric"], sort=True):
+        workload, conc, metric = key
         var = cmp.pooled_variance([("history", group["log_value"].to_numpy(dtype=float))])
         if var.known:
             cells.append(((str(workload), int(conc), str(metric)), var.s2, var.df))
     return NoiseHistory(label=label, sha256=results.records_sha256, cells=tuple(cells))
 
 
-def _log_values(frame: pd.DataFrame, arms: Sequence[str]) -> np.ndarray:
-    return frame[frame["arm"].isin(arms)]["log_value"].to_numpy(dtype=float)
+def _index(boots: pd.DataFrame) -> dict[CellKey, list[tuple[str, int, float]]]:
+    """Per (arm, workload, concurrency, metric): (arm, boot, log value) rows, in boot order."""
+    out: dict[CellKey, list[tuple[str, int, float]]] = {}
+    columns = zip(
+        boots["arm"],
+        boots["boot"],
+        boots["workload"],
+        boots["concurrency"],
+        boots["metric"],
+        boots["log_value"],
+        strict=True,
+    )
+    for arm, boot, workload, conc, metric, log_value in columns:
+        out.setdefault((str(arm), str(workload), int(conc), str(metric)), []).append(
+            (str(arm), int(boot), float(log_value))
+        )
+    return out
 
 
 def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Evidence:
@@ -118,100 +141,207 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     runs = run_table(results.requests)
     values = values_table(runs, results.summaries)
     boots = boot_statistics(values, policy.include_cold)
-    cells = {(c.arm, c.workload, c.concurrency, c.metric): c
-             for c in cell_summaries(values, policy.include_cold)}
+    cells = {
+        (c.arm, c.workload, c.concurrency, c.metric): c for c in cell_summaries(values, policy.include_cold)
+    }
+    index = _index(boots)
+    run_logs = _run_index(values if policy.include_cold else values[~values["cold"].astype(bool)])
+    order_of = {a.name: a.order for a in campaign.arms}
     comparisons: dict[CellKey, cmp.Comparison] = {}
     floors: list[FamilyFloor] = []
-    include_cold = policy.include_cold
-    counted_runs = values if include_cold else values[~values["cold"].astype(bool)]
     for family in campaign.families:
         controls = [a.name for a in campaign.controls(family)]
         candidates = [a.name for a in campaign.candidates(family)]
         if not controls or not candidates:
             continue
-        fam = boots[boots["arm"].isin(controls + candidates)]
-        for (workload, conc, metric), group in fam.groupby(["workload", "concurrency", "metric"],
-                                                           sort=True):
-            base = _log_values(group, controls)
-            present = [c for c in candidates if (group["arm"] == c).any()]
+        members = set(controls) | set(candidates)
+        triples = sorted({(w, c, m) for (a, w, c, m) in index if a in members})
+        for workload, conc, metric in triples:
+            control_rows = [row for a in controls for row in index.get((a, workload, conc, metric), [])]
+            base = np.array([v for _, _, v in control_rows])
+            present = [c for c in candidates if (c, workload, conc, metric) in index]
             if base.size == 0 or not present:
                 continue
+            arm_logs = {c: np.array([v for _, _, v in index[(c, workload, conc, metric)]]) for c in present}
             extra = []
             for h in history:
-                found = h.lookup(str(workload), int(conc), str(metric))
+                found = h.lookup(workload, conc, metric)
                 if found is not None:
                     extra.append((f"history:{h.label}", found[0], found[1]))
-            groups = [("controls", base)] + [(c, _log_values(group, [c])) for c in present]
+            groups: list[tuple[str, Any]] = [("controls", base), *arm_logs.items()]
             variance = cmp.pooled_variance(groups, extra)
-            higher = HIGHER_IS_BETTER[str(metric)]
+            higher = HIGHER_IS_BETTER[metric]
             family_size = len(present)
             raw: list[cmp.Comparison] = []
             for cand in present:
-                arm_vals = _log_values(group, [cand])
-                if variance.known:
-                    comp = cmp.compare_boots(arm_vals, base, variance, alpha=policy.alpha,
-                                             family_size=family_size,
-                                             equivalence_margin=policy.equivalence_margin,
-                                             higher_is_better=higher)
-                elif policy.floor_when_unknown == "within_boot":
-                    comp = _within_boot(counted_runs, cand, controls, str(workload), int(conc),
-                                        str(metric), policy, family_size, higher)
-                elif policy.floor_when_unknown == "assume" and policy.floor_assumed is not None:
-                    comp = cmp.compare_assumed(arm_vals, base, assumed_floor=policy.floor_assumed,
-                                               higher_is_better=higher)
+                arm_vals = arm_logs[cand]
+                if not variance.known and policy.floor_when_unknown == "within_boot":
+                    comp = _within_boot(
+                        run_logs, cand, controls, (workload, conc, metric), policy, family_size, higher
+                    )
+                elif (
+                    not variance.known
+                    and policy.floor_when_unknown == "assume"
+                    and (policy.floor_assumed is not None)
+                ):
+                    comp = cmp.compare_assumed(
+                        arm_vals, base, assumed_floor=policy.floor_assumed, higher_is_better=higher
+                    )
                 else:
-                    comp = cmp.compare_boots(arm_vals, base, variance, alpha=policy.alpha,
-                                             family_size=family_size,
-                                             equivalence_margin=policy.equivalence_margin,
-                                             higher_is_better=higher)
+                    comp = cmp.compare_boots(
+                        arm_vals,
+                        base,
+                        variance,
+                        alpha=policy.alpha,
+                        family_size=family_size,
+                        equivalence_margin=policy.equivalence_margin,
+                        higher_is_better=higher,
+                    )
                 raw.append(comp)
             for cand, comp in zip(present, _classify_by_method(raw, policy.alpha), strict=True):
-                comparisons[(cand, str(workload), int(conc), str(metric))] = comp
-            n_arm = min(_log_values(group, [c]).size for c in present)
+                comparisons[(cand, workload, conc, metric)] = comp
+            n_arm = min(v.size for v in arm_logs.values())
             floor = math.nan
             s = math.sqrt(variance.s2) if variance.known else math.nan
             if variance.known:
-                floor = cmp.compare_boots(np.zeros(n_arm), np.zeros(base.size), variance,
-                                          alpha=policy.alpha, family_size=family_size,
-                                          equivalence_margin=policy.equivalence_margin).floor
+                floor = cmp.compare_boots(
+                    np.zeros(n_arm),
+                    np.zeros(base.size),
+                    variance,
+                    alpha=policy.alpha,
+                    family_size=family_size,
+                    equivalence_margin=policy.equivalence_margin,
+                ).floor
             pair = None
-            control_group = group[group["arm"].isin(controls)]
-            if len(control_group) == 2:
-                ordered = control_group.sort_values(["arm", "boot"])
-                order_of = {a.name: a.order for a in campaign.arms}
-                ordered = ordered.assign(o=[order_of[a] for a in ordered["arm"]]).sort_values("o")
-                pair = float(ordered["log_value"].iloc[1] - ordered["log_value"].iloc[0])
+            if len(control_rows) == 2:
+                first, last = sorted(control_rows, key=lambda r: (order_of[r[0]], r[1]))
+                pair = last[2] - first[2]
             multiplier = None
             if variance.known and variance.sources == ("controls",) and base.size == 2:
                 multiplier = cmp.pair_multiplier(variance.df, n_arm, base.size, policy.alpha, family_size)
-            floors.append(FamilyFloor(
-                family=family, workload=str(workload), concurrency=int(conc), metric=str(metric),
-                df=variance.df, s=s, floor=floor, multiplier_vs_pair=multiplier, pair_difference=pair,
-                sources=variance.sources, n_candidates=family_size,
-            ))
-    acceptance = {a.name: arm_acceptance(results.acceptance, a.name, 2 * policy.alpha)
-                  for a in campaign.arms if not a.is_control}
-    kv: dict[str, KvCeiling] = {}
-    for arm in campaign.arms:
-        controls_t = tuple(c.name for c in campaign.controls(arm.family))
-        kv[arm.name] = kv_ceiling(results.boots, arm.name, controls_t, campaign.window_tokens)
-    return Evidence(campaign=campaign, results=results, policy=policy, runs=runs, values=values,
-                    boots=boots, cells=cells, comparisons=comparisons, floors=tuple(floors),
-                    acceptance=acceptance, kv=kv, history=tuple(history))
+            floors.append(
+                FamilyFloor(
+                    family=family,
+                    workload=workload,
+                    concurrency=conc,
+                    metric=metric,
+                    df=variance.df,
+                    s=s,
+                    floor=floor,
+                    multiplier_vs_pair=multiplier,
+                    pair_difference=pair,
+                    sources=variance.sources,
+                    n_candidates=family_size,
+                )
+            )
+    acceptance = {
+        a.name: arm_acceptance(results.acceptance, a.name, 2 * policy.alpha)
+        for a in campaign.arms
+        if not a.is_control
+    }
+    boot_records: dict[str, list[dict[str, Any]]] = {a.name: [] for a in campaign.arms}
+    for rec in results.boots.to_dict("records"):
+        boot_records[str(rec["arm"])].append({str(k): v for k, v in rec.items()})
+    pools = {name: kv_pool(recs) for name, recs in boot_records.items()}
+    kv = {
+        arm.name: kv_ceiling(
+            arm.name,
+            pools[arm.name],
+            [pools[c.name][0] for c in campaign.controls(arm.family)],
+            campaign.window_tokens,
+        )
+        for arm in campaign.arms
+    }
+    req = results.requests
+    hashes: dict[tuple[str, str], set[str]] = {}
+    counts: dict[str, list[int]] = {a.name: [0, 0] for a in campaign.arms}
+    for arm, workload, status, digest, warmup in zip(
+        req["arm"], req["workload"], req["status"], req["output_sha256"], req["warmup"], strict=True
+    ):
+        if warmup:
+            continue
+        counts[str(arm)][0] += 1
+        if status != "ok":
+            counts[str(arm)][1] += 1
+        elif isinstance(digest, str):
+            hashes.setdefault((str(arm), str(workload)), set()).add(digest)
+    coherence: dict[str, list[tuple[str, bool]]] = {}
+    coh = results.coherence
+    for arm, case, passed in zip(coh["arm"], coh["case"], coh["passed"], strict=True):
+        coherence.setdefault(str(arm), []).append((str(case), bool(passed)))
+    nll: dict[str, list[float]] = {}
+    lik = results.likelihood
+    for arm, value in zip(lik["arm"], lik["mean_nll"], strict=True):
+        nll.setdefault(str(arm), []).append(float(value))
+    return Evidence(
+        campaign=campaign,
+        results=results,
+        policy=policy,
+        runs=runs,
+        values=values,
+        boots=boots,
+        cells=cells,
+        comparisons=comparisons,
+        floors=tuple(floors),
+        acceptance=acceptance,
+        kv=kv,
+        history=tuple(history),
+        hashes={k: frozenset(v) for k, v in hashes.items()},
+        coherence={k: tuple(v) for k, v in coherence.items()},
+        likelihood={k: tuple(v) for k, v in nll.items()},
+        boot_records={k: tuple(v) for k, v in boot_records.items()},
+        request_counts={k: (v[0], v[1]) for k, v in counts.items()},
+    )
 
 
-def _within_boot(values: pd.DataFrame, cand: str, controls: list[str], workload: str, conc: int,
-                 metric: str, policy: Policy, family_size: int, higher: bool) -> cmp.Comparison:
-    sel = values[(values["workload"] == workload) & (values["concurrency"] == conc)
-                 & (values["metric"] == metric)]
-    arm_rows = sel[sel["arm"] == cand]
-    base_rows = sel[sel["arm"].isin(controls)]
-    if not (arm_rows["runs_known"].all() and base_rows["runs_known"].all()):
-        return cmp.compare_within_boot([], [], alpha=policy.alpha, family_size=family_size,
-                                       equivalence_margin=policy.equivalence_margin)
+RunIndex = dict[CellKey, tuple[list[float], bool]]
+
+
+def _run_index(values: pd.DataFrame) -> RunIndex:
+    """Per cell and metric: run-level log values and whether every run is known (not a lone median)."""
+    out: RunIndex = {}
+    columns = zip(
+        values["arm"],
+        values["workload"],
+        values["concurrency"],
+        values["metric"],
+        values["value"],
+        values["runs_known"],
+        strict=True,
+    )
+    for arm, workload, conc, metric, value, known in columns:
+        key = (str(arm), str(workload), int(conc), str(metric))
+        logs, all_known = out.get(key, ([], True))
+        logs.append(math.log(float(value)))
+        out[key] = (logs, all_known and bool(known))
+    return out
+
+
+def _within_boot(
+    run_logs: RunIndex,
+    cand: str,
+    controls: list[str],
+    cell: tuple[str, int, str],
+    policy: Policy,
+    family_size: int,
+    higher: bool,
+) -> cmp.Comparison:
+    workload, conc, metric = cell
+    arm_logs, arm_known = run_logs.get((cand, workload, conc, metric), ([], False))
+    base_logs: list[float] = []
+    base_known = True
+    for c in controls:
+        logs, known = run_logs.get((c, workload, conc, metric), ([], True))
+        base_logs += logs
+        base_known = base_known and known
+    if not (arm_known and base_known):
+        arm_logs, base_logs = [], []
     return cmp.compare_within_boot(
-        np.log(arm_rows["value"].to_numpy(dtype=float)), np.log(base_rows["value"].to_numpy(dtype=float)),
-        alpha=policy.alpha, family_size=family_size, equivalence_margin=policy.equivalence_margin,
+        arm_logs,
+        base_logs,
+        alpha=policy.alpha,
+        family_size=family_size,
+        equivalence_margin=policy.equivalence_margin,
         higher_is_better=higher,
     )
 

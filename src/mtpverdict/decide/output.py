@@ -24,9 +24,15 @@ def _ratio(log_value: float) -> float | None:
 
 def _surface(s: Surface) -> dict[str, Any]:
     return {
-        "source": s.source, "scoped": s.scoped, "windows": s.windows, "drafts": s.drafts,
-        "draft_tokens": s.draft_tokens, "accepted_tokens": s.accepted_tokens,
-        "acceptance_rate": _num(s.rate), "ci_low": _num(s.ci_low), "ci_high": _num(s.ci_high),
+        "source": s.source,
+        "scoped": s.scoped,
+        "windows": s.windows,
+        "drafts": s.drafts,
+        "draft_tokens": s.draft_tokens,
+        "accepted_tokens": s.accepted_tokens,
+        "acceptance_rate": _num(s.rate),
+        "ci_low": _num(s.ci_low),
+        "ci_high": _num(s.ci_high),
         "mean_acceptance_length": _num(s.mean_acceptance_length),
         "per_position_rate": None if s.per_position_rate is None else list(s.per_position_rate),
         "void_windows": s.void_windows,
@@ -45,8 +51,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def decision_dict(d: Decision, *, rules_sha256: str, history: list[dict[str, str]] | None = None
-                  ) -> dict[str, Any]:
+def decision_dict(
+    d: Decision, *, rules_sha256: str, history: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
     """The decision as a JSON-ready dict (sorted and rounded when serialised)."""
     ev = d.evidence
     campaign = ev.campaign
@@ -54,68 +61,135 @@ def decision_dict(d: Decision, *, rules_sha256: str, history: list[dict[str, str
     for v in d.arms:
         acc = ev.acceptance.get(v.arm.name)
         kv = ev.kv[v.arm.name]
-        arms.append({
-            "name": v.arm.name,
-            "role": v.arm.role,
-            "family": v.arm.family,
-            "spec": v.arm.spec.as_dict(),
-            "verdict": v.verdict,
-            "void_reason": v.void_reason,
-            "rules": [{
-                "rule": o.rule, "kind": o.kind, "severity": o.severity, "passed": o.passed,
-                "status": o.status, "value": _jsonable(o.value), "threshold": _jsonable(o.threshold),
-                "detail": o.detail,
-            } for o in v.outcomes],
-            "acceptance": None if acc is None or acc.primary is None else {
-                "primary": _surface(acc.primary),
-                "surfaces": [_surface(s) for s in acc.surfaces],
-                "wasted_fraction": _num(acc.wasted_fraction),
-            },
-            "kv": {"kv_cache_tokens": kv.kv_cache_tokens, "window_tokens": kv.window_tokens,
-                   "ceiling": _num(kv.ceiling), "ratio_to_control": _num(kv.ratio_to_control)},
-        })
-    cells = [{
-        "arm": c.arm, "workload": c.workload, "concurrency": c.concurrency, "metric": c.metric,
-        "n": c.n, "n_boots": c.n_boots, "n_cold": c.n_cold, "median": c.median, "min": c.minimum,
-        "max": c.maximum, "iqr": c.iqr, "runs_known": c.runs_known, "origin": c.origin,
-    } for _, c in sorted(ev.cells.items())]
-    comparisons = [{
-        "arm": arm, "workload": wl, "concurrency": conc, "metric": metric,
-        "ratio": _ratio(c.estimate), "ci_low": _ratio(c.ci_low), "ci_high": _ratio(c.ci_high),
-        "method": c.method, "df": c.df, "n_arm_boots": c.n_arm, "n_base_boots": c.n_base,
-        "p_better": _num(c.p_better), "p_better_holm": _num(c.p_better_adjusted),
-        "p_worse": _num(c.p_worse), "p_equivalent": _num(c.p_equivalent),
-        "floor": None if not math.isfinite(c.floor) else math.expm1(c.floor), "outcome": c.outcome,
-    } for (arm, wl, conc, metric), c in sorted(ev.comparisons.items())]
-    floors = [{
-        "family": f.family, "workload": f.workload, "concurrency": f.concurrency, "metric": f.metric,
-        "df": f.df, "boot_sd": _num(f.s), "floor": None if not math.isfinite(f.floor) else math.expm1(f.floor),
-        "multiplier_vs_pair": _num(f.multiplier_vs_pair),
-        "pair_difference": None if f.pair_difference is None else math.expm1(f.pair_difference),
-        "variance_sources": list(f.sources), "candidates": f.n_candidates,
-    } for f in ev.floors]
+        arms.append(
+            {
+                "name": v.arm.name,
+                "role": v.arm.role,
+                "family": v.arm.family,
+                "spec": v.arm.spec.as_dict(),
+                "verdict": v.verdict,
+                "void_reason": v.void_reason,
+                "rules": [
+                    {
+                        "rule": o.rule,
+                        "kind": o.kind,
+                        "severity": o.severity,
+                        "passed": o.passed,
+                        "status": o.status,
+                        "value": _jsonable(o.value),
+                        "threshold": _jsonable(o.threshold),
+                        "detail": o.detail,
+                    }
+                    for o in v.outcomes
+                ],
+                "acceptance": None
+                if acc is None or acc.primary is None
+                else {
+                    "primary": _surface(acc.primary),
+                    "surfaces": [_surface(s) for s in acc.surfaces],
+                    "wasted_fraction": _num(acc.wasted_fraction),
+                },
+                "kv": {
+                    "kv_cache_tokens": kv.kv_cache_tokens,
+                    "window_tokens": kv.window_tokens,
+                    "ceiling": _num(kv.ceiling),
+                    "ratio_to_control": _num(kv.ratio_to_control),
+                },
+            }
+        )
+    cells = [
+        {
+            "arm": c.arm,
+            "workload": c.workload,
+            "concurrency": c.concurrency,
+            "metric": c.metric,
+            "n": c.n,
+            "n_boots": c.n_boots,
+            "n_cold": c.n_cold,
+            "median": c.median,
+            "min": c.minimum,
+            "max": c.maximum,
+            "iqr": c.iqr,
+            "runs_known": c.runs_known,
+            "origin": c.origin,
+        }
+        for _, c in sorted(ev.cells.items())
+    ]
+    comparisons = [
+        {
+            "arm": arm,
+            "workload": wl,
+            "concurrency": conc,
+            "metric": metric,
+            "ratio": _ratio(c.estimate),
+            "ci_low": _ratio(c.ci_low),
+            "ci_high": _ratio(c.ci_high),
+            "method": c.method,
+            "df": c.df,
+            "n_arm_boots": c.n_arm,
+            "n_base_boots": c.n_base,
+            "p_better": _num(c.p_better),
+            "p_better_holm": _num(c.p_better_adjusted),
+            "p_worse": _num(c.p_worse),
+            "p_equivalent": _num(c.p_equivalent),
+            "floor": None if not math.isfinite(c.floor) else math.expm1(c.floor),
+            "outcome": c.outcome,
+        }
+        for (arm, wl, conc, metric), c in sorted(ev.comparisons.items())
+    ]
+    floors = [
+        {
+            "family": f.family,
+            "workload": f.workload,
+            "concurrency": f.concurrency,
+            "metric": f.metric,
+            "df": f.df,
+            "boot_sd": _num(f.s),
+            "floor": None if not math.isfinite(f.floor) else math.expm1(f.floor),
+            "multiplier_vs_pair": _num(f.multiplier_vs_pair),
+            "pair_difference": None if f.pair_difference is None else math.expm1(f.pair_difference),
+            "variance_sources": list(f.sources),
+            "candidates": f.n_candidates,
+        }
+        for f in ev.floors
+    ]
     selected = None
     if d.selected is not None:
-        selected = {"arm": d.selected.name, "spec": d.selected.spec.as_dict(),
-                    "serve_argv": None if d.selected.serve_argv is None else list(d.selected.serve_argv)}
+        selected = {
+            "arm": d.selected.name,
+            "spec": d.selected.spec.as_dict(),
+            "serve_argv": None if d.selected.serve_argv is None else list(d.selected.serve_argv),
+        }
     return {
         "format": DECISION_FORMAT,
         "decision": d.decision,
         "selected": selected,
         "provisional": d.provisional,
         "reasons": list(d.reasons),
-        "policy": {"name": ev.policy.name, "source": ev.policy.source, "alpha": ev.policy.alpha,
-                   "selection": ev.policy.selection_mode},
+        "policy": {
+            "name": ev.policy.name,
+            "file": ev.policy.source.replace("\\", "/").rsplit("/", 1)[-1],
+            "alpha": ev.policy.alpha,
+            "selection": ev.policy.selection_mode,
+        },
         "arms": arms,
-        "controls": [{"name": c.name, "status": c.status, "detail": c.detail, "value": _num(c.value)}
-                     for c in d.controls],
+        "controls": [
+            {"name": c.name, "status": c.status, "detail": c.detail, "value": _num(c.value)}
+            for c in d.controls
+        ],
         "floors": floors,
         "comparisons": comparisons,
         "cells": cells,
-        "campaign": {"id": campaign.id, "title": campaign.title, "synthetic": campaign.synthetic,
-                     "claim": campaign.scope.claim, "device": campaign.scope.device,
-                     "engine": campaign.scope.engine, "engine_version": campaign.scope.engine_version,
-                     "model": campaign.scope.model},
+        "campaign": {
+            "id": campaign.id,
+            "title": campaign.title,
+            "synthetic": campaign.synthetic,
+            "claim": campaign.scope.claim,
+            "device": campaign.scope.device,
+            "engine": campaign.scope.engine,
+            "engine_version": campaign.scope.engine_version,
+            "model": campaign.scope.model,
+        },
         "inputs": {
             "campaign_sha256": ev.results.campaign_sha256,
             "records_sha256": ev.results.records_sha256,
@@ -157,9 +231,20 @@ def render_summary(d: Decision) -> str:
         if kv.ceiling is not None:
             kv_text += f" ({kv.ceiling:.2f}x)"
         rows.append([name, v.arm.spec.label(), runs or "-", ratio, acc_text, kv_text, v.verdict])
-    table = tabulate(rows, headers=["arm", "spec", METRIC_LABELS[metric] + " median [min-max]",
-                                    "vs off", "acceptance", "KV pool (ceiling)", "verdict"],
-                     tablefmt="simple", disable_numparse=True)
+    table = tabulate(
+        rows,
+        headers=[
+            "arm",
+            "spec",
+            METRIC_LABELS[metric] + " median [min-max]",
+            "vs off",
+            "acceptance",
+            "KV pool (ceiling)",
+            "verdict",
+        ],
+        tablefmt="simple",
+        disable_numparse=True,
+    )
     head = f"decision: {d.decision}"
     if d.selected is not None:
         head += f"  selected: {d.selected.name} ({d.selected.spec.label()})"

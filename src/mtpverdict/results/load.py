@@ -381,8 +381,9 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
     return _build(campaign, campaign_sha, _lines(path, digest), digest, source, root)
 
 
-def results_from_records(campaign_obj: dict[str, Any], records: list[dict[str, Any]],
-                         label: str = "<memory>") -> Results:
+def results_from_records(
+    campaign_obj: dict[str, Any], records: list[dict[str, Any]], label: str = "<memory>"
+) -> Results:
     """Validate and tabulate a campaign and records held in memory (simulation, importers' checks)."""
     from mtpverdict._jsonio import canonical, record_line
 
@@ -402,8 +403,14 @@ def results_from_records(campaign_obj: dict[str, Any], records: list[dict[str, A
     return _build(campaign, campaign_sha, lines(), digest, f"{label}/{RECORDS_FILE}", None)
 
 
-def _build(campaign: Campaign, campaign_sha: str, lines: Iterator[tuple[int, bytes | None]], digest: Any,
-           source: str, root: Path | None) -> Results:
+def _build(
+    campaign: Campaign,
+    campaign_sha: str,
+    lines: Iterator[tuple[int, bytes | None]],
+    digest: Any,
+    source: str,
+    root: Path | None,
+) -> Results:
     import pandas as pd
 
     arms = {a.name for a in campaign.arms}

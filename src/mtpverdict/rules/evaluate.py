@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mtpverdict.results.model import Arm
 from mtpverdict.rules.policy import Rule
 from mtpverdict.stats import compare as cmp
@@ -50,8 +52,11 @@ def _cells(evidence: Evidence, arm: Arm, rule: Rule, metric: str) -> list[tuple[
     workloads = rule.get("workloads") if _has(rule, "workloads") else None
     concurrency = rule.get("concurrency") if _has(rule, "concurrency") else None
     keys = sorted({(c.workload, c.concurrency) for c in evidence.arm_cells(arm.name, metric)})
-    return [(w, c) for w, c in keys
-            if (workloads is None or w in workloads) and (concurrency is None or c in concurrency)]
+    return [
+        (w, c)
+        for w, c in keys
+        if (workloads is None or w in workloads) and (concurrency is None or c in concurrency)
+    ]
 
 
 def _has(rule: Rule, key: str) -> bool:
@@ -72,8 +77,10 @@ def _comparison_text(comp: cmp.Comparison, metric: str) -> str:
     if comp.method == cmp.NONE or not math.isfinite(comp.ci_low):
         return f"{pct(comp.estimate)} {metric} (no interval: floor unknown)"
     label = "within-boot" if comp.method == cmp.WITHIN_BOOT else f"between boots, df {comp.df}"
-    return (f"{pct(comp.estimate)} {metric} [90% CI {pct(comp.ci_low)}, {pct(comp.ci_high)}] "
-            f"({label}; floor {pct(comp.floor)})")
+    return (
+        f"{pct(comp.estimate)} {metric} [90% CI {pct(comp.ci_low)}, {pct(comp.ci_high)}] "
+        f"({label}; floor {pct(comp.floor)})"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -97,8 +104,12 @@ def beats_target(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, An
         if statistic == "lower_bound":
             low = _lower_bound(evidence, arm.name, workload, conc, metric)
             if low is None:
-                return (MISSING, None, target, f"{arm.name}: too few runs at {_cell_label(workload, conc)} "
-                        "for a lower bound")
+                return (
+                    MISSING,
+                    None,
+                    target,
+                    f"{arm.name}: too few runs at {_cell_label(workload, conc)} for a lower bound",
+                )
             value, what = low, "one-sided 95% lower bound over runs"
         worst = min(worst, value)
         unit = METRIC_UNITS[metric]
@@ -127,8 +138,11 @@ def _lower_bound(evidence: Evidence, arm: str, workload: str, conc: int, metric:
 def faster_than_off(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
     metric = rule.get("metric")
     min_effect = float(rule.get("min_effect"))
-    cells = [c for c in _cells(evidence, arm, rule, metric)
-             if evidence.comparison(arm.name, c[0], c[1], metric) is not None]
+    cells = [
+        c
+        for c in _cells(evidence, arm, rule, metric)
+        if evidence.comparison(arm.name, c[0], c[1], metric) is not None
+    ]
     if not cells:
         return MISSING, None, min_effect, f"{arm.name}: no {metric} comparison with its control"
     outcomes = []
@@ -141,8 +155,12 @@ def faster_than_off(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any,
             outcome = cmp.INCONCLUSIVE
         outcomes.append(outcome)
         parts.append(f"{_cell_label(workload, conc)} {outcome}: {_comparison_text(comp, metric)}")
-    worst = min((evidence.comparison(arm.name, w, c, metric).estimate  # type: ignore[union-attr]
-                 for w, c in cells))
+    worst = min(
+        (
+            evidence.comparison(arm.name, w, c, metric).estimate  # type: ignore[union-attr]
+            for w, c in cells
+        )
+    )
     if any(o in (cmp.WORSE, cmp.EQUIVALENT) for o in outcomes):
         status = FAIL
     elif all(o == cmp.BETTER for o in outcomes):
@@ -163,11 +181,16 @@ def stable_acceptance(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, An
     rate_text = "n/a" if p.rate is None else f"{p.rate * 100:.1f}%"
     if p.ci_low is not None and p.ci_high is not None:
         rate_text += f" [90% CI {p.ci_low * 100:.1f}%, {p.ci_high * 100:.1f}%]"
-    sample = (f"on {p.draft_tokens} drafted tokens" if p.draft_tokens is not None
-              else "sample size not recorded")
+    sample = (
+        f"on {p.draft_tokens} drafted tokens" if p.draft_tokens is not None else "sample size not recorded"
+    )
     checks: list[tuple[str, float | None, Callable[[float, float], bool], str]] = [
-        ("min_drafted_tokens", None if p.draft_tokens is None else float(p.draft_tokens),
-         lambda v, t: v >= t, "drafted tokens"),
+        (
+            "min_drafted_tokens",
+            None if p.draft_tokens is None else float(p.draft_tokens),
+            lambda v, t: v >= t,
+            "drafted tokens",
+        ),
         ("min_rate", p.rate, lambda v, t: v >= t, "acceptance rate"),
         ("min_lower_bound", p.ci_low, lambda v, t: v >= t, "acceptance lower bound"),
         ("min_last_position_rate", acc.last_position_rate, lambda v, t: v >= t, "last-position rate"),
@@ -205,8 +228,11 @@ def kv_ceiling_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any,
         window = evidence.campaign.window_tokens
     if kv.kv_cache_tokens is None:
         return MISSING, None, None, f"{arm.name}: no KV pool recorded"
-    thresholds = {"min_concurrency": rule.get("min_concurrency"), "max_loss": rule.get("max_loss"),
-                  "window_tokens": window}
+    thresholds = {
+        "min_concurrency": rule.get("min_concurrency"),
+        "max_loss": rule.get("max_loss"),
+        "window_tokens": window,
+    }
     failures: list[str] = []
     notes = [f"KV pool {kv.kv_cache_tokens:,} tokens"]
     min_conc = rule.get("min_concurrency")
@@ -226,8 +252,10 @@ def kv_ceiling_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any,
         else:
             notes.append(f"{kv.ratio_to_control * 100:.0f}% of the control's pool")
             if 1.0 - kv.ratio_to_control > float(max_loss):
-                failures.append(f"keeps {kv.ratio_to_control * 100:.0f}% of the control's pool, a loss "
-                                f"beyond {float(max_loss) * 100:.0f}%")
+                failures.append(
+                    f"keeps {kv.ratio_to_control * 100:.0f}% of the control's pool, a loss "
+                    f"beyond {float(max_loss) * 100:.0f}%"
+                )
     detail = f"{arm.name}: " + ", ".join(notes)
     if failures:
         return FAIL, ceiling, thresholds, detail + "; " + "; ".join(failures)
@@ -235,19 +263,18 @@ def kv_ceiling_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any,
 
 
 def coherence(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
-    table = evidence.results.coherence
-    rows = table[table["arm"] == arm.name]
+    rows = evidence.coherence.get(arm.name, ())
     min_rate = float(rule.get("min_pass_rate"))
     parts = []
     status = PASS
     value = None
-    if len(rows):
-        passed = int(rows["passed"].astype(bool).sum())
+    if rows:
+        passed = sum(1 for _, ok in rows if ok)
         value = passed / len(rows)
         parts.append(f"{passed}/{len(rows)} coherence cases passed")
         if value < min_rate:
             status = FAIL
-            failed = sorted(rows[~rows["passed"].astype(bool)]["case"].astype(str))
+            failed = sorted(case for case, ok in rows if not ok)
             parts[-1] += f" (failed: {', '.join(failed)})"
     identical_checked = False
     if rule.get("identical_outputs"):
@@ -264,17 +291,23 @@ def coherence(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, 
                 parts.append(f"output on {wl.id} byte-identical to the control")
             else:
                 status = FAIL
-                parts.append(f"output on {wl.id} differs from the control ({len(mine | theirs)} distinct "
-                             "outputs where greedy decoding must give one)")
-    if not len(rows) and not identical_checked:
+                parts.append(
+                    f"output on {wl.id} differs from the control ({len(mine | theirs)} distinct "
+                    "outputs where greedy decoding must give one)"
+                )
+    if not rows and not identical_checked:
         return MISSING, None, min_rate, f"{arm.name}: no coherence cases or output hashes recorded"
     return status, value, min_rate, f"{arm.name}: " + "; ".join(parts)
 
 
 def _hashes(evidence: Evidence, arms: list[str], workload: str) -> set[str]:
     req = evidence.results.requests
-    sel = req[req["arm"].isin(arms) & (req["workload"] == workload) & (req["status"] == "ok")
-              & req["output_sha256"].notna()]
+    sel = req[
+        req["arm"].isin(arms)
+        & (req["workload"] == workload)
+        & (req["status"] == "ok")
+        & req["output_sha256"].notna()
+    ]
     return {str(h) for h in sel["output_sha256"]}
 
 
@@ -289,13 +322,18 @@ def identity(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, s
         theirs = _hashes(evidence, control_names, wid)
         control_distinct = len(theirs) if theirs else None
         if control_distinct is None and len(summaries):
-            rows = summaries[summaries["arm"].isin(control_names) & (summaries["workload"] == wid)
-                             & summaries["distinct_outputs"].notna()]
+            rows = summaries[
+                summaries["arm"].isin(control_names)
+                & (summaries["workload"] == wid)
+                & summaries["distinct_outputs"].notna()
+            ]
             if len(rows):
                 control_distinct = int(rows["distinct_outputs"].max())
         if control_distinct is not None and control_distinct > 1:
-            parts.append(f"identity on {wid} not established: the control itself gave {control_distinct} "
-                         "distinct outputs")
+            parts.append(
+                f"identity on {wid} not established: the control itself gave {control_distinct} "
+                "distinct outputs"
+            )
             status = UNRESOLVED if status != FAIL else status
             continue
         if not mine or not theirs:
@@ -312,18 +350,21 @@ def identity(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, s
 
 
 def likelihood(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
-    table = evidence.results.likelihood
-    mine = table[table["arm"] == arm.name]["mean_nll"].astype(float)
-    control_names = [c.name for c in evidence.campaign.controls(arm.family)]
-    theirs = table[table["arm"].isin(control_names)]["mean_nll"].astype(float)
-    if mine.empty or theirs.empty:
+    mine = np.array(evidence.likelihood.get(arm.name, ()))
+    theirs = np.array(
+        [v for c in evidence.campaign.controls(arm.family) for v in evidence.likelihood.get(c.name, ())]
+    )
+    if mine.size == 0 or theirs.size == 0:
         return MISSING, None, None, f"{arm.name}: no teacher-forced likelihood for the arm and its control"
-    delta = float(mine.median() - theirs.median())
+    delta = float(np.median(mine) - np.median(theirs))
     spread = float(theirs.max() - theirs.min()) if len(theirs) >= 2 else None
     thresholds = {"max_delta": rule.get("max_delta"), "max_delta_vs_spread": rule.get("max_delta_vs_spread")}
     detail = f"{arm.name}: mean NLL delta {delta:+.5f} nats vs the control"
-    detail += f" (control spread {spread:.5f} over {len(theirs)} runs)" if spread is not None else \
-        " (control spread unknown: one run)"
+    detail += (
+        f" (control spread {spread:.5f} over {len(theirs)} runs)"
+        if spread is not None
+        else " (control spread unknown: one run)"
+    )
     failures = []
     if rule.get("max_delta") is not None and abs(delta) > float(rule.get("max_delta")):
         failures.append(f"|delta| above {rule.get('max_delta')}")
@@ -349,10 +390,14 @@ def context_regime(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, 
         if a != arm.name or m != metric or (concurrency is not None and conc not in concurrency):
             continue
         wl = evidence.campaign.workload(wid)
-        point = RegimePoint(workload=wid, prompt_tokens=wl.prompt_tokens, ratio=comp.ratio,
-                            ci_low=math.exp(comp.ci_low) if math.isfinite(comp.ci_low) else None,
-                            ci_high=math.exp(comp.ci_high) if math.isfinite(comp.ci_high) else None,
-                            outcome=comp.outcome)
+        point = RegimePoint(
+            workload=wid,
+            prompt_tokens=wl.prompt_tokens,
+            ratio=comp.ratio,
+            ci_low=math.exp(comp.ci_low) if math.isfinite(comp.ci_low) else None,
+            ci_high=math.exp(comp.ci_high) if math.isfinite(comp.ci_high) else None,
+            outcome=comp.outcome,
+        )
         all_points.append(point)
         if wid in listed:
             checked.append(point)
@@ -364,7 +409,11 @@ def context_regime(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, 
     detail = f"{arm.name}: ratio to off by depth: {profile}"
     if cross is not None:
         detail += f"; loses from {cross} onward"
-    losing = [p.workload for p in checked if p.outcome == cmp.WORSE]
+    losing = [
+        p.workload
+        for p in sorted(checked, key=lambda p: (p.prompt_tokens or 0, p.workload))
+        if p.outcome == cmp.WORSE
+    ]
     if losing:
         return FAIL, min(p.ratio for p in checked), listed, detail + f"; loses at {', '.join(losing)}"
     if all(p.outcome in (cmp.BETTER, cmp.EQUIVALENT) for p in checked):
@@ -374,8 +423,11 @@ def context_regime(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, 
 
 def ttft(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
     limit = 1.0 + float(rule.get("max_regression"))
-    cells = [c for c in _cells(evidence, arm, rule, "ttft_ms")
-             if evidence.comparison(arm.name, c[0], c[1], "ttft_ms") is not None]
+    cells = [
+        c
+        for c in _cells(evidence, arm, rule, "ttft_ms")
+        if evidence.comparison(arm.name, c[0], c[1], "ttft_ms") is not None
+    ]
     if not cells:
         return MISSING, None, limit, f"{arm.name}: no TTFT comparison with its control"
     worst = 0.0
@@ -411,11 +463,16 @@ def round_economics_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str,
         econ = round_economics(sorted(off_vals)[len(off_vals) // 2], mine.median, mal, arm.spec.k)
         if econ is None:
             continue
-        worst_cost = econ.cost_in_baseline_steps if worst_cost is None else max(
-            worst_cost, econ.cost_in_baseline_steps)
-        text = (f"{_cell_label(workload, conc)}: step {econ.baseline_step_ms:.1f} ms, round "
-                f"{econ.round_ms:.1f} ms, {econ.tokens_per_round:.2f} tokens/round, cost "
-                f"{econ.cost_in_baseline_steps:.2f} baseline steps")
+        worst_cost = (
+            econ.cost_in_baseline_steps
+            if worst_cost is None
+            else max(worst_cost, econ.cost_in_baseline_steps)
+        )
+        text = (
+            f"{_cell_label(workload, conc)}: step {econ.baseline_step_ms:.1f} ms, round "
+            f"{econ.round_ms:.1f} ms, {econ.tokens_per_round:.2f} tokens/round, cost "
+            f"{econ.cost_in_baseline_steps:.2f} baseline steps"
+        )
         if econ.exceeds_max_return:
             exceeded = True
             text += f" > the {econ.max_tokens_per_round} tokens a round can return at most"
@@ -427,23 +484,24 @@ def round_economics_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str,
 
 
 def boot_ok(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
-    boots = evidence.results.boots
-    mine = boots[boots["arm"] == arm.name]
-    failed = mine[mine["status"] == "failed"]
-    req = evidence.results.requests
-    reqs = req[(req["arm"] == arm.name) & ~req["warmup"].astype(bool)]
-    errors = int((reqs["status"] == "error").sum())
-    rate = errors / len(reqs) if len(reqs) else 0.0
-    if mine.empty and reqs.empty:
+    mine = evidence.boot_records.get(arm.name, ())
+    failed = [b for b in mine if b["status"] == "failed"]
+    n_requests, errors = evidence.request_counts.get(arm.name, (0, 0))
+    rate = errors / n_requests if n_requests else 0.0
+    if not mine and not n_requests:
         return MISSING, None, None, f"{arm.name}: no boot or request records"
     failures = []
     if len(failed) > int(rule.get("max_failed_boots")):
-        reasons = "; ".join(sorted({str(e) for e in failed["error"]}))
+        reasons = "; ".join(sorted({str(b["error"]) for b in failed}))
         failures.append(f"{len(failed)} of {len(mine)} boots failed ({reasons})")
     if rate > float(rule.get("max_error_rate")):
-        failures.append(f"{errors} of {len(reqs)} requests failed ({rate * 100:.1f}%)")
+        failures.append(f"{errors} of {n_requests} requests failed ({rate * 100:.1f}%)")
     if rule.get("check_observed_k") and arm.spec.k is not None:
-        seen = {int(k) for k in mine["observed_k"].dropna()}
+        seen = {
+            int(b["observed_k"])
+            for b in mine
+            if isinstance(b["observed_k"], int | float) and not math.isnan(b["observed_k"])
+        }
         wrong = sorted(k for k in seen if k != arm.spec.k)
         if wrong:
             failures.append(f"the server ran k={wrong[0]} where the arm asks for k={arm.spec.k}")
@@ -485,5 +543,13 @@ def evaluate(evidence: Evidence, arm: Arm, rule: Rule) -> RuleOutcome:
         detail += " (accepted without this evidence, as the policy allows)"
     else:
         passed = None
-    return RuleOutcome(rule=rule.id, kind=rule.kind, severity=rule.severity, passed=passed,
-                       status=status, value=value, threshold=threshold, detail=detail)
+    return RuleOutcome(
+        rule=rule.id,
+        kind=rule.kind,
+        severity=rule.severity,
+        passed=passed,
+        status=status,
+        value=value,
+        threshold=threshold,
+        detail=detail,
+    )

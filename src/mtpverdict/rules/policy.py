@@ -145,9 +145,21 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "fallback": (*SELECTION_MODES[:2], "inconclusive"),
     "kind": RULE_KINDS,
 }
-_FRACTIONS = {"alpha", "equivalence_margin", "min_rate", "min_lower_bound", "min_last_position_rate",
-              "max_wasted_fraction", "void_max_acceptance", "max_drift", "max_loss", "min_pass_rate",
-              "tolerance", "max_error_rate", "assumed"}
+_FRACTIONS = {
+    "alpha",
+    "equivalence_margin",
+    "min_rate",
+    "min_lower_bound",
+    "min_last_position_rate",
+    "max_wasted_fraction",
+    "void_max_acceptance",
+    "max_drift",
+    "max_loss",
+    "min_pass_rate",
+    "tolerance",
+    "max_error_rate",
+    "assumed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,18 +233,24 @@ def _type_ok(kind: str, value: object) -> bool:
     if kind == _STRS:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if kind == _INTS:
-        return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                               for v in value)
+        return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     raise AssertionError(kind)
 
 
-def _read_table(table: dict[str, Any], keys: dict[str, tuple[str, object]], where: str, source: str,
-                problems: list[Problem]) -> dict[str, Any]:
+def _read_table(
+    table: dict[str, Any],
+    keys: dict[str, tuple[str, object]],
+    where: str,
+    source: str,
+    problems: list[Problem],
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in table:
-        if key not in keys:
-            problems.append(Problem(source, f"unknown key; allowed: {', '.join(sorted(keys))}",
-                                    key=f"{where}{key}"))
+    allowed = ", ".join(sorted(keys))
+    problems.extend(
+        Problem(source, f"unknown key; allowed: {allowed}", key=f"{where}{key}")
+        for key in table
+        if key not in keys
+    )
     for key, (kind, default) in keys.items():
         if key not in table:
             if default is REQUIRED:
@@ -242,16 +260,19 @@ def _read_table(table: dict[str, Any], keys: dict[str, tuple[str, object]], wher
             continue
         value = table[key]
         if not _type_ok(kind, value):
-            problems.append(Problem(source, f"must be a {kind}, got {type(value).__name__}",
-                                    key=f"{where}{key}"))
+            problems.append(
+                Problem(source, f"must be a {kind}, got {type(value).__name__}", key=f"{where}{key}")
+            )
             continue
         if key in _ENUMS and value not in _ENUMS[key]:
-            problems.append(Problem(source, f"{value!r} is not one of {', '.join(_ENUMS[key])}",
-                                    key=f"{where}{key}"))
+            problems.append(
+                Problem(source, f"{value!r} is not one of {', '.join(_ENUMS[key])}", key=f"{where}{key}")
+            )
             continue
         if key in _FRACTIONS and not 0.0 <= float(value) <= 1.0:
-            problems.append(Problem(source, f"{value} must lie between 0 and 1 (a fraction)",
-                                    key=f"{where}{key}"))
+            problems.append(
+                Problem(source, f"{value} must lie between 0 and 1 (a fraction)", key=f"{where}{key}")
+            )
             continue
         if kind == _NUM and float(value) < 0:
             problems.append(Problem(source, f"{value} must not be negative", key=f"{where}{key}"))
@@ -264,37 +285,63 @@ def _rule_problems(params: dict[str, Any], kind: str, where: str, source: str) -
     """Contradictions and empty rules that the types alone cannot catch."""
     out: list[Problem] = []
     if kind == "beats_target" and params.get("floor") is not None and params["floor"] > params["target"]:
-        out.append(Problem(source, f"floor {params['floor']} exceeds target {params['target']}; the "
-                           "floor is the lower bar", key=f"{where}floor"))
+        out.append(
+            Problem(
+                source,
+                f"floor {params['floor']} exceeds target {params['target']}; the floor is the lower bar",
+                key=f"{where}floor",
+            )
+        )
     if kind == "stable_acceptance":
-        checks = ("min_drafted_tokens", "min_rate", "min_lower_bound", "min_last_position_rate",
-                  "max_wasted_fraction")
+        checks = (
+            "min_drafted_tokens",
+            "min_rate",
+            "min_lower_bound",
+            "min_last_position_rate",
+            "max_wasted_fraction",
+        )
         if all(params.get(k) is None for k in checks):
-            out.append(Problem(source, f"sets no threshold; give at least one of {', '.join(checks)}",
-                               key=where.rstrip(".")))
+            out.append(
+                Problem(
+                    source,
+                    f"sets no threshold; give at least one of {', '.join(checks)}",
+                    key=where.rstrip("."),
+                )
+            )
         rate, wasted = params.get("min_rate"), params.get("max_wasted_fraction")
         if rate is not None and wasted is not None and rate > 1.0 - wasted + 1e-12:
             pass  # consistent: a higher min rate implies less waste
         if rate is not None and wasted is not None and 1.0 - wasted < rate - 1e-12:
-            out.append(Problem(source, f"max_wasted_fraction {wasted} allows less than min_rate {rate} "
-                               "does; they contradict", key=f"{where}max_wasted_fraction"))
-        if (params.get("min_lower_bound") is not None and params.get("min_rate") is not None
-                and params["min_lower_bound"] > params["min_rate"]):
+            out.append(
+                Problem(
+                    source,
+                    f"max_wasted_fraction {wasted} allows less than min_rate {rate} does; they contradict",
+                    key=f"{where}max_wasted_fraction",
+                )
+            )
+        if (
+            params.get("min_lower_bound") is not None
+            and params.get("min_rate") is not None
+            and params["min_lower_bound"] > params["min_rate"]
+        ):
             pass
     if kind == "kv_ceiling":
         if params.get("min_concurrency") is None and params.get("max_loss") is None:
-            out.append(Problem(source, "sets no threshold; give min_concurrency or max_loss",
-                               key=where.rstrip(".")))
+            out.append(
+                Problem(source, "sets no threshold; give min_concurrency or max_loss", key=where.rstrip("."))
+            )
         if params.get("window_tokens") is not None and params.get("workload") is not None:
-            out.append(Problem(source, "give window_tokens or workload, not both",
-                               key=f"{where}window_tokens"))
-    if kind == "likelihood" and params.get("max_delta") is None and params.get(
-            "max_delta_vs_spread") is None:
-        out.append(Problem(source, "sets no threshold; give max_delta or max_delta_vs_spread",
-                           key=where.rstrip(".")))
+            out.append(
+                Problem(source, "give window_tokens or workload, not both", key=f"{where}window_tokens")
+            )
+    if kind == "likelihood" and params.get("max_delta") is None and params.get("max_delta_vs_spread") is None:
+        out.append(
+            Problem(source, "sets no threshold; give max_delta or max_delta_vs_spread", key=where.rstrip("."))
+        )
     if kind in ("faster_than_off", "context_regime", "beats_target") and params.get("metric") == "ttft_ms":
-        out.append(Problem(source, "ttft_ms is lower-is-better; use a ttft rule for latency",
-                           key=f"{where}metric"))
+        out.append(
+            Problem(source, "ttft_ms is lower-is-better; use a ttft rule for latency", key=f"{where}metric")
+        )
     return out
 
 
@@ -310,8 +357,14 @@ def parse_policy(text: str, source: str, sha256: str = "") -> Policy:
     top_table = {k: v for k, v in data.items() if k not in SECTION_KEYS and k != "rules"}
     top = _read_table(top_table, TOP_KEYS, "", source, problems)
     if "policy_version" in top and top["policy_version"] != POLICY_VERSION:
-        problems.append(Problem(source, f"policy_version {top['policy_version']} is not supported; this "
-                                f"mtpverdict reads policy_version {POLICY_VERSION}", key="policy_version"))
+        problems.append(
+            Problem(
+                source,
+                f"policy_version {top['policy_version']} is not supported; this "
+                f"mtpverdict reads policy_version {POLICY_VERSION}",
+                key="policy_version",
+            )
+        )
     sections: dict[str, dict[str, Any]] = {}
     for name, keys in SECTION_KEYS.items():
         raw = data.get(name, {})
@@ -329,8 +382,13 @@ def parse_policy(text: str, source: str, sha256: str = "") -> Policy:
         kind = raw.get("kind")
         where = f"rules[{i}]" + (f" ({raw['id']})" if isinstance(raw.get("id"), str) else "") + "."
         if kind not in RULE_KEYS:
-            problems.append(Problem(source, f"unknown rule kind {kind!r}; kinds are {', '.join(RULE_KINDS)}",
-                                    key=f"{where}kind"))
+            problems.append(
+                Problem(
+                    source,
+                    f"unknown rule kind {kind!r}; kinds are {', '.join(RULE_KINDS)}",
+                    key=f"{where}kind",
+                )
+            )
             continue
         keys = {**_COMMON, **RULE_KEYS[kind]}
         before = len(problems)
@@ -340,38 +398,71 @@ def parse_policy(text: str, source: str, sha256: str = "") -> Policy:
         problems.extend(_rule_problems(params, kind, where, source))
         rule_id = params.pop("id") or kind
         if rule_id in ids:
-            problems.append(Problem(source, f"rule id {rule_id!r} is used twice; give each rule its own id",
-                                    key=f"{where}id"))
+            problems.append(
+                Problem(
+                    source, f"rule id {rule_id!r} is used twice; give each rule its own id", key=f"{where}id"
+                )
+            )
         ids.add(rule_id)
         common = {k: params.pop(k) for k in ("kind", "severity", "on_missing", "arms", "families", "why")}
-        rules.append(Rule(id=rule_id, kind=common["kind"], severity=common["severity"],
-                          on_missing=common["on_missing"], arms=common["arms"],
-                          families=common["families"], why=common["why"],
-                          params=tuple(sorted(params.items()))))
+        rules.append(
+            Rule(
+                id=rule_id,
+                kind=common["kind"],
+                severity=common["severity"],
+                on_missing=common["on_missing"],
+                arms=common["arms"],
+                families=common["families"],
+                why=common["why"],
+                params=tuple(sorted(params.items())),
+            )
+        )
     sel = sections["selection"]
     if sel.get("mode") == "reference" and not sel.get("reference"):
-        problems.append(Problem(source, "mode reference needs selection.reference (the arm to keep)",
-                                key="selection.reference"))
+        problems.append(
+            Problem(
+                source,
+                "mode reference needs selection.reference (the arm to keep)",
+                key="selection.reference",
+            )
+        )
     flo = sections["floor"]
     if flo.get("when_unknown") == "assume" and flo.get("assumed") is None:
-        problems.append(Problem(source, "when_unknown = \"assume\" needs floor.assumed (a fraction, e.g. "
-                                "0.05)", key="floor.assumed"))
+        problems.append(
+            Problem(
+                source,
+                'when_unknown = "assume" needs floor.assumed (a fraction, e.g. 0.05)',
+                key="floor.assumed",
+            )
+        )
     if problems:
         raise PolicyError(problems)
     ctl = sections["controls"]
     return Policy(
-        name=top["name"], description=top["description"], source=source, sha256=sha256,
-        alpha=float(top["alpha"]), equivalence_margin=float(top["equivalence_margin"]),
-        seed=int(top["seed"]), cold=sections["runs"]["cold"],
+        name=top["name"],
+        description=top["description"],
+        source=source,
+        sha256=sha256,
+        alpha=float(top["alpha"]),
+        equivalence_margin=float(top["equivalence_margin"]),
+        seed=int(top["seed"]),
+        cold=sections["runs"]["cold"],
         floor_when_unknown=flo["when_unknown"],
         floor_assumed=None if flo["assumed"] is None else float(flo["assumed"]),
         void_max_acceptance=float(ctl["void_max_acceptance"]),
-        void_min_drafted=int(ctl["void_min_drafted"]), blind_min_gain=float(ctl["blind_min_gain"]),
-        max_drift=float(ctl["max_drift"]), on_drift=ctl["on_drift"], on_blind=ctl["on_blind"],
-        selection_mode=sel["mode"], selection_metric=sel["metric"],
-        selection_workload=sel["workload"], selection_concurrency=sel["concurrency"],
-        selection_tolerance=float(sel["tolerance"]), selection_reference=sel["reference"],
-        selection_fallback=sel["fallback"], rules=tuple(rules),
+        void_min_drafted=int(ctl["void_min_drafted"]),
+        blind_min_gain=float(ctl["blind_min_gain"]),
+        max_drift=float(ctl["max_drift"]),
+        on_drift=ctl["on_drift"],
+        on_blind=ctl["on_blind"],
+        selection_mode=sel["mode"],
+        selection_metric=sel["metric"],
+        selection_workload=sel["workload"],
+        selection_concurrency=sel["concurrency"],
+        selection_tolerance=float(sel["tolerance"]),
+        selection_reference=sel["reference"],
+        selection_fallback=sel["fallback"],
+        rules=tuple(rules),
     )
 
 
@@ -397,15 +488,29 @@ def load_policy(name_or_path: str | Path | None = None) -> Policy:
         try:
             data = candidate.read_bytes()
         except FileNotFoundError:
-            raise PolicyError([Problem(source, "not found; give a rules file or a shipped policy name "
-                                       f"({', '.join(shipped_policies())})")]) from None
+            raise PolicyError(
+                [
+                    Problem(
+                        source,
+                        "not found; give a rules file or a shipped policy name "
+                        f"({', '.join(shipped_policies())})",
+                    )
+                ]
+            ) from None
         except OSError as exc:
             raise PolicyError([Problem(source, f"cannot be read: {exc.strerror}")]) from None
     else:
         name = str(name_or_path)
         if name not in shipped_policies():
-            raise PolicyError([Problem(name, "no such shipped policy; choose one of "
-                                       f"{', '.join(shipped_policies())} or give a .toml path")])
+            raise PolicyError(
+                [
+                    Problem(
+                        name,
+                        "no such shipped policy; choose one of "
+                        f"{', '.join(shipped_policies())} or give a .toml path",
+                    )
+                ]
+            )
         source = f"rules/{name}.toml"
         data = resources.files(SHIPPED_PACKAGE).joinpath(SHIPPED_DIR, f"{name}.toml").read_bytes()
     try:

@@ -121,10 +121,20 @@ def _surface(source: str, rows: pd.DataFrame, alpha: float) -> Surface:
             mal = float(reported.iloc[0])
         elif per_pos is not None:
             mal = 1.0 + sum(per_pos)
-    return Surface(source=source, scoped=scoped, windows=int(len(ok)), drafts=drafts,
-                   draft_tokens=draft_tokens, accepted_tokens=accepted, rate=rate, ci_low=low,
-                   ci_high=high, mean_acceptance_length=mal, per_position_rate=per_pos,
-                   void_windows=void)
+    return Surface(
+        source=source,
+        scoped=scoped,
+        windows=int(len(ok)),
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        rate=rate,
+        ci_low=low,
+        ci_high=high,
+        mean_acceptance_length=mal,
+        per_position_rate=per_pos,
+        void_windows=void,
+    )
 
 
 def arm_acceptance(acceptance: pd.DataFrame, arm: str, alpha: float) -> ArmAcceptance:

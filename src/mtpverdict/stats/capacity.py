@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,22 +20,31 @@ class KvCeiling:
     ratio_to_control: float | None  # pool / the family control's pool
 
 
-def kv_pool(boots: pd.DataFrame, arm: str) -> tuple[int | None, int]:
-    """Largest reported KV pool over an arm's ready boots, and how many boots reported one."""
-    rows = boots[(boots["arm"] == arm) & (boots["status"] == "ready") & boots["kv_cache_tokens"].notna()]
-    if rows.empty:
-        return None, 0
-    return int(rows["kv_cache_tokens"].astype(int).max()), int(len(rows))
+def kv_pool(boots: Sequence[Mapping[str, Any]]) -> tuple[int | None, int]:
+    """Largest KV pool over an arm's ready boot records, and how many of its boots reported one."""
+    pools = [
+        int(b["kv_cache_tokens"])
+        for b in boots
+        if b["status"] == "ready"
+        and isinstance(b["kv_cache_tokens"], int | float)
+        and not math.isnan(b["kv_cache_tokens"])
+    ]
+    return (max(pools), len(pools)) if pools else (None, 0)
 
 
-def kv_ceiling(boots: pd.DataFrame, arm: str, control_arms: tuple[str, ...],
-               window_tokens: int | None) -> KvCeiling:
+def kv_ceiling(
+    arm: str, pool: tuple[int | None, int], control_pools: Sequence[int | None], window_tokens: int | None
+) -> KvCeiling:
     """Ceiling = pool / window for one arm, and its pool relative to the family's control pool."""
-    pool, count = kv_pool(boots, arm)
-    control_pools = [p for p, _ in (kv_pool(boots, c) for c in control_arms) if p is not None]
-    ceiling = None if pool is None or not window_tokens else pool / window_tokens
-    ratio = None
-    if pool is not None and control_pools:
-        ratio = pool / max(control_pools)
-    return KvCeiling(arm=arm, kv_cache_tokens=pool, boots=count, window_tokens=window_tokens,
-                     ceiling=ceiling, ratio_to_control=ratio)
+    tokens, count = pool
+    known = [p for p in control_pools if p is not None]
+    ceiling = None if tokens is None or not window_tokens else tokens / window_tokens
+    ratio = None if tokens is None or not known else tokens / max(known)
+    return KvCeiling(
+        arm=arm,
+        kv_cache_tokens=tokens,
+        boots=count,
+        window_tokens=window_tokens,
+        ceiling=ceiling,
+        ratio_to_control=ratio,
+    )

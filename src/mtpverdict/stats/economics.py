@@ -26,8 +26,9 @@ class RoundEconomics:
     pays: bool  # tokens per round above cost in steps
 
 
-def round_economics(off_decode_tps: float, arm_decode_tps: float, mean_acceptance_length: float,
-                    k: int | None) -> RoundEconomics | None:
+def round_economics(
+    off_decode_tps: float, arm_decode_tps: float, mean_acceptance_length: float, k: int | None
+) -> RoundEconomics | None:
     """Round economics from decode rates and mean acceptance length; None when an input is missing."""
     values = (off_decode_tps, arm_decode_tps, mean_acceptance_length)
     if not all(math.isfinite(v) and v > 0 for v in values):

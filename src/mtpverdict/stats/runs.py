@@ -9,7 +9,9 @@ earliest start is its cold run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,10 +30,22 @@ BOOT_KEYS = ["arm", "boot", "workload", "concurrency"]
 VALUE_COLUMNS = [*RUN_KEYS, "metric", "value", "cold", "origin", "runs_known", "n_requests", "n_errors"]
 
 
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per measured run (warm-ups excluded) with its three metrics and error counts."""
-    columns = [*RUN_KEYS, "t_start", "n_requests", "n_errors", "decode_tps", "ttft_ms",
-               "aggregate_tps", "cold"]
+    columns = [
+        *RUN_KEYS,
+        "t_start",
+        "n_requests",
+        "n_errors",
+        "decode_tps",
+        "ttft_ms",
+        "aggregate_tps",
+        "cold",
+    ]
     req = requests[~requests["warmup"].astype(bool)]
     if req.empty:
         return pd.DataFrame(columns=columns)
@@ -43,15 +57,17 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     window = t_end - t_first
     decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0))
     ttft = ((t_first - t_start) * 1000.0).where(ok)
-    frame = pd.DataFrame({
-        **{k: req[k] for k in RUN_KEYS},
-        "t_start": t_start,
-        "t_end_ok": t_end.where(ok),
-        "tokens_ok": tokens.where(ok, 0.0),
-        "ok": ok.astype(int),
-        "decode": decode,
-        "ttft": ttft,
-    })
+    frame = pd.DataFrame(
+        {
+            **{k: req[k] for k in RUN_KEYS},
+            "t_start": t_start,
+            "t_end_ok": t_end.where(ok),
+            "tokens_ok": tokens.where(ok, 0.0),
+            "ok": ok.astype(int),
+            "decode": decode,
+            "ttft": ttft,
+        }
+    )
     grouped = frame.groupby(RUN_KEYS, sort=True, dropna=False)
     runs = grouped.agg(
         t_start=("t_start", "min"),
@@ -92,25 +108,35 @@ def values_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
         parts.append(long)
     if not summaries.empty:
         rows = []
-        for rec in summaries.itertuples(index=False):
-            boot = 1 if pd.isna(rec.boot) else int(rec.boot)
-            lo = None if pd.isna(rec.min) else float(rec.min)
-            hi = None if pd.isna(rec.max) else float(rec.max)
-            if rec.n == 1:
-                vals, known = [float(rec.median)], True
-            elif rec.n == 2 and lo is not None and hi is not None:
+        for rec in summaries.to_dict("records"):
+            boot = 1 if _missing(rec["boot"]) else int(rec["boot"])
+            lo = None if _missing(rec["min"]) else float(rec["min"])
+            hi = None if _missing(rec["max"]) else float(rec["max"])
+            if rec["n"] == 1:
+                vals, known = [float(rec["median"])], True
+            elif rec["n"] == 2 and lo is not None and hi is not None:
                 vals, known = [lo, hi], True
-            elif rec.n == 3 and lo is not None and hi is not None:
-                vals, known = [lo, float(rec.median), hi], True
+            elif rec["n"] == 3 and lo is not None and hi is not None:
+                vals, known = [lo, float(rec["median"]), hi], True
             else:
-                vals, known = [float(rec.median)], False
+                vals, known = [float(rec["median"])], False
             for rep, value in enumerate(vals, start=1):
-                rows.append({
-                    "arm": rec.arm, "boot": boot, "workload": rec.workload,
-                    "concurrency": int(rec.concurrency), "rep": rep, "cold": False,
-                    "n_requests": int(rec.n) if not known else 1, "n_errors": 0,
-                    "metric": rec.metric, "value": value, "origin": "summary", "runs_known": known,
-                })
+                rows.append(
+                    {
+                        "arm": rec["arm"],
+                        "boot": boot,
+                        "workload": rec["workload"],
+                        "concurrency": int(rec["concurrency"]),
+                        "rep": rep,
+                        "cold": False,
+                        "n_requests": int(rec["n"]) if not known else 1,
+                        "n_errors": 0,
+                        "metric": rec["metric"],
+                        "value": value,
+                        "origin": "summary",
+                        "runs_known": known,
+                    }
+                )
         parts.append(pd.DataFrame(rows))
     if not parts:
         return pd.DataFrame(columns=VALUE_COLUMNS)
@@ -141,24 +167,46 @@ class CellSummary:
 
 def cell_summaries(values: pd.DataFrame, include_cold: bool) -> list[CellSummary]:
     """Median, min, max and IQR per cell and metric (cold runs counted or not, per policy)."""
+    groups: dict[tuple[str, str, int, str], list[tuple[float, bool, int, bool, str]]] = {}
+    columns = zip(
+        values["arm"],
+        values["workload"],
+        values["concurrency"],
+        values["metric"],
+        values["value"],
+        values["cold"],
+        values["boot"],
+        values["runs_known"],
+        values["origin"],
+        strict=True,
+    )
+    for arm, workload, conc, metric, value, cold, boot, known, origin in columns:
+        groups.setdefault((str(arm), str(workload), int(conc), str(metric)), []).append(
+            (float(value), bool(cold), int(boot), bool(known), str(origin))
+        )
     out: list[CellSummary] = []
-    if values.empty:
-        return out
-    for (arm, workload, conc, metric), group in values.groupby([*CELL_KEYS, "metric"], sort=True):
-        counted = group if include_cold else group[~group["cold"].astype(bool)]
-        if counted.empty:
-            counted = group
-        vals = counted["value"].to_numpy(dtype=float)
+    for (arm, workload, conc, metric), rows in sorted(groups.items()):
+        counted = rows if include_cold else [r for r in rows if not r[1]] or rows
+        vals = np.array([r[0] for r in counted])
         q1, q3 = np.percentile(vals, [25, 75])
-        out.append(CellSummary(
-            arm=str(arm), workload=str(workload), concurrency=int(conc), metric=str(metric),
-            n=int(len(vals)), n_boots=int(counted["boot"].nunique()),
-            n_cold=int(group["cold"].astype(bool).sum()), median=float(np.median(vals)),
-            minimum=float(vals.min()), maximum=float(vals.max()), iqr=float(q3 - q1),
-            runs_known=bool(counted["runs_known"].all()),
-            origin="summary" if (counted["origin"] == "summary").any() else "request",
-            values=tuple(float(v) for v in vals),
-        ))
+        out.append(
+            CellSummary(
+                arm=arm,
+                workload=workload,
+                concurrency=conc,
+                metric=metric,
+                n=int(vals.size),
+                n_boots=len({r[2] for r in counted}),
+                n_cold=sum(1 for r in rows if r[1]),
+                median=float(np.median(vals)),
+                minimum=float(vals.min()),
+                maximum=float(vals.max()),
+                iqr=float(q3 - q1),
+                runs_known=all(r[3] for r in counted),
+                origin="summary" if any(r[4] == "summary" for r in counted) else "request",
+                values=tuple(float(v) for v in vals),
+            )
+        )
     return out
 
 
@@ -173,11 +221,17 @@ def boot_statistics(values: pd.DataFrame, include_cold: bool) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     counted = values if include_cold else values[~values["cold"].astype(bool)]
     # a boot whose only run is cold still counts, rather than vanishing
-    missing = values.merge(counted[[*BOOT_KEYS, "metric"]].drop_duplicates(), how="left",
-                           on=[*BOOT_KEYS, "metric"], indicator=True)
+    missing = values.merge(
+        counted[[*BOOT_KEYS, "metric"]].drop_duplicates(),
+        how="left",
+        on=[*BOOT_KEYS, "metric"],
+        indicator=True,
+    )
     counted = pd.concat([counted, values[(missing["_merge"] == "left_only").to_numpy()]])
-    stats = counted.groupby([*BOOT_KEYS, "metric"], sort=True).agg(
-        value=("value", "median"), n_runs=("value", "size"), runs_known=("runs_known", "all")
-    ).reset_index()
+    stats = (
+        counted.groupby([*BOOT_KEYS, "metric"], sort=True)
+        .agg(value=("value", "median"), n_runs=("value", "size"), runs_known=("runs_known", "all"))
+        .reset_index()
+    )
     stats["log_value"] = np.log(stats["value"].astype(float))
     return stats[cols]
