@@ -32,7 +32,9 @@ def _policy(name: str, tmp: Path) -> str:
         return name
     # the Thor bar with the "boring" selection: smallest depth within 10% of the fastest eligible arm
     text = (ROOT / "rules" / "thor-c21.toml").read_text()
-    text = text.replace('mode = "reference"', 'mode = "boring"').replace('name = "thor-c21"', f'name = "{BORING}"')
+    text = text.replace('mode = "reference"', 'mode = "boring"').replace(
+        'name = "thor-c21"', f'name = "{BORING}"'
+    )
     path = tmp / f"{BORING}.toml"
     path.write_text(text)
     return str(path)

@@ -109,6 +109,105 @@ def decide(
         raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
+rules_app = typer.Typer(help="Check and show policy (rules) files.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("check")
+def rules_check(
+    files: Annotated[list[str], typer.Argument(help="Rules TOML files or shipped policy names.")],
+) -> None:
+    """Validate rules files; errors name the file, the rule and the key."""
+    from mtpverdict.rules import load_policy
+
+    failed: list[InputError] = []
+    for name in files:
+        try:
+            policy = load_policy(name)
+        except InputError as exc:
+            failed.append(exc)
+            continue
+        typer.echo(f"{name}: valid ({policy.name}, {len(policy.rules)} rules)")
+    if failed:
+        problems = [p for exc in failed for p in exc.problems]
+        _fail_input(InputError(problems, total=sum(exc.total for exc in failed)))
+
+
+@rules_app.command("show")
+def rules_show(
+    name: Annotated[
+        str | None, typer.Argument(help="Shipped policy name or TOML path (default: the embedded default).")
+    ] = None,
+) -> None:
+    """Print a policy's settings and its rules as tables."""
+    from tabulate import tabulate
+
+    from mtpverdict.rules import load_policy, shipped_policies
+
+    try:
+        policy = load_policy(name)
+    except InputError as exc:
+        _fail_input(exc)
+    typer.echo(f"{policy.name}: {policy.description}")
+    typer.echo(
+        f"source {policy.source}  sha256 {policy.sha256[:16]}  shipped: {', '.join(shipped_policies())}"
+    )
+    settings = [
+        ["alpha", policy.alpha],
+        ["equivalence_margin", policy.equivalence_margin],
+        ["cold runs", policy.cold],
+        [
+            "floor when unknown",
+            policy.floor_when_unknown
+            + (f" ({policy.floor_assumed})" if policy.floor_assumed is not None else ""),
+        ],
+        [
+            "selection",
+            f"{policy.selection_mode} on {policy.selection_metric}"
+            + (f", reference {policy.selection_reference}" if policy.selection_reference else ""),
+        ],
+        [
+            "drift / blind",
+            f"max {policy.max_drift}, on drift {policy.on_drift}; blind gain "
+            f"{policy.blind_min_gain}, on blind {policy.on_blind}",
+        ],
+        ["void", f"upper bound below {policy.void_max_acceptance} on >= {policy.void_min_drafted} drafted"],
+    ]
+    typer.echo(tabulate(settings, tablefmt="plain"))
+    rows = [
+        [
+            r.id,
+            r.kind,
+            r.severity,
+            r.on_missing,
+            ", ".join(f"{k}={v}" for k, v in r.params if v is not None)
+            + (f" [arms {', '.join(r.arms)}]" if r.arms else "")
+            + (f" [families {', '.join(r.families)}]" if r.families else ""),
+        ]
+        for r in policy.rules
+    ]
+    typer.echo(
+        tabulate(rows, headers=["rule", "kind", "severity", "on missing", "parameters"], tablefmt="simple")
+    )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from mtpverdict._version import __version__
+
+        typer.echo(f"mtpverdict {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Decide whether a serving seat should run MTP / speculative decoding, and at which depth."""
+
+
 def main() -> None:
     """Console-script entry: run the app, turning any library error into one line and exit 2."""
     try:

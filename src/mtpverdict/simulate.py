@@ -292,3 +292,51 @@ SCENARIOS: dict[str, Scenario] = {
         stream_scaling=-1.0,
     ),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Outcomes of the real decision engine over many simulated campaigns of one scenario."""
+
+    scenario: str
+    campaigns: int
+    promotions: int  # decisions "promote" (any arm)
+    correct_promotions: int  # promotions of an arm whose true effect is positive
+    inconclusive: int
+    keep_disabled: int
+
+    def rate_interval(self, count: int, alpha: float = 0.05) -> tuple[float, float]:
+        """Two-sided (1 - alpha) Clopper-Pearson interval of count / campaigns."""
+        from statsmodels.stats.proportion import proportion_confint
+
+        low, high = proportion_confint(count, self.campaigns, alpha=alpha, method="beta")
+        return float(low), float(high)
+
+
+def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int) -> Calibration:
+    """Run `decide` with `policy` on `campaigns` simulated campaigns; count what it concluded."""
+    import numpy as np
+
+    from mtpverdict.decide.engine import decide
+    from mtpverdict.results.load import results_from_records
+
+    truth = {a.name: a.effect for a in scenario.arms}
+    promotions = correct = inconclusive = keep = 0
+    for i in range(campaigns):
+        campaign, records = simulate_campaign(scenario, np.random.default_rng([seed, i]))
+        decision = decide(results_from_records(campaign, records, label=f"sim-{i}"), policy)
+        if decision.decision == "promote" and decision.selected is not None:
+            promotions += 1
+            correct += truth[decision.selected.name] > 0
+        elif decision.decision == "inconclusive":
+            inconclusive += 1
+        elif decision.decision == "keep_mtp_disabled":
+            keep += 1
+    return Calibration(
+        scenario=scenario.name,
+        campaigns=campaigns,
+        promotions=promotions,
+        correct_promotions=correct,
+        inconclusive=inconclusive,
+        keep_disabled=keep,
+    )

@@ -80,6 +80,7 @@ class Evidence:
     likelihood: dict[str, tuple[float, ...]]  # arm -> mean NLL per run
     boot_records: dict[str, tuple[dict[str, Any], ...]]  # arm -> its boot records
     request_counts: dict[str, tuple[int, int]]  # arm -> (measured requests, errors)
+    bootstraps: dict[CellKey, tuple[float, float]]  # BCa interval of the log ratio, many boots only
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:
         return self.cells.get((arm, workload, concurrency, metric))
@@ -148,6 +149,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     run_logs = _run_index(values if policy.include_cold else values[~values["cold"].astype(bool)])
     order_of = {a.name: a.order for a in campaign.arms}
     comparisons: dict[CellKey, cmp.Comparison] = {}
+    bootstraps: dict[CellKey, tuple[float, float]] = {}
     floors: list[FamilyFloor] = []
     for family in campaign.families:
         controls = [a.name for a in campaign.controls(family)]
@@ -200,6 +202,14 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
                 raw.append(comp)
             for cand, comp in zip(present, _classify_by_method(raw, policy.alpha), strict=True):
                 comparisons[(cand, workload, conc, metric)] = comp
+                if min(arm_logs[cand].size, base.size) >= cmp.MIN_BOOTSTRAP_BOOTS:
+                    # a generator per cell, seeded from the policy: reruns give identical intervals
+                    rng = np.random.default_rng([policy.seed, len(bootstraps)])
+                    found_ci = cmp.bootstrap_interval(
+                        arm_logs[cand], base, confidence=1 - 2 * policy.alpha, rng=rng
+                    )
+                    if found_ci is not None:
+                        bootstraps[(cand, workload, conc, metric)] = found_ci
             n_arm = min(v.size for v in arm_logs.values())
             floor = math.nan
             s = math.sqrt(variance.s2) if variance.known else math.nan
@@ -290,6 +300,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         coherence={k: tuple(v) for k, v in coherence.items()},
         likelihood={k: tuple(v) for k, v in nll.items()},
         boot_records={k: tuple(v) for k, v in boot_records.items()},
+        bootstraps=bootstraps,
         request_counts={k: (v[0], v[1]) for k, v in counts.items()},
     )
 

@@ -134,6 +134,9 @@ def decision_dict(
             "p_equivalent": _num(c.p_equivalent),
             "floor": None if not math.isfinite(c.floor) else math.expm1(c.floor),
             "outcome": c.outcome,
+            "bootstrap_ci": None
+            if (arm, wl, conc, metric) not in ev.bootstraps
+            else [_ratio(x) for x in ev.bootstraps[(arm, wl, conc, metric)]],
         }
         for (arm, wl, conc, metric), c in sorted(ev.comparisons.items())
     ]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mtpverdict._jsonio import record_line
 from mtpverdict.errors import Problem, ResultsError
 from mtpverdict.results.model import Arm, Campaign, Results, Scope, Spec, Workload
 from mtpverdict.results.spec import (
@@ -252,14 +253,21 @@ def load_campaign(directory: Path) -> tuple[Campaign, str]:
     campaign = _campaign_from(obj, source, problems)
     problems.raise_if_any()
     assert campaign is not None
-    return campaign, hashlib.sha256(data).hexdigest()
+    return campaign, content_sha256(obj)
 
 
 # ---------------------------------------------------------------------------------------------------
 # records.jsonl
 
 
-def _lines(path: Path, digest: Any) -> Iterator[tuple[int, bytes | None]]:
+def content_sha256(obj: Any) -> str:
+    """SHA-256 of a JSON value's canonical text: the same content gives the same hash, whatever its
+    formatting. Records are hashed line by line and the sorted line hashes hashed again, so the order of
+    lines in records.jsonl does not change the hash while any change of content does."""
+    return hashlib.sha256(record_line(obj).encode("utf-8")).hexdigest()
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
     """Yield (line number, bytes) for each line; bytes is None for a line over MAX_LINE_BYTES."""
     with path.open("rb") as fh:
         number = 0
@@ -268,11 +276,9 @@ def _lines(path: Path, digest: Any) -> Iterator[tuple[int, bytes | None]]:
             if not chunk:
                 return
             number += 1
-            digest.update(chunk)
             if len(chunk) > MAX_LINE_BYTES and not chunk.endswith(b"\n"):
                 while True:  # skip the rest of an oversized line without holding it
                     more = fh.readline(MAX_LINE_BYTES)
-                    digest.update(more)
                     if not more or more.endswith(b"\n"):
                         break
                 yield number, None
@@ -377,37 +383,30 @@ def load_results(directory: str | os.PathLike[str]) -> Results:
         raise ResultsError(
             [Problem(source, "not found; write one JSON record per line (see docs/results-format.md)")]
         )
-    digest = hashlib.sha256()
-    return _build(campaign, campaign_sha, _lines(path, digest), digest, source, root)
+    return _build(campaign, campaign_sha, _lines(path), source, root)
 
 
 def results_from_records(
     campaign_obj: dict[str, Any], records: list[dict[str, Any]], label: str = "<memory>"
 ) -> Results:
     """Validate and tabulate a campaign and records held in memory (simulation, importers' checks)."""
-    from mtpverdict._jsonio import canonical, record_line
-
     problems = _Collector()
     campaign = _campaign_from(campaign_obj, f"{label}/{CAMPAIGN_FILE}", problems)
     problems.raise_if_any()
     assert campaign is not None
-    campaign_sha = hashlib.sha256(canonical(campaign_obj).encode("utf-8")).hexdigest()
-    digest = hashlib.sha256()
+    campaign_sha = content_sha256(campaign_obj)
 
     def lines() -> Iterator[tuple[int, bytes | None]]:
         for number, record in enumerate(records, start=1):
-            data = record_line(record).encode("utf-8")
-            digest.update(data)
-            yield number, data
+            yield number, record_line(record).encode("utf-8")
 
-    return _build(campaign, campaign_sha, lines(), digest, f"{label}/{RECORDS_FILE}", None)
+    return _build(campaign, campaign_sha, lines(), f"{label}/{RECORDS_FILE}", None)
 
 
 def _build(
     campaign: Campaign,
     campaign_sha: str,
     lines: Iterator[tuple[int, bytes | None]],
-    digest: Any,
     source: str,
     root: Path | None,
 ) -> Results:
@@ -421,6 +420,7 @@ def _build(
     }
     line_of: dict[str, list[int]] = {kind: [] for kind in TABLE_COLUMNS}
     seen: dict[tuple[Any, ...], int] = {}
+    line_hashes: list[bytes] = []
     boot_orders: dict[int, tuple[str, int]] = {}
     for number, raw in lines:
         if raw is None:
@@ -495,6 +495,7 @@ def _build(
             )
             continue
         seen[dedup] = number
+        line_hashes.append(hashlib.sha256(record_line(rec).encode("utf-8")).digest())
         if kind == "boot":
             other = boot_orders.get(full["order"])
             if other is not None:
@@ -513,7 +514,7 @@ def _build(
             cols[col].append(tuple(value) if isinstance(value, list) else value)
         line_of[kind].append(number)
     problems.raise_if_any()
-    records_sha = digest.hexdigest()
+    records_sha = hashlib.sha256(b"".join(sorted(line_hashes))).hexdigest()
 
     tables: dict[str, pd.DataFrame] = {}
     for kind, cols in columns.items():

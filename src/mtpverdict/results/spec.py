@@ -507,3 +507,16 @@ SCHEMAS = {"campaign-1.schema.json": campaign_schema, "records-1.schema.json": r
 def render_schema(name: str) -> str:
     """The text of a shipped schema file, as generated from the field specs."""
     return json.dumps(SCHEMAS[name](), indent=2, sort_keys=True) + "\n"
+
+
+def write_schemas(directory: str | None = None) -> list[str]:
+    """Regenerate the shipped schema files (run after changing a field spec); return their paths."""
+    from pathlib import Path
+
+    target = Path(directory) if directory else Path(__file__).resolve().parent.parent / "schemas"
+    written = []
+    for name in SCHEMAS:
+        path = target / name
+        path.write_text(render_schema(name), encoding="utf-8")
+        written.append(str(path))
+    return written

@@ -7,6 +7,7 @@ that name the file, the rule and the key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -345,14 +346,22 @@ def _rule_problems(params: dict[str, Any], kind: str, where: str, source: str) -
     return out
 
 
+def toml_error_line(exc: tomllib.TOMLDecodeError) -> tuple[int | None, str]:
+    """(line, message) of a TOML error; Python 3.11 keeps the line only in the message text."""
+    text = str(exc)
+    found = re.search(r" \(at line (\d+), column \d+\)", text)
+    if found:
+        return int(found.group(1)), text[: found.start()]
+    return getattr(exc, "lineno", None), text.split(" (at ")[0]
+
+
 def parse_policy(text: str, source: str, sha256: str = "") -> Policy:
     """Validate policy text; raise PolicyError listing every problem (file, rule and key)."""
     problems: list[Problem] = []
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        message = str(exc).split(" (at line")[0]
+        line, message = toml_error_line(exc)
         raise PolicyError([Problem(source, f"not valid TOML: {message}", line=line)]) from None
     top_table = {k: v for k, v in data.items() if k not in SECTION_KEYS and k != "rules"}
     top = _read_table(top_table, TOP_KEYS, "", source, problems)
