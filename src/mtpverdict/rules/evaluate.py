@@ -540,7 +540,7 @@ def evaluate(evidence: Evidence, arm: Arm, rule: Rule) -> RuleOutcome:
         detail += " (rejected: the policy treats missing evidence as failing)"
     elif status == MISSING and rule.on_missing == "accept":
         passed = True
-        detail += " (accepted without this evidence, as the policy allows)"
+        detail += " (on_missing = accept)"
     else:
         passed = None
     return RuleOutcome(
