@@ -13,8 +13,12 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--regen-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/*.json from the current code instead of comparing")
+    parser.addoption(
+        "--regen-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/*.json from the current code instead of comparing",
+    )
 
 
 @pytest.fixture

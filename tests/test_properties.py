@@ -81,10 +81,12 @@ def _identical_arms(seed: int) -> tuple[dict[str, object], list[dict[str, object
     campaign, records = simulate_campaign(SCENARIOS["null"], np.random.default_rng(seed))
     control = [r for r in records if r["arm"] == "off_A"]
     out = [r for r in records if r["arm"] in ("off_A", "off_B") or r["kind"] == "acceptance"]
-    for name in ("k1", "k2", "k3"):
-        for r in control:
-            if r["kind"] in ("request", "coherence", "likelihood"):
-                out.append({**copy.deepcopy(r), "arm": name})
+    out += [
+        {**copy.deepcopy(r), "arm": name}
+        for name in ("k1", "k2", "k3")
+        for r in control
+        if r["kind"] in ("request", "coherence", "likelihood")
+    ]
     boots = [r for r in records if r["kind"] == "boot" and r["arm"] in ("k1", "k2", "k3")]
     return campaign, out + boots
 

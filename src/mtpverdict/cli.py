@@ -109,6 +109,14 @@ def decide(
         raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
+def _register_engine_commands() -> None:
+    from mtpverdict.cli_engine import register
+
+    register(app)
+
+
+_register_engine_commands()
+
 rules_app = typer.Typer(help="Check and show policy (rules) files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
@@ -152,9 +160,9 @@ def rules_show(
     typer.echo(
         f"source {policy.source}  sha256 {policy.sha256[:16]}  shipped: {', '.join(shipped_policies())}"
     )
-    settings = [
-        ["alpha", policy.alpha],
-        ["equivalence_margin", policy.equivalence_margin],
+    settings: list[list[str]] = [
+        ["alpha", str(policy.alpha)],
+        ["equivalence_margin", str(policy.equivalence_margin)],
         ["cold runs", policy.cold],
         [
             "floor when unknown",

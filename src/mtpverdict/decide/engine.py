@@ -581,8 +581,11 @@ def _reasons(
                 for o in v.outcomes
                 if o.severity == "warn" and o.passed is not True and o.status != "missing"
             )
-        reasons.extend(f"{v.arm.name} passes {o.rule} without evidence, as the policy allows: {o.detail}"
-                       for o in v.outcomes if o.status == "missing" and o.passed is True)
+        reasons.extend(
+            f"{v.arm.name} passes {o.rule} without evidence, as the policy allows: {o.detail}"
+            for o in v.outcomes
+            if o.status == "missing" and o.passed is True
+        )
         if v.verdict == "eligible":
             passed = [o for o in v.outcomes if o.kind in ("beats_target", "faster_than_off")]
             reasons.extend(f"{v.arm.name} eligible: {o.detail}" for o in passed)

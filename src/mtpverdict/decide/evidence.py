@@ -75,8 +75,8 @@ class Evidence:
     acceptance: dict[str, ArmAcceptance]
     kv: dict[str, KvCeiling]
     history: tuple[NoiseHistory, ...]
-    hashes: dict[tuple[str, str], frozenset[str]]  # (arm, workload) -> output hashes of ok requests
-    coherence: dict[str, tuple[tuple[str, bool], ...]]  # arm -> (case, passed)
+    hashes: dict[tuple[str, str], frozenset[str]]  # (arm, workload) -> output hashes of un-nonced ok requests
+    coherence: dict[str, tuple[tuple[str, bool, str | None], ...]]  # arm -> (case, passed, output hash)
     likelihood: dict[str, tuple[float, ...]]  # arm -> mean NLL per run
     boot_records: dict[str, tuple[dict[str, Any], ...]]  # arm -> its boot records
     request_counts: dict[str, tuple[int, int]]  # arm -> (measured requests, errors)
@@ -265,20 +265,31 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     req = results.requests
     hashes: dict[tuple[str, str], set[str]] = {}
     counts: dict[str, list[int]] = {a.name: [0, 0] for a in campaign.arms}
-    for arm, workload, status, digest, warmup in zip(
-        req["arm"], req["workload"], req["status"], req["output_sha256"], req["warmup"], strict=True
+    for arm, workload, status, digest, warmup, nonce in zip(
+        req["arm"],
+        req["workload"],
+        req["status"],
+        req["output_sha256"],
+        req["warmup"],
+        req["nonce"],
+        strict=True,
     ):
+        if status == "ok" and isinstance(digest, str) and not isinstance(nonce, str):
+            # only un-nonced prompts are the same prompt across arms, so only their outputs can match
+            hashes.setdefault((str(arm), str(workload)), set()).add(digest)
         if warmup:
             continue
         counts[str(arm)][0] += 1
         if status != "ok":
             counts[str(arm)][1] += 1
-        elif isinstance(digest, str):
-            hashes.setdefault((str(arm), str(workload)), set()).add(digest)
-    coherence: dict[str, list[tuple[str, bool]]] = {}
+    coherence: dict[str, list[tuple[str, bool, str | None]]] = {}
     coh = results.coherence
-    for arm, case, passed in zip(coh["arm"], coh["case"], coh["passed"], strict=True):
-        coherence.setdefault(str(arm), []).append((str(case), bool(passed)))
+    for arm, case, passed, digest in zip(
+        coh["arm"], coh["case"], coh["passed"], coh["output_sha256"], strict=True
+    ):
+        coherence.setdefault(str(arm), []).append(
+            (str(case), bool(passed), digest if isinstance(digest, str) else None)
+        )
     nll: dict[str, list[float]] = {}
     lik = results.likelihood
     for arm, value in zip(lik["arm"], lik["mean_nll"], strict=True):

@@ -42,7 +42,14 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "summary": ("arm", "boot", "workload", "concurrency", "metric"),
 }
 _DEFAULTS: dict[str, dict[str, Any]] = {
-    "request": {"stream": 0, "error": None, "output_sha256": None, "chunks": None, "note": None},
+    "request": {
+        "stream": 0,
+        "error": None,
+        "output_sha256": None,
+        "nonce": None,
+        "chunks": None,
+        "note": None,
+    },
     "acceptance": {
         "status": "ok",
         "accepted_per_position": None,

@@ -99,6 +99,13 @@ RECORD_FIELDS: dict[str, tuple[Field, ...]] = {
             pattern=_SHA256,
         ),
         _f(
+            "nonce",
+            "str",
+            "The unseeded nonce prefixed to the prompt (defeats prefix caching); null when none.",
+            required=False,
+            nullable=True,
+        ),
+        _f(
             "chunks",
             "int",
             "Content deltas received (several tokens each under speculation).",

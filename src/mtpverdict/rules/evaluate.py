@@ -262,28 +262,50 @@ def kv_ceiling_rule(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any,
     return PASS, ceiling, thresholds, detail + " (a ceiling, not measured concurrency)"
 
 
+IDENTITY_CASE_PREFIX = "identity-"  # coherence records of un-nonced greedy probes: compared, not graded
+
+
 def coherence(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, str]:
     rows = evidence.coherence.get(arm.name, ())
+    graded = [r for r in rows if not r[0].startswith(IDENTITY_CASE_PREFIX)]
     min_rate = float(rule.get("min_pass_rate"))
     parts = []
     status = PASS
     value = None
-    if rows:
-        passed = sum(1 for _, ok in rows if ok)
-        value = passed / len(rows)
-        parts.append(f"{passed}/{len(rows)} coherence cases passed")
+    if graded:
+        passed = sum(1 for _, ok, _ in graded if ok)
+        value = passed / len(graded)
+        parts.append(f"{passed}/{len(graded)} coherence checks passed")
         if value < min_rate:
             status = FAIL
-            failed = sorted(case for case, ok in rows if not ok)
+            failed = sorted(case for case, ok, _ in graded if not ok)
             parts[-1] += f" (failed: {', '.join(failed)})"
     identical_checked = False
     if rule.get("identical_outputs"):
-        control_names = [c.name for c in evidence.campaign.controls(arm.family)]
+        controls = [c.name for c in evidence.campaign.controls(arm.family)]
+        theirs_by_case: dict[str, set[str]] = {}
+        for c in controls:
+            for case, _, digest in evidence.coherence.get(c, ()):
+                if digest is not None:
+                    theirs_by_case.setdefault(case, set()).add(digest)
+        differing = sorted(
+            case
+            for case, _, digest in rows
+            if digest is not None and case in theirs_by_case and {digest} != theirs_by_case[case]
+        )
+        compared = [case for case, _, digest in rows if digest is not None and case in theirs_by_case]
+        if compared:
+            identical_checked = True
+            if differing:
+                status = FAIL
+                parts.append(f"greedy output differs from the control's on {', '.join(differing)}")
+            else:
+                parts.append(f"greedy output identical to the control's on {len(set(compared))} prompts")
         for wl in evidence.campaign.workloads:
             if not wl.expect_identical:
                 continue
             mine = _hashes(evidence, [arm.name], wl.id)
-            theirs = _hashes(evidence, control_names, wl.id)
+            theirs = _hashes(evidence, controls, wl.id)
             if not mine or not theirs:
                 continue
             identical_checked = True
@@ -292,10 +314,10 @@ def coherence(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, Any, Any, 
             else:
                 status = FAIL
                 parts.append(
-                    f"output on {wl.id} differs from the control ({len(mine | theirs)} distinct "
-                    "outputs where greedy decoding must give one)"
+                    f"output on {wl.id} differs from the control ({len(mine | theirs)} distinct outputs "
+                    "where greedy decoding must give one)"
                 )
-    if not rows and not identical_checked:
+    if not graded and not identical_checked:
         return MISSING, None, min_rate, f"{arm.name}: no coherence cases or output hashes recorded"
     return status, value, min_rate, f"{arm.name}: " + "; ".join(parts)
 

@@ -1,0 +1,91 @@
+"""Serving processes for `collect`: launch an arm's server as an argv list, capture its log, stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+LOG_TAIL_BYTES = 4000
+
+
+class LaunchedServer:
+    """One server process in its own process group, its output appended to a log file.
+
+    The command is an argv list executed directly (no shell) unless `shell` was opted into, in which
+    case the single string is run by /bin/sh -c. Stopping sends SIGTERM to the whole group, waits the
+    grace period, then SIGKILLs what is left, so no child (e.g. an engine core process) outlives it.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, shell: bool = False) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        self._log: IO[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._env = {**os.environ, **env}
+        self._shell = shell
+        self.started_at = 0.0
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.started_at = time.monotonic()
+        command: list[str] | str = self.argv[0] if self._shell else self.argv
+        self._proc = subprocess.Popen(  # noqa: S603 - an argv list from the campaign file, no shell
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self._env,
+            start_new_session=True,
+            shell=self._shell,
+        )
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def returncode(self) -> int | None:
+        """None while running; the exit status once it has exited."""
+        return None if self._proc is None else self._proc.poll()
+
+    def stop(self, grace_seconds: float) -> int | None:
+        """SIGTERM the process group, wait up to `grace_seconds`, then SIGKILL; return the exit status."""
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=grace_seconds)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=30)
+            # children of the group that ignored SIGTERM must not outlive the boot
+            _signal_group(proc.pid, signal.SIGKILL)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+        return proc.returncode
+
+    def log_tail(self) -> str:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - LOG_TAIL_BYTES))
+                return fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,649 @@
+"""Importer of `vllm bench serve --save-result` JSON into a results directory (results format v1).
+
+What the bench writes (vllm/benchmarks/serve.py and lib/endpoint_request_func.py; see
+docs/engine-formats.md):
+
+- always: ``completed``, ``failed``, ``duration``, ``output_throughput`` (total output tokens / wall
+  time of the run), ``median_ttft_ms``, ``median_tpot_ms`` (TPOT = (latency - TTFT) / (output - 1)
+  per request), ``max_concurrency`` and, when the server exported them, the spec-decode fields
+  ``spec_decode_num_drafts``, ``spec_decode_draft_tokens``, ``spec_decode_accepted_tokens``,
+  ``spec_decode_acceptance_rate`` (percent), ``spec_decode_acceptance_length`` and
+  ``spec_decode_per_position_acceptance_rates`` (fractions): differences of the server's /metrics
+  counters read before and after the main run (warm-ups excluded), engine-wide.
+- with ``--save-detailed``, per request: ``ttfts`` (s from send to the first chunk with choices),
+  ``itls`` (s between consecutive chunks; one chunk may carry several tokens), ``output_lens``
+  (``usage.completion_tokens``, else the client's token count; 0 for a failed request),
+  ``input_lens``, ``generated_texts``, ``errors`` (empty for success) and, in newer releases,
+  ``start_times`` (``time.perf_counter()`` at send, after waiting for the client's concurrency slot).
+  Newer releases also write ``latencies`` (last chunk - send) and ``queue_times`` (time waiting for a
+  slot before sending) even without ``--save-detailed``.
+
+Request records are written only when per-request data AND ``start_times`` exist: t_start is the
+bench's send time, t_first = t_start + TTFT, t_end = t_start + latency (``latencies``, else
+TTFT + sum(ITL), which the bench's latency equals). Without start times no send time is invented:
+the run becomes summary records, from the file's medians. The bench keeps c requests in flight
+continuously and has no runs of c requests sent together; requests are grouped in send order into
+runs of c (rep = i // c + first free rep of the cell, stream = i mod c), each keeping its true times.
+
+Re-importing a file is a no-op: records carry a note naming the file's SHA-256 and run, and a run
+whose records are present is completed (never duplicated) by the writer's key check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtpverdict._jsonio import atomic_write, canonical
+from mtpverdict.errors import EngineTextError, Problem, ResultsError
+from mtpverdict.results.spec import METHODS, RESULTS_FORMAT, ROLES
+from mtpverdict.results.writer import ResultsWriter
+
+CAMPAIGN_FILE = "campaign.json"
+RAW_SUBDIR = "vllm-bench"
+DEFAULT_WORKLOAD = "vllm-bench"
+NOTE_PREFIX = "vllm-bench"
+HASH_CHARS = 16  # of the file's SHA-256 in notes and raw file names: unique enough, short to read
+MAX_ERROR_CHARS = 2000  # a request's error (often a traceback) is kept up to here
+MS_PER_SECOND = 1000.0
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+DETAILED_KEYS = ("ttfts", "itls", "output_lens", "input_lens", "errors")
+REQUIRED_KEYS = ("completed",)
+SPEC_COUNT_KEYS = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")
+SPEC_KEYS = (
+    *SPEC_COUNT_KEYS,
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+    "spec_decode_per_position_acceptance_rates",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import wrote, what was already there, and what to know about the evidence."""
+
+    out: str
+    written: tuple[tuple[str, int], ...]  # (record kind, records written), sorted by kind
+    already_present: int
+    runs: int
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One result object of a bench file (files written with --append-result hold several)."""
+
+    path: str
+    line: int
+    sha16: str
+    index: int
+    data: dict[str, Any]
+    text: str  # the whole file, kept under raw/ as evidence
+
+    @property
+    def marker(self) -> str:
+        return f"{NOTE_PREFIX} {self.sha16} run {self.index}"
+
+    def problem(self, message: str, key: str | None = None) -> EngineTextError:
+        return EngineTextError([Problem(self.path, message, line=self.line, key=key)])
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Counts of records written and already present, and the warnings of one import."""
+
+    written: dict[str, int] = field(default_factory=dict)
+    present: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, writer: ResultsWriter, record: dict[str, Any], run: _Run) -> None:
+        try:
+            fresh = writer.append(record)
+        except ValueError as exc:
+            raise run.problem(f"cannot be imported: {exc}") from None
+        if fresh:
+            self.written[record["kind"]] = self.written.get(record["kind"], 0) + 1
+        else:
+            self.present += 1
+
+
+def import_vllm_bench(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    arm: str,
+    boot: int = 1,
+    out: str | os.PathLike[str],
+    role: str | None = None,
+    method: str | None = None,
+    k: int | None = None,
+    workload: str = DEFAULT_WORKLOAD,
+    concurrency: int | None = None,
+) -> ImportReport:
+    """Import bench result files as one arm's boot; create or extend campaign.json as needed.
+
+    ``role`` defaults to ``candidate`` when ``method`` or ``k`` is given, else ``control``. The arm
+    and workload are added to campaign.json when missing; an existing arm must agree with the role,
+    method and k given. ``concurrency`` is needed only when a file lacks ``max_concurrency``.
+    """
+    _check_arguments(arm, boot, workload, concurrency)
+    runs = [run for path in files for run in _read_runs(Path(path))]
+    root = Path(out)
+    campaign = _campaign(root, runs, arm, role, method, k, workload)
+    tally = _Tally()
+    with ResultsWriter(root, campaign) as writer:
+        # Every record is built, and every clash found, before the first one is written.
+        planned: list[tuple[_Run, dict[str, Any]]] = []
+        for run in runs:
+            known = [*writer.records, *(record for _, record in planned)]
+            planned.extend(
+                (run, record)
+                for record in _plan_run(writer, known, run, arm, boot, workload, concurrency, k, tally)
+            )
+        for run, record in planned:
+            tally.add(writer, record, run)
+    if not any(a.get("role") == "control" for a in campaign["arms"]):
+        tally.warnings.append(
+            "the campaign has no control arm yet; import an unspeculated run with --role control"
+        )
+    return ImportReport(
+        out=str(root),
+        written=tuple(sorted(tally.written.items())),
+        already_present=tally.present,
+        runs=len(runs),
+        warnings=tuple(tally.warnings),
+    )
+
+
+def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None) -> None:
+    for label, name in (("arm", arm), ("workload", workload)):
+        if not NAME_RE.match(name):
+            raise ValueError(
+                f"{label} {name!r} must start with a letter or digit and hold only letters, digits and "
+                "_.+- (at most 64 characters)"
+            )
+    if boot < 1:
+        raise ValueError(f"boot must be 1 or more; got {boot}")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be 1 or more; got {concurrency}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# bench files
+
+
+def _read_runs(path: Path) -> Iterator[_Run]:
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise EngineTextError([Problem(source, "not found")]) from None
+    except OSError as exc:
+        raise EngineTextError([Problem(source, f"cannot be read: {exc.strerror or exc}")]) from None
+    sha16 = hashlib.sha256(data).hexdigest()[:HASH_CHARS]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EngineTextError([Problem(source, f"not valid UTF-8 at byte {exc.start}")]) from None
+    decoder = json.JSONDecoder()
+    position, index = 0, 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            break
+        line = text.count("\n", 0, position) + 1
+        try:
+            obj, position = decoder.raw_decode(text, position)
+        except ValueError as exc:
+            where = getattr(exc, "lineno", line)
+            raise EngineTextError(
+                [Problem(source, f"not valid JSON ({str(exc).split(':')[0]})", line=where)]
+            ) from None
+        index += 1
+        if not isinstance(obj, dict):
+            raise EngineTextError(
+                [Problem(source, "expected a JSON object written by `vllm bench serve --save-result`", line)]
+            )
+        missing = [key for key in REQUIRED_KEYS if key not in obj]
+        if missing or not ("output_throughput" in obj or "ttfts" in obj):
+            raise EngineTextError(
+                [
+                    Problem(
+                        source,
+                        "does not look like a `vllm bench serve --save-result` file (no 'completed' "
+                        "or 'output_throughput')",
+                        line,
+                    )
+                ]
+            )
+        yield _Run(path=source, line=line, sha16=sha16, index=index, data=obj, text=text)
+    if index == 0:
+        raise EngineTextError([Problem(source, "empty; expected a `vllm bench serve` result JSON")])
+
+
+# ---------------------------------------------------------------------------------------------------
+# campaign.json
+
+
+def _campaign(
+    root: Path,
+    runs: list[_Run],
+    arm: str,
+    role: str | None,
+    method: str | None,
+    k: int | None,
+    workload: str,
+) -> dict[str, Any]:
+    path = root / CAMPAIGN_FILE
+    changed = False
+    if path.exists():
+        try:
+            campaign = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
+        if not isinstance(campaign, dict) or not isinstance(campaign.get("arms"), list):
+            raise ResultsError([Problem(str(path), "must be a campaign object with an arms list")])
+        if not isinstance(campaign.get("workloads"), list):
+            raise ResultsError([Problem(str(path), "must be a campaign object with a workloads list")])
+    else:
+        model = next((r.data.get("model_id") for r in runs if isinstance(r.data.get("model_id"), str)), None)
+        campaign = {
+            "format": RESULTS_FORMAT,
+            "id": _campaign_id(root),
+            "title": "Runs imported from vllm bench serve result files",
+            "scope": {
+                "device": None,
+                "engine": "vllm",
+                "engine_version": None,
+                "model": model,
+                "claim": None,
+            },
+            "arms": [],
+            "workloads": [],
+            "window_tokens": None,
+            "source": "vllm bench serve --save-result",
+        }
+        changed = True
+    existing = next((a for a in campaign["arms"] if isinstance(a, dict) and a.get("name") == arm), None)
+    if existing is None:
+        campaign["arms"].append(_new_arm(campaign["arms"], arm, role, method, k))
+        changed = True
+    else:
+        _check_existing_arm(path, existing, role, method, k)
+    if not any(isinstance(w, dict) and w.get("id") == workload for w in campaign["workloads"]):
+        campaign["workloads"].append(
+            {
+                "id": workload,
+                "prompt_tokens": None,
+                "max_tokens": None,
+                "expect_identical": False,
+                "description": "requests sent by vllm bench serve (imported)",
+            }
+        )
+        changed = True
+    if changed:
+        atomic_write(path, canonical(campaign))
+    return campaign
+
+
+def _campaign_id(root: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "-", root.resolve().name).lstrip("_.+-")[:64]
+    return name if NAME_RE.match(name) else DEFAULT_WORKLOAD
+
+
+def _new_arm(
+    arms: list[Any], arm: str, role: str | None, method: str | None, k: int | None
+) -> dict[str, Any]:
+    if role is None:
+        role = "candidate" if method is not None or k else "control"
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+    if role == "control":
+        if method is not None or k:
+            raise ValueError("a control arm runs with speculation off: drop --method and --k (or use k 0)")
+        spec: dict[str, Any] = {"method": None, "k": 0}
+    else:
+        if method not in METHODS:
+            raise ValueError(f"a candidate arm needs --method, one of {', '.join(METHODS)}")
+        if k is None or k < 1:
+            raise ValueError("a candidate arm needs --k, the speculative tokens per step (1 or more)")
+        spec = {"method": method, "k": k}
+    orders = [int(a["order"]) for a in arms if isinstance(a, dict) and isinstance(a.get("order"), int)]
+    return {"name": arm, "role": role, "spec": spec, "order": max(orders, default=0) + 1, "serve_argv": None}
+
+
+def _check_existing_arm(
+    path: Path, existing: dict[str, Any], role: str | None, method: str | None, k: int | None
+) -> None:
+    held = existing.get("spec")
+    spec: dict[str, Any] = held if isinstance(held, dict) else {}
+    clashes = []
+    if role is not None and existing.get("role") != role:
+        clashes.append(f"role {existing.get('role')!r}, not {role!r}")
+    if method is not None and spec.get("method") != method:
+        clashes.append(f"method {spec.get('method')!r}, not {method!r}")
+    if k is not None and (spec.get("k") or 0) != k:
+        clashes.append(f"k {spec.get('k')!r}, not {k}")
+    if clashes:
+        raise ResultsError(
+            [
+                Problem(
+                    str(path),
+                    f"arm {existing.get('name')!r} already exists with {'; '.join(clashes)}; "
+                    "drop the option or import under another --arm",
+                    key="arms",
+                )
+            ]
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# records
+
+
+def _plan_run(
+    writer: ResultsWriter,
+    known: list[dict[str, Any]],
+    run: _Run,
+    arm: str,
+    boot: int,
+    workload: str,
+    concurrency: int | None,
+    k: int | None,
+    tally: _Tally,
+) -> list[dict[str, Any]]:
+    """The records of one run; ``known`` holds the records present or planned before it."""
+    data = run.data
+    cell_concurrency = _concurrency(run, concurrency, tally)
+    raw = _store_raw(writer, run)
+    common = {"arm": arm, "boot": boot, "workload": workload, "concurrency": cell_concurrency}
+    records: list[dict[str, Any]]
+    if all(key in data for key in DETAILED_KEYS) and "start_times" in data:
+        records = list(_request_records(known, run, common))
+    else:
+        if all(key in data for key in DETAILED_KEYS):
+            tally.warnings.append(
+                f"{run.path}:{run.line}: per-request data without start_times (older vllm bench): "
+                "send times are unknown, so summary records were written from the file's medians"
+            )
+        records = list(_summary_records(known, run, common, tally))
+    acceptance = _acceptance_record(run, common, raw, k, tally)
+    if acceptance is not None:
+        records.append(acceptance)
+    return records
+
+
+def _concurrency(run: _Run, override: int | None, tally: _Tally) -> int:
+    value = run.data.get("max_concurrency")
+    in_file = value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+    if override is not None:
+        if in_file is not None and in_file != override:
+            tally.warnings.append(
+                f"{run.path}:{run.line}: max_concurrency is {in_file} in the file; --concurrency "
+                f"{override} was used"
+            )
+        return override
+    if in_file is None:
+        raise run.problem(
+            "max_concurrency is absent or null (the bench ran without --max-concurrency); pass "
+            "--concurrency with the number of requests in flight",
+            key="max_concurrency",
+        )
+    return in_file
+
+
+def _store_raw(writer: ResultsWriter, run: _Run) -> str:
+    """Keep the bench file under raw/ so acceptance records can point at it."""
+    relative = f"{RAW_SUBDIR}/{run.sha16}.json"
+    target = writer.raw_path(relative)
+    if not target.exists():
+        atomic_write(target, run.text)
+    return f"raw/{relative}"
+
+
+def _request_records(
+    known: list[dict[str, Any]], run: _Run, common: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    data = run.data
+    keys = (*DETAILED_KEYS, "start_times")
+    columns = {key: data[key] for key in keys}
+    texts = data.get("generated_texts")
+    for key, column in columns.items():
+        if not isinstance(column, list):
+            raise run.problem("must be a list (one entry per request)", key=key)
+    count = len(columns["ttfts"])
+    for key, column in columns.items():
+        if len(column) != count:
+            raise run.problem(f"has {len(column)} entries but ttfts has {count}", key=key)
+    if texts is not None and (not isinstance(texts, list) or len(texts) != count):
+        raise run.problem(f"must be a list of {count} texts", key="generated_texts")
+    latencies = data.get("latencies")
+    if latencies is not None and (not isinstance(latencies, list) or len(latencies) != count):
+        raise run.problem(f"must be a list of {count} latencies in seconds", key="latencies")
+    c = common["concurrency"]
+    first_rep = _first_rep(known, run, common)
+    for i in range(count):
+        record = _request(run, i, columns, texts, latencies, common)
+        record["rep"] = first_rep + i // c
+        record["stream"] = i % c
+        yield record
+
+
+def _first_rep(known: list[dict[str, Any]], run: _Run, common: dict[str, Any]) -> int:
+    """The rep of this run's first request: as imported before, else after the cell's last rep."""
+    marker = run.marker + " request "
+    last = 0
+    for rec in known:
+        if rec.get("kind") != "request" or any(rec.get(key) != value for key, value in common.items()):
+            continue
+        note = rec.get("note") or ""
+        if note.startswith(marker) and note[len(marker) :].isdigit():
+            index = int(note[len(marker) :])
+            return int(rec["rep"]) - index // int(common["concurrency"])
+        last = max(last, int(rec.get("rep", 0)))
+    return last + 1
+
+
+def _request(
+    run: _Run,
+    i: int,
+    columns: dict[str, list[Any]],
+    texts: list[Any] | None,
+    latencies: list[Any] | None,
+    common: dict[str, Any],
+) -> dict[str, Any]:
+    def number(key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise run.problem(f"entry {i} is {value!r}, not a finite number", key=key)
+        if value < 0:
+            raise run.problem(f"entry {i} is negative ({value})", key=key)
+        return float(value)
+
+    t_start = number("start_times", columns["start_times"][i])
+    error = columns["errors"][i]
+    prompt = columns["input_lens"][i]
+    prompt_tokens = (
+        prompt if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0 else None
+    )
+    record: dict[str, Any] = {
+        "kind": "request",
+        **common,
+        "warmup": False,
+        "t_start": t_start,
+        "t_first": None,
+        "t_end": None,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": None,
+        "status": "ok",
+        "note": f"{run.marker} request {i}",
+    }
+    output = columns["output_lens"][i]
+    if error:
+        record.update(status="error", error=str(error)[:MAX_ERROR_CHARS])
+        return record
+    itl = columns["itls"][i]
+    if not isinstance(itl, list):
+        raise run.problem(f"entry {i} must be a list of gaps in seconds", key="itls")
+    if isinstance(output, bool) or not isinstance(output, int) or output < 1:
+        record.update(status="error", error=f"the bench recorded {output!r} output tokens for a success")
+        return record
+    ttft = number("ttfts", columns["ttfts"][i])
+    latency = ttft + sum(number("itls", gap) for gap in itl)
+    if latencies is not None:
+        latency = number("latencies", latencies[i])  # the bench's own: last chunk - send
+    record.update(
+        t_first=t_start + ttft,
+        t_end=t_start + max(latency, ttft),
+        completion_tokens=output,
+        chunks=1 + len(itl),
+    )
+    if texts is not None and isinstance(texts[i], str):
+        record["output_sha256"] = hashlib.sha256(texts[i].encode("utf-8")).hexdigest()
+    return record
+
+
+def _summary_records(
+    known: list[dict[str, Any]], run: _Run, common: dict[str, Any], tally: _Tally
+) -> Iterator[dict[str, Any]]:
+    data = run.data
+    completed = data.get("completed")
+    if isinstance(completed, bool) or not isinstance(completed, int) or completed < 1:
+        tally.warnings.append(f"{run.path}:{run.line}: no completed request; no summary written")
+        return
+    distinct = _distinct_outputs(data)
+    values: list[tuple[str, Any, int, str]] = [
+        ("decode_tps", _per_second(data.get("median_tpot_ms")), completed, "median_tpot_ms"),
+        ("ttft_ms", _finite(data.get("median_ttft_ms")), completed, "median_ttft_ms"),
+        ("aggregate_tps", _finite(data.get("output_throughput")), 1, "output_throughput"),
+    ]
+    for metric, value, n, key in values:
+        if value is None:
+            tally.warnings.append(f"{run.path}:{run.line}: {key} absent or not positive; no {metric} summary")
+            continue
+        record: dict[str, Any] = {
+            "kind": "summary",
+            **common,
+            "metric": metric,
+            "n": n,
+            "median": value,
+            "min": None,
+            "max": None,
+            "note": run.marker,
+        }
+        if distinct is not None and n > 1:
+            record["distinct_outputs"] = min(distinct, n)
+        held = next((r for r in known if r.get("kind") == "summary" and _same(r, record)), None)
+        if held is not None and held.get("note") != run.marker:
+            raise run.problem(
+                f"a {metric} summary for arm {common['arm']} boot {common['boot']} workload "
+                f"{common['workload']} concurrency {common['concurrency']} is already recorded from "
+                f"another file ({held.get('note')}); import this one under another --boot or --workload"
+            )
+        yield record
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("arm", "boot", "workload", "concurrency", "metric")
+    return all(a.get(key) == b.get(key) for key in keys)
+
+
+def _acceptance_record(
+    run: _Run, common: dict[str, Any], raw: str, k: int | None, tally: _Tally
+) -> dict[str, Any] | None:
+    data = run.data
+    if not any(key in data for key in SPEC_KEYS):
+        return None
+    record: dict[str, Any] = {
+        "kind": "acceptance",
+        **common,
+        "rep": None,
+        "source": "metrics",
+        "scoped": "window",
+        "raw": raw,
+        "line": run.line,
+        "note": run.marker,
+    }
+    counts = {key: data.get(key) for key in SPEC_COUNT_KEYS}
+    if any(isinstance(v, int | float) and not isinstance(v, bool) and v < 0 for v in counts.values()):
+        record.update(
+            status="void",
+            drafts=None,
+            draft_tokens=None,
+            accepted_tokens=None,
+            error="a spec-decode counter went down during the bench run: the server restarted "
+            "(counter reset); this window is void",
+        )
+        return record
+    drafts = _count(counts["spec_decode_num_drafts"])
+    drafted = _count(counts["spec_decode_draft_tokens"])
+    accepted = _count(counts["spec_decode_accepted_tokens"])
+    if drafted is not None and accepted is not None and accepted > drafted:
+        record.update(
+            status="void",
+            drafts=None,
+            draft_tokens=None,
+            accepted_tokens=None,
+            error=f"{accepted} tokens accepted but {drafted} drafted: the counters are inconsistent",
+        )
+        return record
+    record.update(drafts=drafts, draft_tokens=drafted, accepted_tokens=accepted)
+    length = _finite(data.get("spec_decode_acceptance_length"))
+    record["mean_acceptance_length"] = length if length is not None and length >= 1.0 else None
+    rates = data.get("spec_decode_per_position_acceptance_rates")
+    if isinstance(rates, list) and rates:
+        if all(isinstance(r, int | float) and not isinstance(r, bool) and 0 <= r <= 1 for r in rates):
+            record["per_position_rate"] = [float(r) for r in rates]
+            if k is not None and len(rates) != k:
+                tally.warnings.append(
+                    f"{run.path}:{run.line}: the server reported {len(rates)} draft positions but the arm "
+                    f"says k={k}"
+                )
+        else:
+            tally.warnings.append(f"{run.path}:{run.line}: per-position rates out of [0, 1]; left out")
+    if drafted is None or accepted is None:
+        rate = _finite(data.get("spec_decode_acceptance_rate"))
+        if rate is not None and 0 <= rate <= 100:
+            record["acceptance_rate"] = rate / 100.0  # the bench writes a percentage
+        if "acceptance_rate" not in record and "per_position_rate" not in record:
+            tally.warnings.append(f"{run.path}:{run.line}: spec-decode fields without usable values; skipped")
+            return None
+    return record
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    if value < 0 or value != math.floor(value):
+        return None
+    return int(value)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value) if value > 0 else None
+
+
+def _per_second(tpot_ms: Any) -> float | None:
+    tpot = _finite(tpot_ms)
+    return None if tpot is None else MS_PER_SECOND / tpot
+
+
+def _distinct_outputs(data: dict[str, Any]) -> int | None:
+    texts, errors = data.get("generated_texts"), data.get("errors")
+    if not isinstance(texts, list):
+        return None
+    failed = errors if isinstance(errors, list) and len(errors) == len(texts) else [""] * len(texts)
+    kept = {
+        hashlib.sha256(text.encode("utf-8")).hexdigest()
+        for text, error in zip(texts, failed, strict=True)
+        if isinstance(text, str) and not error
+    }
+    return len(kept) or None

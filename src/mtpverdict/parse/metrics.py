@@ -1,0 +1,319 @@
+"""Prometheus /metrics expositions of vLLM, SGLang and llama.cpp: snapshots and counter deltas.
+
+The exposition is read with ``prometheus_client``'s text parser. Counters are summed over every
+label set but ``position`` (data-parallel engines each export their own series); ``_created``
+series are ignored. SGLang's ``spec_accept_length`` / ``spec_accept_rate`` are gauges of the latest
+logging interval: they are reported as gauge readings and never differenced. A counter that went
+down between two scrapes means the server restarted: that window is void.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mtpverdict.errors import EngineTextError, Problem
+from mtpverdict.parse.model import AcceptanceReading, Engine, KvCapacity, VoidWindow
+from mtpverdict.parse.text import to_float, to_int
+
+PREFIXES: dict[str, Engine] = {"vllm:": "vllm", "sglang:": "sglang", "llamacpp:": "llamacpp"}
+TOTAL_SUFFIX = "_total"
+CREATED_SUFFIX = "_created"
+POSITION_LABEL = "position"
+ENGINE_LABEL = "engine"
+
+DRAFTS = "spec_decode_num_drafts"
+DRAFT_TOKENS = "spec_decode_num_draft_tokens"
+ACCEPTED_TOKENS = "spec_decode_num_accepted_tokens"
+ACCEPTED_PER_POS = "spec_decode_num_accepted_tokens_per_pos"
+PROMPT_TOKENS = ("prompt_tokens",)
+GENERATION_TOKENS = ("generation_tokens", "tokens_predicted")
+SGLANG_ACCEPT_LENGTH = "spec_accept_length"
+SGLANG_ACCEPT_RATE = "spec_accept_rate"
+V0_ACCEPTANCE_GAUGE = "spec_decode_draft_acceptance_rate"
+SGLANG_MAX_TOTAL_TOKENS = "max_total_num_tokens"
+CACHE_CONFIG_INFO = "cache_config_info"
+SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED_TOKENS)
+MISSING_LABEL_VALUES = ("", "None", "none", "null")
+SHOWN_LINE_CHARS = 120  # of the offending line quoted in an error
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """One scrape of an engine's /metrics, reduced to what acceptance and KV capacity need.
+
+    Counter values are totals since the server started, summed over engines; ``None`` when the
+    exposition does not carry the counter. ``accepted_per_position`` holds (position, count) pairs.
+    """
+
+    engine: Engine | None
+    drafts: int | None
+    draft_tokens: int | None
+    accepted_tokens: int | None
+    accepted_per_position: tuple[tuple[int, int], ...]
+    prompt_tokens: int | None
+    generation_tokens: int | None
+    gauges: tuple[AcceptanceReading, ...]
+    kv_capacity: tuple[KvCapacity, ...]
+    cache_config: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def has_spec_counters(self) -> bool:
+        return any(v is not None for v in (self.drafts, self.draft_tokens, self.accepted_tokens)) or bool(
+            self.accepted_per_position
+        )
+
+    def counter_reading(self) -> AcceptanceReading | None:
+        """The spec-decode counters as a reading of totals since boot; None without counters."""
+        if not self.has_spec_counters:
+            return None
+        return AcceptanceReading(
+            source="metrics",
+            scoped="window",
+            kind="counter_total",
+            drafts=self.drafts,
+            draft_tokens=self.draft_tokens,
+            accepted_tokens=self.accepted_tokens,
+            accepted_per_position=_contiguous(dict(self.accepted_per_position)),
+        )
+
+    def readings(self) -> tuple[AcceptanceReading, ...]:
+        counters = self.counter_reading()
+        return ((counters,) if counters else ()) + self.gauges
+
+
+def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
+    """Read a Prometheus text exposition; raise EngineTextError naming the first malformed line."""
+    samples = _samples(text, source)
+    engines: dict[Engine, int] = defaultdict(int)
+    counters: dict[str, float] = defaultdict(float)
+    seen_counters: set[str] = set()
+    per_pos: dict[int, float] = defaultdict(float)
+    gauge_series: dict[tuple[tuple[str, str], ...], dict[str, float]] = defaultdict(dict)
+    kv: list[KvCapacity] = []
+    kv_seen: set[tuple[tuple[str, str], ...]] = set()
+    cache_config: tuple[tuple[str, str], ...] = ()
+    warnings: list[str] = []
+    for name, labels, value in samples:
+        prefix = next((p for p in PREFIXES if name.startswith(p)), None)
+        if prefix is None or name.endswith(CREATED_SUFFIX):
+            continue
+        engines[PREFIXES[prefix]] += 1
+        base = name[len(prefix) :]
+        base = base[: -len(TOTAL_SUFFIX)] if base.endswith(TOTAL_SUFFIX) else base
+        if base == ACCEPTED_PER_POS:
+            position = to_int(labels.get(POSITION_LABEL, ""))
+            if position is None or position < 0:
+                warnings.append(f"{name}: position label {labels.get(POSITION_LABEL)!r} is not a position")
+                continue
+            per_pos[position] += value
+        elif base in SPEC_COUNTERS or base in PROMPT_TOKENS or base in GENERATION_TOKENS:
+            counters[base] += value
+            seen_counters.add(base)
+        elif base in (SGLANG_ACCEPT_LENGTH, SGLANG_ACCEPT_RATE, V0_ACCEPTANCE_GAUGE):
+            key = tuple(sorted(labels.items()))
+            gauge_series[key][base] = value
+        elif base == CACHE_CONFIG_INFO:
+            kept = tuple(sorted((k, v) for k, v in labels.items() if k != ENGINE_LABEL))
+            cache_config = cache_config or tuple(sorted(labels.items()))
+            if kept not in kv_seen:
+                kv_seen.add(kept)
+                kv.append(_cache_config_capacity(dict(kept)))
+        elif base == SGLANG_MAX_TOTAL_TOKENS:
+            tokens = _whole(value)
+            key = ((base, str(tokens)),)
+            if tokens is not None and key not in kv_seen:
+                kv_seen.add(key)
+                kv.append(KvCapacity(kv_cache_tokens=tokens))
+    engine: Engine | None = None
+    if engines:
+        best: Engine = max(engines, key=engines.__getitem__)
+        engine = best
+        if len(engines) > 1:
+            listed = ", ".join(f"{e} ({n} samples)" for e, n in sorted(engines.items()))
+            warnings.append(f"the exposition mixes engines: {listed}; read as {engine}")
+
+    def total(base: str) -> int | None:
+        if base not in seen_counters:
+            return None
+        whole = _whole(counters[base])
+        if whole is None:
+            warnings.append(f"counter {base} = {counters[base]!r} is not a whole count; left out")
+        return whole
+
+    def first_total(bases: Iterable[str]) -> int | None:
+        return next((total(b) for b in bases if b in seen_counters), None)
+
+    positions: list[tuple[int, int]] = []
+    for position in sorted(per_pos):
+        whole = _whole(per_pos[position])
+        if whole is None:
+            shown = per_pos[position]
+            warnings.append(f"per-position counter {position} = {shown!r} is not a count; left out")
+            positions = []
+            break
+        positions.append((position, whole))
+    return MetricsSnapshot(
+        engine=engine,
+        drafts=total(DRAFTS),
+        draft_tokens=total(DRAFT_TOKENS),
+        accepted_tokens=total(ACCEPTED_TOKENS),
+        accepted_per_position=tuple(positions),
+        prompt_tokens=first_total(PROMPT_TOKENS),
+        generation_tokens=first_total(GENERATION_TOKENS),
+        gauges=tuple(r for r in (_gauge(series) for series in gauge_series.values()) if r is not None),
+        kv_capacity=tuple(kv),
+        cache_config=cache_config,
+        warnings=tuple(warnings),
+    )
+
+
+def acceptance_delta(
+    before: MetricsSnapshot, after: MetricsSnapshot
+) -> AcceptanceReading | VoidWindow | None:
+    """Spec-decode counters over the window between two scrapes.
+
+    Returns None when neither scrape carries spec-decode counters (speculation off, or an engine such
+    as SGLang that exports gauges only, which cannot be differenced); a VoidWindow when the window
+    must not be used (a counter went down: the server restarted; the draft positions changed; the
+    scrapes come from different engines); otherwise a ``counter_delta`` reading with counts only.
+    """
+    if not before.has_spec_counters and not after.has_spec_counters:
+        return None
+    if before.engine is not None and after.engine is not None and before.engine != after.engine:
+        return VoidWindow(f"the scrapes come from different engines ({before.engine}, {after.engine})")
+    deltas: dict[str, int | None] = {}
+    for name, old, new in (
+        (DRAFTS, before.drafts, after.drafts),
+        (DRAFT_TOKENS, before.draft_tokens, after.draft_tokens),
+        (ACCEPTED_TOKENS, before.accepted_tokens, after.accepted_tokens),
+    ):
+        if old is None and new is None:
+            deltas[name] = None
+            continue
+        if old is None or new is None:
+            return VoidWindow(
+                f"counter {name} is in only one of the two scrapes; the server changed between them"
+            )
+        if new < old:
+            return VoidWindow(
+                f"counter {name} went down from {old} to {new}: the server restarted (counter reset)"
+            )
+        deltas[name] = new - old
+    old_pos, new_pos = dict(before.accepted_per_position), dict(after.accepted_per_position)
+    if set(old_pos) != set(new_pos):
+        return VoidWindow(
+            f"draft positions changed from {len(old_pos)} to {len(new_pos)}: the server restarted "
+            "with another speculative depth"
+        )
+    per_pos: dict[int, int] = {}
+    for position, new in new_pos.items():
+        if new < old_pos[position]:
+            return VoidWindow(
+                f"per-position counter {position} went down from {old_pos[position]} to {new}: "
+                "the server restarted (counter reset)"
+            )
+        per_pos[position] = new - old_pos[position]
+    drafted, accepted = deltas[DRAFT_TOKENS], deltas[ACCEPTED_TOKENS]
+    if drafted is not None and accepted is not None and accepted > drafted:
+        return VoidWindow(
+            f"{accepted} tokens accepted but only {drafted} drafted: the scrapes are inconsistent"
+        )
+    return AcceptanceReading(
+        source="metrics",
+        scoped="window",
+        kind="counter_delta",
+        drafts=deltas[DRAFTS],
+        draft_tokens=drafted,
+        accepted_tokens=accepted,
+        accepted_per_position=_contiguous(per_pos),
+    )
+
+
+def observed_k(snapshot: MetricsSnapshot) -> int | None:
+    """The speculative depth in force: the number of ``position`` labels.
+
+    0 for a vLLM exposition without any spec-decode counter (speculation off); None when the
+    engine does not export per-position counters, so the depth cannot be seen.
+    """
+    if snapshot.accepted_per_position:
+        return len(snapshot.accepted_per_position)
+    if snapshot.engine == "vllm" and not snapshot.has_spec_counters:
+        return 0
+    return None
+
+
+def _samples(text: str, source: str) -> list[tuple[str, dict[str, str], float]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [
+            (sample.name, dict(sample.labels), float(sample.value))
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        ]
+    except Exception as exc:  # the parser raises bare ValueError/IndexError/TypeError on bad input
+        line, shown = _bad_line(text)
+        message = f"not a valid Prometheus text exposition ({type(exc).__name__}: {exc})"
+        if shown is not None:
+            message += f"; offending line: {shown[:SHOWN_LINE_CHARS]!r}"
+        raise EngineTextError([Problem(source, message, line=line)]) from None
+
+
+def _bad_line(text: str) -> tuple[int | None, str | None]:
+    """Find the first line the parser refuses on its own, to name it in the error."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            list(text_string_to_metric_families(line + "\n"))
+        except Exception:  # any refusal locates the line; the caller reports it as EngineTextError
+            return number, line
+    return None, None
+
+
+def _whole(value: float) -> int | None:
+    if not math.isfinite(value) or value < 0 or value != math.floor(value):
+        return None
+    return int(value)
+
+
+def _label_int(labels: dict[str, str], key: str) -> int | None:
+    value = labels.get(key)
+    return None if value is None or value in MISSING_LABEL_VALUES else to_int(value)
+
+
+def _cache_config_capacity(labels: dict[str, str]) -> KvCapacity:
+    concurrency = labels.get("kv_cache_max_concurrency")
+    return KvCapacity(
+        kv_cache_tokens=_label_int(labels, "kv_cache_size_tokens"),
+        max_concurrency=None
+        if concurrency is None or concurrency in MISSING_LABEL_VALUES
+        else to_float(concurrency),
+        num_blocks=_label_int(labels, "num_gpu_blocks"),
+        block_size=_label_int(labels, "block_size"),
+    )
+
+
+def _gauge(series: dict[str, float]) -> AcceptanceReading | None:
+    length = series.get(SGLANG_ACCEPT_LENGTH)
+    rate = series.get(SGLANG_ACCEPT_RATE, series.get(V0_ACCEPTANCE_GAUGE))
+    mean = length if length is not None and math.isfinite(length) and length >= 1.0 else None
+    fraction = rate if rate is not None and math.isfinite(rate) and 0.0 <= rate <= 1.0 else None
+    if mean is None and not fraction:
+        return None  # SGLang sets both gauges to 0 when speculation is off
+    return AcceptanceReading(
+        source="metrics", scoped="window", kind="gauge", acceptance_rate=fraction, mean_acceptance_length=mean
+    )
+
+
+def _contiguous(per_pos: dict[int, int]) -> tuple[int, ...] | None:
+    """Counts for positions 0..k-1 as a tuple; None when empty or when positions have gaps."""
+    if not per_pos or sorted(per_pos) != list(range(len(per_pos))):
+        return None
+    return tuple(per_pos[p] for p in range(len(per_pos)))

@@ -1,0 +1,354 @@
+"""Reads engine text of any surface: sniffs a metrics exposition or JSON, else streams log lines.
+
+Logs are read segment by segment (lines, split again at carriage returns), so memory stays bounded
+on huge files. Every engine's line parser sees every segment when the engine is ``auto``; the engine
+with the most evidence wins and readings of any other engine are dropped with a warning. A message
+printed by several ranks at the same moment (same payload, same timestamp or rank-free prefix) is
+counted once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from functools import partial
+from itertools import chain
+from pathlib import Path
+from typing import Literal
+
+from mtpverdict.errors import EngineTextError, Problem
+from mtpverdict.parse import llamacpp_log, llamacpp_response, sglang_log, vllm_log
+from mtpverdict.parse.metrics import parse_metrics
+from mtpverdict.parse.model import (
+    ENGINE_CHOICES,
+    ENGINES,
+    AcceptanceReading,
+    Engine,
+    EngineChoice,
+    Found,
+    KvCapacity,
+    ParseResult,
+)
+from mtpverdict.parse.text import (
+    BINARY_SAMPLE_CHARS,
+    READ_BLOCK_BYTES,
+    Segment,
+    decode_blocks,
+    looks_binary,
+    origin_key,
+    segments,
+    strip_ansi,
+    text_blocks,
+)
+
+DUPLICATE_LOOKBACK = 64  # recent messages remembered to recognise one line printed by several ranks
+MERGE_LINES = 3  # a concurrency or per-position line completes the reading at most this many lines up
+STRONG_WEIGHT = 100  # one reading outweighs any number of bare log prefixes when choosing the engine
+MAX_WHOLE_BYTES = 64 << 20  # expositions and JSON documents are parsed whole, up to this size
+SNIFF_LINES = 200
+EXPOSITION_SHARE = 0.9  # share of sniffed lines that must be exposition syntax
+DUPLICATES_SHOWN = 3
+
+LINE_MODULES = {"vllm": vllm_log, "sglang": sglang_log, "llamacpp": llamacpp_log}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
+EXPOSITION_LINE_RE = re.compile(
+    r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
+)
+EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
+DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
+BENCH_KEYS = ("completed", "output_throughput")
+
+SniffKind = Literal["metrics", "json", "log"]
+
+
+def parse_text(text: str, engine: EngineChoice = "auto", *, source: str = "<text>") -> ParseResult:
+    """Read engine text (log, /metrics exposition or response JSON); never raises on its content."""
+    choice = _check_engine(engine)
+    warnings: list[str] = []
+    sample = text[:BINARY_SAMPLE_CHARS]
+    if looks_binary(sample):
+        warnings.append(_binary_warning())
+    kind = _sniff(sample)
+    if kind != "log" and len(text.encode("utf-8", errors="replace")) <= MAX_WHOLE_BYTES:
+        whole = _whole_document(kind, text, choice, source, warnings)
+        if whole is not None:
+            return whole
+    return _read_segments(segments(text_blocks(text)), choice, warnings, empty=not text.strip())
+
+
+def parse_file(path: str | os.PathLike[str], engine: EngineChoice = "auto") -> ParseResult:
+    """Read an engine text file as bytes (UTF-8, invalid bytes replaced), streaming logs line by line."""
+    choice = _check_engine(engine)
+    file = Path(path)
+    source = str(file)
+    try:
+        with file.open("rb") as fh:
+            first = fh.read(READ_BLOCK_BYTES)
+            sample = first.decode("utf-8", errors="replace")[:BINARY_SAMPLE_CHARS]
+            warnings: list[str] = []
+            if looks_binary(sample):
+                warnings.append(_binary_warning())
+            kind = _sniff(sample)
+            head = [first]
+            if kind != "log":
+                data = first + fh.read(MAX_WHOLE_BYTES + 1 - len(first))
+                head = [data]
+                if len(data) <= MAX_WHOLE_BYTES:
+                    text = data.decode("utf-8", errors="replace")
+                    whole = _whole_document(kind, text, choice, source, warnings)
+                    if whole is not None:
+                        return whole
+            blocks: Iterator[bytes] = chain(head, iter(partial(fh.read, READ_BLOCK_BYTES), b""))
+            return _read_segments(segments(decode_blocks(blocks)), choice, warnings, empty=not first.strip())
+    except FileNotFoundError:
+        raise EngineTextError([Problem(source, "not found")]) from None
+    except IsADirectoryError:
+        raise EngineTextError([Problem(source, "is a directory; pass a log, metrics or JSON file")]) from None
+    except OSError as exc:
+        raise EngineTextError([Problem(source, f"cannot be read: {exc.strerror or exc}")]) from None
+
+
+def _check_engine(engine: str) -> EngineChoice:
+    if engine not in ENGINE_CHOICES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINE_CHOICES)}; got {engine!r}")
+    return engine
+
+
+def _named(choice: EngineChoice) -> Engine | None:
+    """The engine a choice names; None for auto."""
+    return None if choice == "auto" else choice
+
+
+def _binary_warning() -> str:
+    return "the input does not look like text (NUL or undecodable bytes); read what could be read"
+
+
+def _sniff(sample: str) -> SniffKind:
+    stripped = sample.lstrip("\ufeff \t\r\n")
+    if stripped[:1] in ("{", "["):
+        return "json"
+    lines = [line for line in stripped.splitlines()[:SNIFF_LINES] if line.strip()]
+    if lines and EXPOSITION_MARK_RE.search(stripped):
+        matching = sum(1 for line in lines if EXPOSITION_LINE_RE.match(line))
+        if matching / len(lines) >= EXPOSITION_SHARE and any(not line.startswith("#") for line in lines):
+            return "metrics"
+    return "log"
+
+
+def _whole_document(
+    kind: SniffKind, text: str, choice: EngineChoice, source: str, warnings: list[str]
+) -> ParseResult | None:
+    """Parse a whole exposition or JSON document; None to fall back to reading log lines."""
+    if kind == "metrics":
+        try:
+            snapshot = parse_metrics(text, source=source)
+        except EngineTextError as exc:
+            warnings.append(f"looks like a Prometheus exposition but {exc.problems[0]}; read as log lines")
+            return None
+        if choice != "auto" and snapshot.engine is not None and snapshot.engine != choice:
+            warnings.append(
+                f"the exposition holds {ENGINE_NAMES[snapshot.engine]} metrics, not "
+                f"{ENGINE_NAMES[choice]}; its readings are left out (use --engine auto)"
+            )
+            return ParseResult(_named(choice), None, (), (), tuple(warnings))
+        readings = snapshot.readings()
+        if snapshot.engine is None:
+            warnings.append("no vllm:, sglang: or llamacpp: metrics in the exposition")
+        elif not readings:
+            warnings.append("no spec-decode metrics in the exposition (speculation off?)")
+        if any(r.kind == "gauge" for r in readings):
+            warnings.append(_GAUGE_NOTE)
+        return ParseResult(
+            engine=_named(choice) or snapshot.engine,
+            engine_version=None,
+            acceptance=readings,
+            kv_capacity=snapshot.kv_capacity,
+            warnings=tuple(warnings) + snapshot.warnings,
+        )
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # JSON lines or an SSE stream: read line by line
+    if isinstance(document, dict) and all(key in document for key in BENCH_KEYS):
+        warnings.append("this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`")
+        return ParseResult(_named(choice) or "vllm", None, (), (), tuple(warnings))
+    if choice not in ("auto", "llamacpp"):
+        warnings.append(f"a JSON document holds no {ENGINE_NAMES[choice]} surface this parser reads")
+        return ParseResult(_named(choice), None, (), (), tuple(warnings))
+    found = list(llamacpp_response.readings(document, None))
+    lines = [text.count("\n", 0, m.start()) + 1 for m in DRAFT_N_KEY_RE.finditer(text)]
+    if len(lines) != len(found):
+        lines = [0] * len(found)
+    readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
+    for _, notes in found:
+        warnings.extend(notes)
+    if not readings:
+        warnings.append("a JSON document without llama.cpp timings.draft_n (no drafting, or another engine)")
+        return ParseResult(_named(choice), None, (), (), tuple(warnings))
+    return ParseResult("llamacpp", None, readings, (), tuple(warnings))
+
+
+_GAUGE_NOTE = "gauge readings cover the engine's latest logging interval only and cannot be differenced"
+_SGLANG_RATE_NOTE = (
+    "SGLang's accept rate changed meaning between releases (bonus token in or out); "
+    "compare it only within one release"
+)
+
+
+class _Reader:
+    """Accumulates what the line parsers find, per engine, until the engine is chosen."""
+
+    def __init__(self, choice: EngineChoice) -> None:
+        self.choice = choice
+        self.engines: tuple[Engine, ...] = ENGINES if choice == "auto" else (choice,)
+        self.readings: dict[Engine, list[AcceptanceReading]] = defaultdict(list)
+        self.kv: dict[Engine, list[KvCapacity]] = defaultdict(list)
+        self.versions: dict[Engine, list[tuple[str, int]]] = defaultdict(list)
+        self.notes: dict[Engine, list[str]] = defaultdict(list)
+        self.strong: dict[Engine, int] = defaultdict(int)
+        self.weak: dict[Engine, int] = defaultdict(int)
+        self.first_seen: dict[Engine, int] = {}
+        self.recent: OrderedDict[tuple[str, str, str], tuple[int, str]] = OrderedDict()
+        self.duplicates: dict[Engine, list[tuple[int, int]]] = defaultdict(list)
+        self.truncated: list[int] = []
+        self.nul_lines = 0
+
+    def feed(self, segment: Segment) -> None:
+        text = strip_ansi(segment.text)
+        if segment.truncated:
+            self.truncated.append(segment.line)
+        if "\x00" in text:
+            self.nul_lines += 1
+            text = text.replace("\x00", "")
+        for engine in self.engines:
+            found = LINE_MODULES[engine].find(text, segment.line)
+            if engine == "llamacpp":
+                found += llamacpp_response.find(text, segment.line)
+            if found:
+                self.first_seen.setdefault(engine, segment.line)
+            elif LINE_MODULES[engine].evidence(text):
+                self.weak[engine] += 1
+                self.first_seen.setdefault(engine, segment.line)
+            for item in found:
+                self._take(engine, item, text, segment.line)
+
+    def _take(self, engine: Engine, item: Found, text: str, line: int) -> None:
+        prefix = text[: item.start]
+        key = (engine, item.message.strip(), origin_key(prefix))
+        earlier = self.recent.get(key)
+        if earlier is not None and key[2] and (earlier[1] != prefix or key[2].startswith("@")):
+            self.duplicates[engine].append((line, earlier[0]))
+            return
+        self.recent[key] = (line, prefix)
+        if len(self.recent) > DUPLICATE_LOOKBACK:
+            self.recent.popitem(last=False)
+        self.strong[engine] += 1
+        self.notes[engine].extend(item.warnings)
+        if item.version:
+            self.versions[engine].append((item.version, line))
+        if item.kv is not None:
+            self._take_kv(engine, item.kv, line)
+        if item.acceptance is not None:
+            self._take_acceptance(engine, item.acceptance, item.continues, line)
+
+    def _take_kv(self, engine: Engine, kv: KvCapacity, line: int) -> None:
+        pool = self.kv[engine]
+        last = pool[-1] if pool else None
+        concurrency_only = kv.kv_cache_tokens is None and kv.num_blocks is None
+        if (
+            concurrency_only
+            and last is not None
+            and last.line is not None
+            and line - last.line <= MERGE_LINES
+            and last.window_tokens is None
+            and last.max_concurrency is None
+        ):
+            pool[-1] = replace(last, window_tokens=kv.window_tokens, max_concurrency=kv.max_concurrency)
+            return
+        pool.append(kv)
+
+    def _take_acceptance(
+        self, engine: Engine, reading: AcceptanceReading, continues: bool, line: int
+    ) -> None:
+        readings = self.readings[engine]
+        last = readings[-1] if readings else None
+        if (
+            continues
+            and last is not None
+            and last.line is not None
+            and line - last.line <= MERGE_LINES
+            and last.per_position_rate is None
+            and last.scoped == "run"
+        ):
+            readings[-1] = replace(last, per_position_rate=reading.per_position_rate)
+            return
+        if continues and reading.per_position_rate is None:
+            return
+        readings.append(reading)
+
+    def result(self, warnings: list[str], empty: bool) -> ParseResult:
+        engine = self._choose(warnings, empty)
+        if engine is None:
+            return ParseResult(None, None, (), (), tuple(warnings))
+        version = None
+        versions = self.versions[engine]
+        if versions:
+            version = versions[0][0]
+            others = sorted({v for v, _ in versions if v != version})
+            if others:
+                warnings.append(
+                    f"several {ENGINE_NAMES[engine]} versions in one text ({version}, {', '.join(others)}): "
+                    f"kept {version} from line {versions[0][1]}; one boot per file is clearer"
+                )
+        warnings.extend(self.notes[engine])
+        duplicates = self.duplicates[engine]
+        if duplicates:
+            shown = ", ".join(f"line {a} repeats line {b}" for a, b in duplicates[:DUPLICATES_SHOWN])
+            warnings.append(
+                f"{len(duplicates)} message(s) printed again by another rank or process were counted once "
+                f"({shown})"
+            )
+        if self.truncated:
+            warnings.append(
+                f"{len(self.truncated)} overlong line(s) were cut (first: line {self.truncated[0]})"
+            )
+        readings = tuple(self.readings[engine])
+        if engine == "sglang" and any(r.acceptance_rate is not None for r in readings):
+            warnings.append(_SGLANG_RATE_NOTE)
+        if not readings and not self.kv[engine] and (self.strong[engine] or self.weak[engine]):
+            warnings.append(f"no acceptance or KV-capacity lines of {ENGINE_NAMES[engine]} found")
+        return ParseResult(engine, version, readings, tuple(self.kv[engine]), tuple(warnings))
+
+    def _choose(self, warnings: list[str], empty: bool) -> Engine | None:
+        if self.nul_lines:
+            warnings.append(f"{self.nul_lines} line(s) held NUL bytes; they were read without them")
+        if self.choice != "auto":
+            if not self.strong[self.choice] and not self.weak[self.choice]:
+                name = ENGINE_NAMES[self.choice]
+                warnings.append("empty input" if empty else f"no {name} output recognised")
+            return self.choice
+        scores = {e: self.strong[e] * STRONG_WEIGHT + self.weak[e] for e in ENGINES}
+        if not any(scores.values()):
+            warnings.append("empty input" if empty else "no vLLM, SGLang or llama.cpp output recognised")
+            return None
+        engine = max(ENGINES, key=lambda e: (scores[e], -self.first_seen.get(e, 0)))
+        warnings.extend(
+            f"also found {len(self.readings[other])} acceptance and {len(self.kv[other])} KV reading(s) "
+            f"of {ENGINE_NAMES[other]}, left out: the text mixes engines; pass --engine to choose"
+            for other in ENGINES
+            if other != engine and (self.readings[other] or self.kv[other])
+        )
+        return engine
+
+
+def _read_segments(
+    parts: Iterable[Segment], choice: EngineChoice, warnings: list[str], *, empty: bool
+) -> ParseResult:
+    reader = _Reader(choice)
+    for segment in parts:
+        reader.feed(segment)
+    return reader.result(warnings, empty)

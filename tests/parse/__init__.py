@@ -1,0 +1,1 @@
+"""Tests of the engine-text parsers, the vllm bench importer and their commands."""
