@@ -1,7 +1,7 @@
 """The command line: each command parses options, calls one library function, renders, and exits.
 
 Exit codes: 0 done (a decision was written, inconclusive included), 1 the gate refused, 2 bad input,
-3 inconclusive under --strict.
+3 inconclusive under --strict, 4 a campaign could not be completed (resume it), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
+EXIT_INCOMPLETE = 4
+EXIT_INTERRUPTED = 130
 MAX_ERRORS_SHOWN = 20
 
 app = typer.Typer(
@@ -107,6 +109,104 @@ def decide(
         typer.echo(f"\nwrote {target}")
     if strict and d.decision == "inconclusive":
         raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+@app.command()
+def collect(
+    campaign: Annotated[Path, typer.Argument(help="Campaign TOML (campaign_version 1).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results directory to write (or resume).")],
+    var: Annotated[
+        list[str] | None, typer.Option("--var", help="NAME=VALUE for a {NAME} placeholder (repeatable).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted campaign in OUT.")
+    ] = False,
+    allow_argv_mismatch: Annotated[
+        bool, typer.Option("--allow-argv-mismatch", help="Run arms that differ in more than speculation.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and its cost; run nothing.")
+    ] = False,
+) -> None:
+    """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
+    from mtpverdict.collect import Collector, Event, dry_run_plan, load_campaign_file
+
+    try:
+        plan = load_campaign_file(campaign)
+    except InputError as exc:
+        _fail_input(exc)
+    variables: dict[str, str] = {}
+    for item in var or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            _fail(f"--var {item!r}: write NAME=VALUE")
+        variables[name] = value
+    missing = plan.undefined(variables)
+    if missing:
+        _fail(f"{campaign}: server.command needs --var for {', '.join(missing)}")
+    if dry_run:
+        for line in dry_run_plan(plan):
+            typer.echo(line)
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+    )
+    task = progress.add_task("boots", total=None)
+
+    def on_event(event: Event) -> None:
+        if event.kind == "plan":
+            progress.update(task, total=event.total)
+        elif event.kind == "boot":
+            progress.update(task, description=f"{event.arm} boot {event.boot}: starting")
+        elif event.kind == "run":
+            progress.update(task, description=f"{event.arm} boot {event.boot}: {event.detail}")
+        elif event.kind == "arm_done":
+            progress.console.print(event.detail, soft_wrap=True, highlight=False, markup=False)
+            progress.update(task, completed=event.done)
+        elif event.kind == "note":
+            progress.console.print(
+                f"note: {event.arm} boot {event.boot}: {event.detail}",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
+
+    from mtpverdict.errors import CollectError
+
+    try:
+        with progress:
+            collector = Collector(
+                plan,
+                out,
+                variables=variables,
+                resume=resume,
+                allow_argv_mismatch=allow_argv_mismatch,
+                on_event=on_event,
+            )
+            summary = collector.run()
+    except CollectError as exc:
+        _fail(str(exc))
+    except InputError as exc:
+        _fail_input(exc)
+    except OSError as exc:
+        _fail(
+            f"{out}: {exc.strerror or exc}; the records written so far are valid, resume with --resume",
+            EXIT_INCOMPLETE,
+        )
+    typer.echo(
+        f"{summary.boots} boots ({summary.failed_boots} failed), {summary.requests} requests "
+        f"({summary.request_errors} errors), {summary.records} records written to {out}"
+    )
+    if summary.interrupted:
+        typer.echo("interrupted: the results directory is valid; continue with --resume", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _register_engine_commands() -> None:

@@ -240,6 +240,12 @@ class CampaignPlan:
     likelihood_text: str | None
     likelihood_reps: int
 
+    def undefined(self, variables: dict[str, str]) -> list[str]:
+        """Placeholders of the serve command that neither [vars] nor `variables` define."""
+        defined = set(BUILTIN_VARS) | {k for k, _ in self.vars} | set(variables) | {"spec"}
+        found = {name for element in self.server.command for name in PLACEHOLDER.findall(element)}
+        return sorted(found - defined)
+
     def serve_argv(self, arm: ArmPlan, extra_vars: dict[str, str], boot: int, results: str) -> list[str]:
         """The argv of one boot of an arm, placeholders filled, {spec} spliced."""
         values = {
@@ -387,17 +393,6 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
         problems.append(
             Problem(source, "shell = true takes the command as one string element", key="server.command")
         )
-    defined = set(BUILTIN_VARS) | set(data.get("vars", {}))
-    for element in server.get("command", []):
-        for name in PLACEHOLDER.findall(element):
-            if name not in defined and name != "spec":
-                problems.append(
-                    Problem(
-                        source,
-                        f"placeholder {{{name}}} is not defined; define it in [vars] or pass --var",
-                        key="server.command",
-                    )
-                )
     arms: list[ArmPlan] = []
     for i, raw in enumerate(data["arms"]):
         role, method, k = raw["role"], raw.get("method"), raw.get("k")

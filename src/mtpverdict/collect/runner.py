@@ -1,0 +1,757 @@
+"""The campaign loop: boot each arm in order, measure every cell, record everything, stop, go on.
+
+Thin by design: it gathers and records, it never computes a verdict. Every record is appended (one
+fsync'd line) as soon as it exists, so an interruption at any instant leaves a valid results directory
+that `--resume` completes without duplicating a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mtpverdict._jsonio import atomic_write
+from mtpverdict.collect import client as cl
+from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, parity_problems
+from mtpverdict.collect.server import LaunchedServer
+from mtpverdict.errors import CollectError
+from mtpverdict.results.writer import ResultsWriter
+
+HEALTH_POLL_SECONDS = 1.0
+INTERRUPTED_NOTE = "interrupted: collect stopped before this boot finished; its runs are kept"
+STARTED_DIR = "boots"  # under raw/: one JSON file per boot started, so an interrupted boot is known
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Progress reported to the caller (the CLI renders it; the library never prints)."""
+
+    kind: str  # plan | boot | ready | run | arm_done | note
+    arm: str = ""
+    boot: int = 0
+    detail: str = ""
+    done: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedBoot:
+    """A boot the campaign still owes: arm, boot number, order in the campaign."""
+
+    arm: ArmPlan
+    boot: int
+    order: int
+
+
+@dataclass(slots=True)
+class CollectSummary:
+    """What a collect run did."""
+
+    boots: int = 0
+    failed_boots: int = 0
+    requests: int = 0
+    request_errors: int = 0
+    records: int = 0
+    interrupted: bool = False
+    per_arm: list[str] = field(default_factory=list)
+
+
+class ServerDied(Exception):
+    """The arm's server exited while the campaign was using it."""
+
+
+def _started_path(results: Path, arm: str, boot: int) -> Path:
+    return results / "raw" / STARTED_DIR / f"{arm}-boot{boot}.json"
+
+
+def stop_orphan(pid: object, argv0: object) -> bool:
+    """Kill the process group of a server left running by a collect that was killed; True if killed.
+
+    Only a live process whose command line still starts with the recorded program is touched, so a
+    recycled pid is never signalled.
+    """
+    import signal
+
+    if not isinstance(pid, int) or not isinstance(argv0, str):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if not cmdline or os.path.basename(cmdline[0].decode(errors="replace")) != os.path.basename(argv0):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def plan_boots(plan: CampaignPlan, writer: ResultsWriter) -> tuple[list[PlannedBoot], list[dict[str, Any]]]:
+    """Boots still owed (round-robin over the arms), and boot records owed for interrupted boots.
+
+    A boot is settled once its boot record exists (ready or failed) and is not marked interrupted. A
+    boot that was started but has no boot record (collect was killed) gets a record saying it was
+    interrupted, built from its started file; its runs stay as evidence and a fresh boot is owed.
+    """
+    results = writer.root
+    records = writer.records
+    boot_records = {(r["arm"], r["boot"]): r for r in records if r["kind"] == "boot"}
+    used_boots: dict[str, int] = {}
+    max_order = 0
+    for rec in records:
+        used_boots[rec["arm"]] = max(used_boots.get(rec["arm"], 0), int(rec.get("boot") or 0))
+        if rec["kind"] == "boot":
+            max_order = max(max_order, int(rec["order"]))
+    owed_records: list[dict[str, Any]] = []
+    started_dir = results / "raw" / STARTED_DIR
+    if started_dir.is_dir():
+        for path in sorted(started_dir.glob("*.json")):
+            started = json.loads(path.read_text(encoding="utf-8"))
+            key = (started["arm"], started["boot"])
+            used_boots[key[0]] = max(used_boots.get(key[0], 0), key[1])
+            max_order = max(max_order, int(started["order"]))
+            if not path.with_suffix(".done").exists():
+                stop_orphan(started.get("pid"), started.get("argv0"))
+            if key not in boot_records and started["arm"] in {a.name for a in plan.arms}:
+                owed_records.append({**started["record"], "note": INTERRUPTED_NOTE})
+    settled: dict[str, int] = {}
+    for (arm, _boot), rec in boot_records.items():
+        if rec.get("note") != INTERRUPTED_NOTE:
+            settled[arm] = settled.get(arm, 0) + 1
+    owed: list[PlannedBoot] = []
+    order = max_order
+    for round_ in range(1, plan.boots + 1):
+        for arm in plan.arms:
+            if settled.get(arm.name, 0) >= round_:
+                continue
+            settled[arm.name] = settled.get(arm.name, 0) + 1
+            used_boots[arm.name] = used_boots.get(arm.name, 0) + 1
+            order += 1
+            owed.append(PlannedBoot(arm=arm, boot=used_boots[arm.name], order=order))
+    return owed, owed_records
+
+
+def dry_run_plan(plan: CampaignPlan) -> list[str]:
+    """Lines describing what a campaign will do and roughly what it costs."""
+    boots = len(plan.arms) * plan.boots
+    runs = len(plan.workloads) * len(plan.concurrency) * plan.reps
+    requests_per_boot = sum(plan.concurrency) * plan.reps * len(plan.workloads)
+    lines = [
+        f"campaign {plan.id}: {plan.title}",
+        f"{len(plan.arms)} arms x {plan.boots} boot(s) = {boots} boots, in order "
+        + ", ".join(a.name for a in plan.arms),
+        f"per boot: {plan.warmup_runs} warm-up run(s), {runs} measured runs ({requests_per_boot} requests), "
+        f"{len(plan.coherence)} coherence cases, "
+        f"{plan.likelihood_reps if plan.likelihood_text else 0} likelihood checks",
+        f"total: {boots * requests_per_boot} measured requests",
+    ]
+    tokens = sum(w.max_tokens * c for w in plan.workloads for c in plan.concurrency) * plan.reps * boots
+    lines.append(
+        f"about {tokens:,} completion tokens; at 50 tok/s per stream and a {plan.server.boot_timeout:.0f} s "
+        "boot ceiling, budget the boots first: they dominate on large models"
+    )
+    return lines
+
+
+class Collector:
+    """Runs one campaign into one results directory."""
+
+    def __init__(
+        self,
+        plan: CampaignPlan,
+        results: str | os.PathLike[str],
+        *,
+        variables: dict[str, str],
+        resume: bool,
+        allow_argv_mismatch: bool,
+        on_event: Callable[[Event], None],
+    ) -> None:
+        self.plan = plan
+        self.results = Path(results)
+        self.variables = variables
+        self.on_event = on_event
+        if (self.results / "campaign.json").exists() and not resume:
+            raise CollectError(
+                f"{self.results}: already holds a campaign; pass --resume to continue it or "
+                "choose a new results directory"
+            )
+        undefined = plan.undefined(variables)
+        if undefined:
+            raise CollectError(
+                f"{plan.source}: server.command needs a value for {', '.join(undefined)} "
+                "(define it in [vars] or pass --var NAME=VALUE)"
+            )
+        mismatch = parity_problems(plan.arms)
+        if mismatch and not allow_argv_mismatch:
+            raise CollectError("; ".join(mismatch))
+        self.mismatch = mismatch
+        self.api_key = os.environ.get(plan.server.api_key_env, "") if plan.server.api_key_env else ""
+        if plan.server.api_key_env and not self.api_key:
+            raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
+        self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self.clock = cl.Clock()
+        campaign = plan.results_campaign(variables, str(self.results))
+        if mismatch:
+            campaign["notes"] = (
+                (campaign.get("notes") or "") + " Harness parity not held (recorded by "
+                "--allow-argv-mismatch): " + "; ".join(mismatch)
+            ).strip()
+        self.writer = ResultsWriter(self.results, campaign)
+        self.summary = CollectSummary()
+
+    # --- records -------------------------------------------------------------------------------------
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self.writer.append(record):
+            self.summary.records += 1
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self.api_key, "[redacted]") if self.api_key else text
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def run(self) -> CollectSummary:
+        owed, owed_records = plan_boots(self.plan, self.writer)
+        for record in owed_records:
+            self._append(record)
+            self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
+        self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+        try:
+            for i, planned in enumerate(owed, start=1):
+                self._boot(planned)
+                self.on_event(
+                    Event(
+                        "arm_done",
+                        planned.arm.name,
+                        planned.boot,
+                        self.summary.per_arm[-1],
+                        done=i,
+                        total=len(owed),
+                    )
+                )
+        except KeyboardInterrupt:
+            self.summary.interrupted = True
+        finally:
+            self.writer.close()
+        return self.summary
+
+    def _boot(self, planned: PlannedBoot) -> None:
+        arm, plan = planned.arm, self.plan
+        log_rel = f"raw/logs/{arm.name}-boot{planned.boot}.log"
+        argv = (
+            plan.serve_argv(arm, self.variables, planned.boot, str(self.results))
+            if plan.server.mode == "launch"
+            else []
+        )
+        base_url = (
+            arm.base_url.rstrip("/")
+            if plan.server.mode == "external" and arm.base_url
+            else f"http://{plan.server.host}:{plan.server.port}"
+        )
+        record: dict[str, Any] = {
+            "kind": "boot",
+            "arm": arm.name,
+            "boot": planned.boot,
+            "order": planned.order,
+            "status": "ready",
+            "ready_seconds": None,
+            "kv_cache_tokens": None,
+            "block_size": None,
+            "num_blocks": None,
+            "max_model_len": None,
+            "engine_version": None,
+            "argv": argv or None,
+            "error": None,
+            "observed_k": None,
+            "log": log_rel if plan.server.mode == "launch" else None,
+        }
+        started = _started_path(self.results, arm.name, planned.boot)
+        atomic_write(
+            started,
+            json.dumps(
+                {"arm": arm.name, "boot": planned.boot, "order": planned.order, "record": record},
+                sort_keys=True,
+            ),
+        )
+        self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
+        server = None
+        if plan.server.mode == "launch":
+            server = LaunchedServer(
+                argv, dict(plan.server.env), self.results / log_rel, shell=plan.server.shell
+            )
+        self.summary.boots += 1
+        before_requests, before_errors = self.summary.requests, self.summary.request_errors
+        try:
+            asyncio.run(self._boot_async(planned, record, server, base_url, started))
+        except KeyboardInterrupt:
+            record["note"] = INTERRUPTED_NOTE
+            raise
+        finally:
+            if server is not None:
+                server.stop(plan.server.grace_seconds)
+            if plan.server.mode == "launch":
+                self._log_surface(arm, planned.boot, log_rel, record)
+            if record["status"] == "failed":
+                self.summary.failed_boots += 1
+            self._append(record)
+            atomic_write(started.with_suffix(".done"), "")
+            self.summary.per_arm.append(
+                self._arm_line(
+                    planned,
+                    record,
+                    self.summary.requests - before_requests,
+                    self.summary.request_errors - before_errors,
+                )
+            )
+
+    def _arm_line(self, planned: PlannedBoot, record: dict[str, Any], requests: int, errors: int) -> str:
+        """One line per finished boot: status, ready time, requests, acceptance of this boot."""
+        mine = [
+            r
+            for r in self.writer.records
+            if r["kind"] == "acceptance"
+            and r["arm"] == planned.arm.name
+            and r["boot"] == planned.boot
+            and r["source"] == "metrics"
+            and r.get("status", "ok") == "ok"
+        ]
+        drafted = sum(int(r["draft_tokens"] or 0) for r in mine)
+        accepted = sum(int(r["accepted_tokens"] or 0) for r in mine)
+        acceptance = f", acceptance {accepted}/{drafted}" if drafted else ""
+        ready = "" if record["ready_seconds"] is None else f", ready in {record['ready_seconds']:.0f} s"
+        status = record["status"] + (f" ({record['error']})" if record["error"] else "")
+        return (
+            f"{planned.arm.name} boot {planned.boot}: {status}{ready}, {requests} requests, {errors} errors"
+            f"{acceptance}"
+        )
+
+    async def _boot_async(
+        self,
+        planned: PlannedBoot,
+        record: dict[str, Any],
+        server: LaunchedServer | None,
+        base_url: str,
+        started: Path,
+    ) -> None:
+        plan, arm = self.plan, planned.arm
+        limits = httpx.Limits(
+            max_connections=max(plan.concurrency) + 4, max_keepalive_connections=max(plan.concurrency) + 4
+        )
+        timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
+        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            if server is not None:
+                server.start()
+                atomic_write(
+                    started,
+                    json.dumps(
+                        {
+                            "arm": planned.arm.name,
+                            "boot": planned.boot,
+                            "order": planned.order,
+                            "record": record,
+                            "pid": server.pid,
+                            "argv0": server.argv[0],
+                        },
+                        sort_keys=True,
+                    ),
+                )
+            ready = await self._wait_ready(client, base_url, server)
+            if ready is None:
+                record["status"] = "failed"
+                record["error"] = self._redact(self._boot_error(server))
+                return
+            record["ready_seconds"] = round(ready, 3)
+            model = await self._model(client, base_url, record)
+            version = await cl.get_text(client, base_url + "/version", self.headers)
+            if version:
+                try:
+                    record["engine_version"] = str(json.loads(version).get("version"))
+                except (ValueError, AttributeError):
+                    record["engine_version"] = version.strip()[:80]
+            snapshot_text = await cl.get_text(client, base_url + "/metrics", self.headers)
+            self._boot_metrics(snapshot_text, record, planned)
+            if arm.k is not None and record["observed_k"] is not None and record["observed_k"] != arm.k:
+                record["status"] = "failed"
+                record["error"] = (
+                    f"speculation in force (k={record['observed_k']}, from the per-position "
+                    f"acceptance counters) does not match the arm (k={arm.k}); refused"
+                )
+                return
+            try:
+                await self._measure(client, base_url, model, planned, server)
+                await self._coherence(client, base_url, model, planned, server)
+                await self._likelihood(client, base_url, model, planned, server)
+            except ServerDied as exc:
+                record["status"] = "failed"
+                record["error"] = self._redact(str(exc))
+
+    async def _wait_ready(
+        self, client: httpx.AsyncClient, base_url: str, server: LaunchedServer | None
+    ) -> float | None:
+        start = self.clock.now()
+        while self.clock.now() - start < self.plan.server.boot_timeout:
+            if server is not None and server.returncode() is not None:
+                return None
+            try:
+                response = await client.get(
+                    base_url + self.plan.server.health_path, headers=self.headers, timeout=5.0
+                )
+                if response.status_code == 200:
+                    models = await client.get(base_url + "/v1/models", headers=self.headers, timeout=10.0)
+                    if models.status_code == 200:
+                        return self.clock.now() - start
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(HEALTH_POLL_SECONDS)
+        return None
+
+    def _boot_error(self, server: LaunchedServer | None) -> str:
+        if server is None:
+            return f"the server did not become healthy within {self.plan.server.boot_timeout:.0f} s"
+        code = server.returncode()
+        tail = server.log_tail().strip().splitlines()[-3:]
+        what = (
+            f"the server exited with status {code} before it was ready"
+            if code is not None
+            else f"the server was not ready within {self.plan.server.boot_timeout:.0f} s"
+        )
+        return what + (": " + " | ".join(line.strip()[:160] for line in tail) if tail else "")
+
+    async def _model(self, client: httpx.AsyncClient, base_url: str, record: dict[str, Any]) -> str:
+        if self.plan.server.model:
+            return self.plan.server.model
+        body = await cl.get_text(client, base_url + "/v1/models", self.headers)
+        try:
+            entry = json.loads(body or "{}")["data"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise CollectError(f"{base_url}/v1/models lists no model; set server.model") from None
+        if isinstance(entry.get("max_model_len"), int):
+            record["max_model_len"] = entry["max_model_len"]
+        return str(entry["id"])
+
+    def _boot_metrics(self, text: str | None, record: dict[str, Any], planned: PlannedBoot) -> None:
+        from mtpverdict.errors import EngineTextError
+        from mtpverdict.parse import observed_k, parse_metrics
+
+        if not text:
+            return
+        path = self.writer.raw_path(f"metrics/{planned.arm.name}-boot{planned.boot}-ready.prom")
+        atomic_write(path, text)
+        try:
+            snapshot = parse_metrics(text, source=str(path))
+        except EngineTextError:
+            return
+        record["observed_k"] = observed_k(snapshot)
+        for kv in snapshot.kv_capacity:
+            record["kv_cache_tokens"] = record["kv_cache_tokens"] or kv.kv_cache_tokens
+            record["block_size"] = record["block_size"] or kv.block_size
+            record["num_blocks"] = record["num_blocks"] or kv.num_blocks
+
+    def _check_alive(self, server: LaunchedServer | None, where: str) -> None:
+        if server is not None and server.returncode() is not None:
+            raise ServerDied(f"the server exited with status {server.returncode()} during {where}")
+
+    async def _metrics(self, client: httpx.AsyncClient, base_url: str, rel: str) -> tuple[str | None, Any]:
+        from mtpverdict.errors import EngineTextError
+        from mtpverdict.parse import parse_metrics
+
+        text = await cl.get_text(client, base_url + "/metrics", self.headers)
+        if text is None:
+            return None, None
+        atomic_write(self.writer.raw_path(rel), text)
+        try:
+            return f"raw/{rel}", parse_metrics(text)
+        except EngineTextError:
+            return f"raw/{rel}", None
+
+    async def _measure(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        planned: PlannedBoot,
+        server: LaunchedServer | None,
+    ) -> None:
+        plan, arm = self.plan, planned.arm
+        first = plan.workloads[0]
+        for rep in range(1, plan.warmup_runs + 1):
+            results = await cl.run_concurrent(
+                client,
+                base_url,
+                concurrency=min(plan.concurrency),
+                model=model,
+                prompt=first.prompt,
+                max_tokens=first.max_tokens,
+                chat=first.chat,
+                ignore_eos=first.ignore_eos,
+                clock=self.clock,
+                nonce=first.nonce,
+                headers=self.headers,
+            )
+            self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
+            self._check_alive(server, "a warm-up run")
+        for workload in plan.workloads:
+            for conc in plan.concurrency:
+                for rep in range(1, plan.reps + 1):
+                    tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
+                    before_rel, before = await self._metrics(client, base_url, f"metrics/{tag}-before.prom")
+                    results = await cl.run_concurrent(
+                        client,
+                        base_url,
+                        concurrency=conc,
+                        model=model,
+                        prompt=workload.prompt,
+                        max_tokens=workload.max_tokens,
+                        chat=workload.chat,
+                        ignore_eos=workload.ignore_eos,
+                        clock=self.clock,
+                        nonce=workload.nonce,
+                        headers=self.headers,
+                    )
+                    after_rel, after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
+                    self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
+                    self._record_delta(planned, workload.id, conc, rep, before, after, after_rel)
+                    errors = sum(1 for r in results if r.status != "ok")
+                    self.on_event(
+                        Event(
+                            "run",
+                            arm.name,
+                            planned.boot,
+                            f"{workload.id} c={conc} rep {rep}: {len(results) - errors}/{len(results)} ok",
+                        )
+                    )
+                    self._check_alive(server, f"{workload.id} c={conc} rep {rep}")
+            if workload.expect_identical:  # one un-nonced greedy probe: the same prompt in every arm
+                text, error = await cl.complete_text(
+                    client,
+                    base_url,
+                    model=model,
+                    prompt=workload.prompt,
+                    max_tokens=workload.max_tokens,
+                    chat=workload.chat,
+                    headers=self.headers,
+                )
+                self._check_alive(server, f"the identity probe of {workload.id}")
+                if text is not None:
+                    self._append(_coherence_record(planned, f"identity-{workload.id}", True, None, text))
+                elif error:
+                    self.on_event(Event("note", arm.name, planned.boot, f"identity probe failed: {error}"))
+
+    def _record_requests(
+        self,
+        planned: PlannedBoot,
+        workload: str,
+        conc: int,
+        rep: int,
+        results: list[cl.StreamResult],
+        *,
+        warmup: bool,
+    ) -> None:
+        for r in results:
+            self.summary.requests += 0 if warmup else 1
+            self.summary.request_errors += 0 if warmup or r.status == "ok" else 1
+            self._append(
+                {
+                    "kind": "request",
+                    "arm": planned.arm.name,
+                    "boot": planned.boot,
+                    "workload": workload,
+                    "concurrency": conc,
+                    "rep": rep,
+                    "stream": r.stream,
+                    "warmup": warmup,
+                    "t_start": r.t_start,
+                    "t_first": r.t_first,
+                    "t_end": r.t_end,
+                    "prompt_tokens": r.prompt_tokens,
+                    "completion_tokens": r.completion_tokens,
+                    "status": r.status,
+                    "error": None if r.error is None else self._redact(r.error),
+                    "output_sha256": r.output_sha256,
+                    "nonce": r.nonce,
+                    "chunks": r.chunks,
+                }
+            )
+
+    def _record_delta(
+        self,
+        planned: PlannedBoot,
+        workload: str,
+        conc: int,
+        rep: int,
+        before: Any,
+        after: Any,
+        raw: str | None,
+    ) -> None:
+        from mtpverdict.parse import VoidWindow, acceptance_delta
+
+        if before is None or after is None:
+            return
+        delta = acceptance_delta(before, after)
+        if delta is None:
+            return
+        base = {
+            "kind": "acceptance",
+            "arm": planned.arm.name,
+            "boot": planned.boot,
+            "workload": workload,
+            "concurrency": conc,
+            "rep": rep,
+            "source": "metrics",
+            "scoped": "run",
+            "raw": raw,
+        }
+        if isinstance(delta, VoidWindow):
+            self._append(
+                {
+                    **base,
+                    "status": "void",
+                    "drafts": None,
+                    "draft_tokens": None,
+                    "accepted_tokens": None,
+                    "error": delta.reason,
+                }
+            )
+            return
+        self._append(
+            {
+                **base,
+                "drafts": delta.drafts,
+                "draft_tokens": delta.draft_tokens,
+                "accepted_tokens": delta.accepted_tokens,
+                "accepted_per_position": None
+                if delta.accepted_per_position is None
+                else list(delta.accepted_per_position),
+            }
+        )
+
+    async def _coherence(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        planned: PlannedBoot,
+        server: LaunchedServer | None,
+    ) -> None:
+        for case in self.plan.coherence:
+            text, error = await cl.complete_text(
+                client,
+                base_url,
+                model=model,
+                prompt=case.prompt,
+                max_tokens=case.max_tokens,
+                chat=case.chat,
+                headers=self.headers,
+            )
+            self._check_alive(server, f"coherence case {case.id}")
+            passed = text is not None and case.expected in text
+            self._append(
+                _coherence_record(
+                    planned,
+                    case.id,
+                    passed,
+                    case.expected,
+                    text if text is not None else f"[request failed: {error}]",
+                )
+            )
+
+    async def _likelihood(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        planned: PlannedBoot,
+        server: LaunchedServer | None,
+    ) -> None:
+        if not self.plan.likelihood_text:
+            return
+        for rep in range(1, self.plan.likelihood_reps + 1):
+            found = await cl.prompt_nll(
+                client, base_url, model=model, text=self.plan.likelihood_text, headers=self.headers
+            )
+            self._check_alive(server, "the likelihood check")
+            if isinstance(found, str):
+                self.on_event(Event("note", planned.arm.name, planned.boot, f"likelihood: {found}"))
+                return
+            tokens, nll = found
+            self._append(
+                {
+                    "kind": "likelihood",
+                    "arm": planned.arm.name,
+                    "boot": planned.boot,
+                    "rep": rep,
+                    "tokens": tokens,
+                    "mean_nll": nll,
+                }
+            )
+
+    def _log_surface(self, arm: ArmPlan, boot: int, log_rel: str, record: dict[str, Any]) -> None:
+        """The engine log's acceptance windows (second surface) and KV pool, read after the boot."""
+        from mtpverdict.parse import parse_file
+
+        path = self.results / log_rel
+        if not path.is_file():
+            return
+        engine: Any = self.plan.server.engine
+        parsed = parse_file(path, engine)
+        for kv in parsed.kv_capacity:
+            if record["kv_cache_tokens"] is None and kv.kv_cache_tokens is not None:
+                record["kv_cache_tokens"] = kv.kv_cache_tokens
+        if record["engine_version"] is None and parsed.engine_version:
+            record["engine_version"] = parsed.engine_version
+        for reading in parsed.acceptance:
+            if reading.source != "log":
+                continue
+            rec: dict[str, Any] = {
+                "kind": "acceptance",
+                "arm": arm.name,
+                "boot": boot,
+                "workload": None,
+                "concurrency": None,
+                "rep": None,
+                "source": "log",
+                "scoped": "window",
+                "drafts": reading.drafts,
+                "draft_tokens": reading.draft_tokens,
+                "accepted_tokens": reading.accepted_tokens,
+                "per_position_rate": None
+                if reading.per_position_rate is None
+                else [min(1.0, max(0.0, x)) for x in reading.per_position_rate],
+                "acceptance_rate": reading.acceptance_rate,
+                "mean_acceptance_length": reading.mean_acceptance_length,
+                "raw": log_rel,
+                "line": reading.line,
+            }
+            has_counts = rec["draft_tokens"] is not None and rec["accepted_tokens"] is not None
+            if has_counts or rec["per_position_rate"] is not None or rec["acceptance_rate"] is not None:
+                try:
+                    self._append(rec)
+                except ValueError as exc:  # a log window the results format cannot hold is kept as a note
+                    self.on_event(
+                        Event("note", arm.name, boot, f"log window at line {reading.line} kept out: {exc}")
+                    )
+
+
+def _coherence_record(
+    planned: PlannedBoot, case: str, passed: bool, expected: str | None, text: str
+) -> dict[str, Any]:
+    import hashlib
+
+    return {
+        "kind": "coherence",
+        "arm": planned.arm.name,
+        "boot": planned.boot,
+        "case": case,
+        "passed": passed,
+        "expected": expected,
+        "output_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "output": cl.truncate(text),
+    }

@@ -1,0 +1,251 @@
+"""A small OpenAI-compatible test server with exact, known timing and vLLM-shaped metrics and logs.
+
+It streams completions at a fixed per-stream token rate (several tokens per delta under speculation),
+counts spec-decode drafts like vLLM v1, prints vLLM's KV and SpecDecoding log lines, and can be told to
+misbehave (die mid-run, answer 5xx, stall a stream, send malformed SSE, reset its counters, hide
+/metrics, fail to boot) so the collector's fault handling can be tested without a model.
+
+    python tests/fakeserver.py --port P [--speculative-config JSON] [--tps T] [--kv TOKENS] [--fault F:N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+MAX_MODEL_LEN = 1024
+
+
+class State:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.drafts = 0
+        self.draft_tokens = 0
+        self.accepted = 0
+        self.per_pos = [0] * args.k
+        self.window = [0, 0]  # drafted, accepted since the last log line
+        self.rng = random.Random(7)
+        fault, _, n = (args.fault or "none:0").partition(":")
+        self.fault = fault
+        self.fault_n = int(n or 0)
+
+    def count_request(self) -> int:
+        with self.lock:
+            self.requests += 1
+            return self.requests
+
+
+def output_tokens(prompt: str, n: int) -> list[str]:
+    """Deterministic greedy output: depends on the prompt without its nonce, like a seeded model."""
+    if prompt.startswith("[") and "] " in prompt:
+        prompt = prompt.split("] ", 1)[1]
+    digest = hashlib.sha256(prompt.encode()).digest()
+    return [" " + WORDS[digest[i % len(digest)] % len(WORDS)] for i in range(n)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: State
+
+    def setup(self) -> None:
+        super().setup()
+        # stream each delta at once, as uvicorn does; Nagle would coalesce small SSE writes
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args: object) -> None:  # quiet: the server log holds the vLLM-shaped lines
+        return
+
+    def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        st = self.state
+        if self.path == "/health":
+            self._send(200, "")
+        elif self.path == "/v1/models":
+            self._send(200, json.dumps({"object": "list", "data": [
+                {"id": "fake-model", "object": "model", "max_model_len": MAX_MODEL_LEN}]}))
+        elif self.path == "/version":
+            self._send(200, json.dumps({"version": "0.0.0-fake"}))
+        elif self.path == "/metrics":
+            if st.fault == "no-metrics":
+                self._send(404, "not found", "text/plain")
+                return
+            self._send(200, metrics_text(st), "text/plain; version=0.0.4")
+        else:
+            self._send(404, "{}")
+
+    def do_POST(self) -> None:  # noqa: N802
+        st = self.state
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        n = st.count_request()
+        if st.fault == "die" and n > st.fault_n:
+            os._exit(3)
+        if st.fault == "5xx" and n % max(st.fault_n, 1) == 0:
+            self._send(500, json.dumps({"error": "injected failure"}))
+            return
+        if st.fault == "reset" and n == st.fault_n:
+            with st.lock:
+                st.drafts = st.draft_tokens = st.accepted = 0
+                st.per_pos = [0] * st.args.k
+        chat = self.path.endswith("/chat/completions")
+        prompt = body["messages"][-1]["content"] if chat else body.get("prompt", "")
+        max_tokens = int(body.get("max_tokens", 16))
+        tokens = output_tokens(prompt, max_tokens)
+        if body.get("prompt_logprobs") is not None:
+            entries = [None] + [{str(i): {"logprob": -0.5 - (i % 3) * 0.25, "rank": 1}} for i in range(9)]
+            self._send(200, json.dumps({"choices": [{"text": tokens[0], "prompt_logprobs": entries}]}))
+            return
+        if not body.get("stream"):
+            text = "".join(tokens)
+            choice = {"message": {"content": text}} if chat else {"text": text}
+            self._send(200, json.dumps({"choices": [choice], "usage": {"completion_tokens": max_tokens}}))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        step = 1.0 / st.args.tps
+        i = 0
+        sent_chunks = 0
+        while i < max_tokens:
+            if st.fault == "stall" and n > st.fault_n and sent_chunks == 2:
+                time.sleep(3600)
+            if st.fault == "malformed" and n > st.fault_n and sent_chunks == 1:
+                self.wfile.write(b"data: {not json\n\n")
+                self.wfile.flush()
+                return
+            take = 1 + self._draft_round(min(st.args.k, max_tokens - i - 1)) if st.args.k else 1
+            time.sleep(step * (1 if not st.args.k else 1.1))  # a round costs a bit more than a step
+            piece = "".join(tokens[i:i + take])
+            i += take
+            delta = {"delta": {"content": piece}} if chat else {"text": piece}
+            event = {"choices": [{"index": 0, **delta, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+            sent_chunks += 1
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": max_tokens,
+                 "total_tokens": len(prompt.split()) + max_tokens}
+        self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _draft_round(self, k: int) -> int:
+        """One speculation round of depth k: returns accepted tokens (positions accept in sequence)."""
+        st = self.state
+        if k <= 0:
+            return 0
+        accepted = 0
+        with st.lock:
+            st.drafts += 1
+            st.draft_tokens += k
+            for pos in range(k):
+                if st.rng.random() < st.args.accept:
+                    accepted += 1
+                    st.per_pos[pos] += 1
+                else:
+                    break
+            st.accepted += accepted
+            st.window[0] += k
+            st.window[1] += accepted
+        return accepted
+
+
+def metrics_text(st: State) -> str:
+    lines = [
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+        "# TYPE vllm:cache_config_info gauge",
+        f'vllm:cache_config_info{{block_size="16",engine="0",kv_cache_size_tokens="{st.args.kv}",'
+        f'num_gpu_blocks="{st.args.kv // 16}"}} 1.0',
+    ]
+    if st.args.k:
+        with st.lock:
+            values = (st.drafts, st.draft_tokens, st.accepted, list(st.per_pos))
+        lines += [
+            "# TYPE vllm:spec_decode_num_drafts counter",
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="fake-model"}} {float(values[0])}',
+            "# TYPE vllm:spec_decode_num_draft_tokens counter",
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="fake-model"}} {float(values[1])}',
+            "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="fake-model"}} {float(values[2])}',
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+        ]
+        lines += [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="fake-model",'
+            f'position="{i}"}} {float(v)}'
+            for i, v in enumerate(values[3])
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def log_loop(st: State) -> None:
+    while True:
+        time.sleep(0.5)
+        with st.lock:
+            drafted, accepted = st.window
+            st.window = [0, 0]
+        if drafted:
+            rate = accepted / drafted * 100
+            print(f"(APIServer pid={os.getpid()}) INFO 11-29 12:00:00 [metrics.py:101] SpecDecoding metrics: "
+                  f"Mean acceptance length: {1 + accepted / max(drafted // st.args.k, 1):.2f}, Accepted "
+                  f"throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, "
+                  f"Drafted: {drafted} tokens, Per-position acceptance rate: "
+                  f"{', '.join('0.500' for _ in range(st.args.k))}, Avg Draft acceptance rate: {rate:.1f}%",
+                  flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--k", type=int, default=0)
+    parser.add_argument("--accept", type=float, default=0.8)
+    parser.add_argument("--tps", type=float, default=200.0)
+    parser.add_argument("--kv", type=int, default=100_000)
+    parser.add_argument("--boot-delay", type=float, default=0.2)
+    parser.add_argument("--fault", default=None)
+    parser.add_argument("--speculative-config", default=None,
+                        help="vLLM-style JSON: num_speculative_tokens, and fake_accept (acceptance per position)")
+    args = parser.parse_args()
+    if args.speculative_config:
+        config = json.loads(args.speculative_config)
+        args.k = int(config["num_speculative_tokens"])
+        args.accept = float(config.get("fake_accept", args.accept))
+    if args.fault == "boot-fail":
+        print("RuntimeError: injected boot failure", flush=True)
+        return 1
+    time.sleep(args.boot_delay)
+    state = State(args)
+    Handler.state = state
+    print(f"(EngineCore pid={os.getpid()}) INFO 11-29 12:00:00 [kv_cache_utils.py:2327] CPU KV cache size: "
+          f"{args.kv:,} tokens, Maximum concurrency for {MAX_MODEL_LEN:,} tokens per request: "
+          f"{args.kv / MAX_MODEL_LEN:.2f}x", flush=True)
+    threading.Thread(target=log_loop, args=(state,), daemon=True).start()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
