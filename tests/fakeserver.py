@@ -79,8 +79,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             self._send(200, "")
         elif self.path == "/v1/models":
-            self._send(200, json.dumps({"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "max_model_len": MAX_MODEL_LEN}]}))
+            self._send(
+                200,
+                json.dumps(
+                    {
+                        "object": "list",
+                        "data": [{"id": "fake-model", "object": "model", "max_model_len": MAX_MODEL_LEN}],
+                    }
+                ),
+            )
         elif self.path == "/version":
             self._send(200, json.dumps({"version": "0.0.0-fake"}))
         elif self.path == "/metrics":
@@ -134,15 +141,18 @@ class Handler(BaseHTTPRequestHandler):
                 return
             take = 1 + self._draft_round(min(st.args.k, max_tokens - i - 1)) if st.args.k else 1
             time.sleep(step * (1 if not st.args.k else 1.1))  # a round costs a bit more than a step
-            piece = "".join(tokens[i:i + take])
+            piece = "".join(tokens[i : i + take])
             i += take
             delta = {"delta": {"content": piece}} if chat else {"text": piece}
             event = {"choices": [{"index": 0, **delta, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
             sent_chunks += 1
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": max_tokens,
-                 "total_tokens": len(prompt.split()) + max_tokens}
+        usage = {
+            "prompt_tokens": len(prompt.split()),
+            "completion_tokens": max_tokens,
+            "total_tokens": len(prompt.split()) + max_tokens,
+        }
         self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -179,13 +189,14 @@ def metrics_text(st: State) -> str:
     if st.args.k:
         with st.lock:
             values = (st.drafts, st.draft_tokens, st.accepted, list(st.per_pos))
+        labels = '{engine="0",model_name="fake-model"}'
         lines += [
             "# TYPE vllm:spec_decode_num_drafts counter",
-            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="fake-model"}} {float(values[0])}',
+            f"vllm:spec_decode_num_drafts_total{labels} {float(values[0])}",
             "# TYPE vllm:spec_decode_num_draft_tokens counter",
-            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="fake-model"}} {float(values[1])}',
+            f"vllm:spec_decode_num_draft_tokens_total{labels} {float(values[1])}",
             "# TYPE vllm:spec_decode_num_accepted_tokens counter",
-            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="fake-model"}} {float(values[2])}',
+            f"vllm:spec_decode_num_accepted_tokens_total{labels} {float(values[2])}",
             "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
         ]
         lines += [
@@ -204,12 +215,14 @@ def log_loop(st: State) -> None:
             st.window = [0, 0]
         if drafted:
             rate = accepted / drafted * 100
-            print(f"(APIServer pid={os.getpid()}) INFO 11-29 12:00:00 [metrics.py:101] SpecDecoding metrics: "
-                  f"Mean acceptance length: {1 + accepted / max(drafted // st.args.k, 1):.2f}, Accepted "
-                  f"throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, "
-                  f"Drafted: {drafted} tokens, Per-position acceptance rate: "
-                  f"{', '.join('0.500' for _ in range(st.args.k))}, Avg Draft acceptance rate: {rate:.1f}%",
-                  flush=True)
+            print(
+                f"(APIServer pid={os.getpid()}) INFO 11-29 12:00:00 [metrics.py:101] SpecDecoding metrics: "
+                f"Mean acceptance length: {1 + accepted / max(drafted // st.args.k, 1):.2f}, Accepted "
+                f"throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, "
+                f"Drafted: {drafted} tokens, Per-position acceptance rate: "
+                f"{', '.join('0.500' for _ in range(st.args.k))}, Avg Draft acceptance rate: {rate:.1f}%",
+                flush=True,
+            )
 
 
 def main() -> int:
@@ -221,8 +234,11 @@ def main() -> int:
     parser.add_argument("--kv", type=int, default=100_000)
     parser.add_argument("--boot-delay", type=float, default=0.2)
     parser.add_argument("--fault", default=None)
-    parser.add_argument("--speculative-config", default=None,
-                        help="vLLM-style JSON: num_speculative_tokens, and fake_accept (acceptance per position)")
+    parser.add_argument(
+        "--speculative-config",
+        default=None,
+        help="vLLM-style JSON: num_speculative_tokens, and fake_accept (acceptance per position)",
+    )
     args = parser.parse_args()
     if args.speculative_config:
         config = json.loads(args.speculative_config)
@@ -234,9 +250,12 @@ def main() -> int:
     time.sleep(args.boot_delay)
     state = State(args)
     Handler.state = state
-    print(f"(EngineCore pid={os.getpid()}) INFO 11-29 12:00:00 [kv_cache_utils.py:2327] CPU KV cache size: "
-          f"{args.kv:,} tokens, Maximum concurrency for {MAX_MODEL_LEN:,} tokens per request: "
-          f"{args.kv / MAX_MODEL_LEN:.2f}x", flush=True)
+    print(
+        f"(EngineCore pid={os.getpid()}) INFO 11-29 12:00:00 [kv_cache_utils.py:2327] CPU KV cache size: "
+        f"{args.kv:,} tokens, Maximum concurrency for {MAX_MODEL_LEN:,} tokens per request: "
+        f"{args.kv / MAX_MODEL_LEN:.2f}x",
+        flush=True,
+    )
     threading.Thread(target=log_loop, args=(state,), daemon=True).start()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True

@@ -24,8 +24,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def campaign_text(port: int, *, faults: dict[str, str] | None = None, reps: int = 2,
-                  concurrency: str = "[1, 4]", boots: int = 1, tps: int = 400, stall: int = 3) -> str:
+def campaign_text(
+    port: int,
+    *,
+    faults: dict[str, str] | None = None,
+    reps: int = 2,
+    concurrency: str = "[1, 4]",
+    boots: int = 1,
+    tps: int = 400,
+    stall: int = 3,
+) -> str:
     """off_A, ngram k2 (acceptance 0.9), a random draft k2 (acceptance 0), off_B, on the fake server.
 
     A fault for an arm ("die:3", "5xx:2", "stall:1", ...) is added to that arm's serve_args, so fault
@@ -36,7 +44,10 @@ def campaign_text(port: int, *, faults: dict[str, str] | None = None, reps: int 
     for name, (role, method, k, accept) in ARMS.items():
         serve: list[str] = []
         if k:
-            serve += ["--speculative-config", json.dumps({"num_speculative_tokens": k, "fake_accept": accept})]
+            serve += [
+                "--speculative-config",
+                json.dumps({"num_speculative_tokens": k, "fake_accept": accept}),
+            ]
         if name in faults:
             serve += ["--fault", faults[name]]
         lines = [f'name = "{name}"', f'role = "{role}"']

@@ -30,9 +30,16 @@ def _write(tmp: Path, text: str) -> Path:
     return path
 
 
-def _collect(campaign: Path, out: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "collect", str(campaign), "--out", str(out), *extra], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+def _collect(
+    campaign: Path, out: Path, *extra: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "collect", str(campaign), "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
@@ -54,22 +61,32 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
     recs = _records(out)
     boots = [r for r in recs if r["kind"] == "boot"]
     assert [(b["arm"], b["order"], b["status"]) for b in boots] == [
-        ("off_A", 1, "ready"), ("ngram_k2", 2, "ready"), ("draft_random_k2", 3, "ready"), ("off_B", 4, "ready")]
+        ("off_A", 1, "ready"),
+        ("ngram_k2", 2, "ready"),
+        ("draft_random_k2", 3, "ready"),
+        ("off_B", 4, "ready"),
+    ]
     assert {b["observed_k"] for b in boots} == {0, 2}
     assert all(b["kv_cache_tokens"] == 100_000 and b["max_model_len"] == 1024 for b in boots)
     assert all(b["engine_version"] == "0.0.0-fake" for b in boots)
     requests = [r for r in recs if r["kind"] == "request"]
     assert len(requests) == 4 * (1 + 2 * (1 + 4))  # warm-up + 2 reps at c=1 and c=4
     timed = [r for r in requests if not r["warmup"]]
-    assert all(r["nonce"] and r["completion_tokens"] == 24 and r["t_start"] <= r["t_first"] <= r["t_end"]
-               for r in timed)
+    assert all(
+        r["nonce"] and r["completion_tokens"] == 24 and r["t_start"] <= r["t_first"] <= r["t_end"]
+        for r in timed
+    )
     acc = [r for r in recs if r["kind"] == "acceptance"]
     metrics = [r for r in acc if r["source"] == "metrics"]
     assert {r["arm"] for r in metrics} == {"ngram_k2", "draft_random_k2"}
     assert all(r["scoped"] == "run" and r["raw"].startswith("raw/metrics/") for r in metrics)
     assert sum(r["accepted_tokens"] for r in metrics if r["arm"] == "draft_random_k2") == 0
     assert any(r["source"] == "log" and r["raw"].startswith("raw/logs/") for r in acc)
-    identity = {r["arm"]: r["output_sha256"] for r in recs if r["kind"] == "coherence" and r["case"] == "identity-chat"}
+    identity = {
+        r["arm"]: r["output_sha256"]
+        for r in recs
+        if r["kind"] == "coherence" and r["case"] == "identity-chat"
+    }
     assert len(identity) == 4 and len(set(identity.values())) == 1
     assert all(r["mean_nll"] > 0 for r in recs if r["kind"] == "likelihood")
     assert results.counts()["request"]["off_A"] == 11
@@ -86,13 +103,18 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
 def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen([*CLI, "collect", str(campaign), "--out", str(out)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:  # kill it in the middle of the second arm's boot
         path = out / "records.jsonl"
-        if path.exists() and any('"arm":"ngram_k2"' in line and '"kind":"request"' in line
-                                 for line in path.read_text().splitlines()):
+        if path.exists() and any(
+            '"arm":"ngram_k2"' in line and '"kind":"request"' in line
+            for line in path.read_text().splitlines()
+        ):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -104,7 +126,9 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     boots = {(b.arm, b.boot): b for b in results.boots.itertuples()}
     assert ("ngram_k2", 1) in boots and "interrupted" in str(boots[("ngram_k2", 1)].note)
     assert ("ngram_k2", 2) in boots and boots[("ngram_k2", 2)].status == "ready"
-    assert sorted(a for a, _ in boots) == sorted(["off_A", "ngram_k2", "ngram_k2", "draft_random_k2", "off_B"])
+    assert sorted(a for a, _ in boots) == sorted(
+        ["off_A", "ngram_k2", "ngram_k2", "draft_random_k2", "off_B"]
+    )
     assert len(set(results.boots["order"])) == len(results.boots)
     again = _collect(campaign, out, "--resume")
     assert again.returncode == 0 and "0 boots" in again.stdout
@@ -114,11 +138,16 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
 def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen([*CLI, "collect", str(campaign), "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not (
-            (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()):
+        (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -128,7 +157,11 @@ def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int)
     assert _collect(campaign, out, "--resume").returncode == 0
     results = load_results(out)
     assert set(results.boots[results.boots["status"] == "ready"]["arm"]) == {
-        "off_A", "ngram_k2", "draft_random_k2", "off_B"}
+        "off_A",
+        "ngram_k2",
+        "draft_random_k2",
+        "off_B",
+    }
     assert _port_free(port)
 
 
@@ -141,8 +174,9 @@ def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int)
         ("malformed:3", "malformed SSE"),
     ],
 )
-def test_server_faults_are_recorded_and_the_campaign_goes_on(tmp_path: Path, port: int, fault: str,
-                                                             expect: str) -> None:
+def test_server_faults_are_recorded_and_the_campaign_goes_on(
+    tmp_path: Path, port: int, fault: str, expect: str
+) -> None:
     campaign = _write(tmp_path, campaign_text(port, faults={"ngram_k2": fault}, reps=1, concurrency="[1, 2]"))
     out = tmp_path / "results"
     done = _collect(campaign, out, "--allow-argv-mismatch")
@@ -161,7 +195,9 @@ def test_server_faults_are_recorded_and_the_campaign_goes_on(tmp_path: Path, por
 
 
 def test_a_counter_reset_voids_its_window(tmp_path: Path, port: int) -> None:
-    campaign = _write(tmp_path, campaign_text(port, faults={"ngram_k2": "reset:3"}, reps=2, concurrency="[1]"))
+    campaign = _write(
+        tmp_path, campaign_text(port, faults={"ngram_k2": "reset:3"}, reps=2, concurrency="[1]")
+    )
     out = tmp_path / "results"
     assert _collect(campaign, out, "--allow-argv-mismatch").returncode == 0
     acc = load_results(out).acceptance
@@ -170,16 +206,23 @@ def test_a_counter_reset_voids_its_window(tmp_path: Path, port: int) -> None:
 
 
 def test_missing_metrics_and_a_failed_boot(tmp_path: Path, port: int) -> None:
-    campaign = _write(tmp_path, campaign_text(port, faults={"ngram_k2": "no-metrics:0",
-                                                            "draft_random_k2": "boot-fail"},
-                                              reps=1, concurrency="[1]"))
+    campaign = _write(
+        tmp_path,
+        campaign_text(
+            port,
+            faults={"ngram_k2": "no-metrics:0", "draft_random_k2": "boot-fail"},
+            reps=1,
+            concurrency="[1]",
+        ),
+    )
     out = tmp_path / "results"
     assert _collect(campaign, out, "--allow-argv-mismatch").returncode == 0
     results = load_results(out)
     boots = results.boots.set_index("arm")
     assert boots.loc["ngram_k2", "status"] == "ready" and boots.loc["ngram_k2", "observed_k"] != 2
-    metrics_acc = results.acceptance[(results.acceptance["arm"] == "ngram_k2")
-                                     & (results.acceptance["source"] == "metrics")]
+    metrics_acc = results.acceptance[
+        (results.acceptance["arm"] == "ngram_k2") & (results.acceptance["source"] == "metrics")
+    ]
     assert metrics_acc.empty
     assert boots.loc["draft_random_k2", "status"] == "failed"
     assert "injected boot failure" in boots.loc["draft_random_k2", "error"]
@@ -198,8 +241,9 @@ def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) ->
     assert boot["status"] == "failed" and "does not match the arm (k=3)" in boot["error"]
 
 
-def test_a_full_disk_stops_cleanly_and_resume_completes(tmp_path: Path, port: int,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_stops_cleanly_and_resume_completes(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     campaign = load_campaign_file(_write(tmp_path, campaign_text(port, reps=1, concurrency="[1]")))
     out = tmp_path / "results"
     real_write = os.write
@@ -214,28 +258,42 @@ def test_a_full_disk_stops_cleanly_and_resume_completes(tmp_path: Path, port: in
 
     monkeypatch.setattr("mtpverdict.results.writer.os.write", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        Collector(campaign, out, variables={}, resume=False, allow_argv_mismatch=False,
-                  on_event=lambda e: None).run()
+        Collector(
+            campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
+        ).run()
     kept = load_results(out)
     tables = (kept.requests, kept.boots, kept.acceptance, kept.coherence, kept.likelihood, kept.summaries)
     assert sum(len(t) for t in tables) == 9  # every record written before the disk filled, none torn
     monkeypatch.setattr("mtpverdict.results.writer.os.write", real_write)
     events: list[Event] = []
-    Collector(campaign, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=events.append).run()
+    Collector(
+        campaign, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=events.append
+    ).run()
     final = load_results(out)
     assert set(final.boots[final.boots["status"] == "ready"]["arm"]) == {
-        "off_A", "ngram_k2", "draft_random_k2", "off_B"}
+        "off_A",
+        "ngram_k2",
+        "draft_random_k2",
+        "off_B",
+    }
     assert _port_free(port)
 
 
 def test_the_api_key_is_never_written(tmp_path: Path, port: int) -> None:
     secret = "sk-test-0123456789abcdef"
     text = campaign_text(port, reps=1, concurrency="[1]").replace(
-        "stall_seconds = 3", 'stall_seconds = 3\napi_key_env = "MTPVERDICT_TEST_KEY"')
+        "stall_seconds = 3", 'stall_seconds = 3\napi_key_env = "MTPVERDICT_TEST_KEY"'
+    )
     out = tmp_path / "results"
     env = {**os.environ, "MTPVERDICT_TEST_KEY": secret}
-    done = subprocess.run([*CLI, "collect", str(_write(tmp_path, text)), "--out", str(out)], env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [*CLI, "collect", str(_write(tmp_path, text)), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     for path in out.rglob("*"):
         if path.is_file():
@@ -245,8 +303,12 @@ def test_the_api_key_is_never_written(tmp_path: Path, port: int) -> None:
 
 def test_dry_run_and_bad_campaigns(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port))
-    dry = subprocess.run([*CLI, "collect", str(campaign), "--out", str(tmp_path / "x"), "--dry-run"],
-                         capture_output=True, text=True, check=False)
+    dry = subprocess.run(
+        [*CLI, "collect", str(campaign), "--out", str(tmp_path / "x"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert dry.returncode == 0 and "4 arms x 1 boot(s)" in dry.stdout and not (tmp_path / "x").exists()
     bad = tmp_path / "bad.toml"
     bad.write_text(campaign_text(port).replace("reps = 2", "reps = 0"))
@@ -262,8 +324,14 @@ def test_collect_refuses_an_undefined_placeholder(tmp_path: Path, port: int) -> 
     text = campaign_text(port).replace('"--port", "{port}"', '"--port", "{port}", "--model-dir", "{models}"')
     plan = load_campaign_file(_write(tmp_path, text))
     with pytest.raises(CollectError, match="needs a value for models"):
-        Collector(plan, tmp_path / "r", variables={}, resume=False, allow_argv_mismatch=False,
-                  on_event=lambda e: None)
+        Collector(
+            plan,
+            tmp_path / "r",
+            variables={},
+            resume=False,
+            allow_argv_mismatch=False,
+            on_event=lambda e: None,
+        )
     argv = plan.serve_argv(plan.arms[1], {"models": "/m"}, 1, "r")
     assert argv[argv.index("--model-dir") + 1] == "/m" and str(port) in argv
     assert argv[-2] == "--speculative-config"  # {spec} spliced the arm's speculative arguments
