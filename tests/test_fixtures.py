@@ -43,3 +43,20 @@ def test_fixture_scripts_reproduce_the_committed_bytes(script: str, tmp_path: Pa
             assert (directory / name).read_bytes() == (FIXTURES / directory.name / name).read_bytes(), (
                 f"{directory.name}/{name} differs: regenerate with python fixtures/{script}"
             )
+
+
+@pytest.mark.parametrize(
+    "campaign",
+    [
+        FIXTURES / "flash-next-blackwell" / "campaign.toml",
+        FIXTURES.parent / "collectors" / "vllm-cpu" / "campaign.toml",
+    ],
+    ids=lambda p: p.parent.name,
+)
+def test_shipped_campaign_files_are_valid(campaign: Path) -> None:
+    from mtpverdict.collect import load_campaign_file
+
+    plan = load_campaign_file(campaign)
+    assert [a.name for a in plan.arms][0] == "off_A" and plan.arms[-1].name == "off_B"
+    assert plan.arms[0].role == "control" and plan.arms[-1].role == "control"
+    assert plan.undefined({}) != [] or plan.server.mode == "external"  # machine paths come from --var

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+FILE_MODE = 0o644
 FLOAT_SIGNIFICANT_DIGITS = 6  # decision files round floats so reruns give byte-identical text
 
 
@@ -42,6 +43,7 @@ def atomic_write(path: Path, text: str) -> None:
     """Write a whole file so that readers see the old or the new content, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; results are meant to be shared and read
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)

@@ -127,6 +127,10 @@ def collect(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan and its cost; run nothing.")
     ] = False,
+    assume_tps: Annotated[float, typer.Option("--assume-tps", help="Dry run: tok/s per stream.")] = 50.0,
+    assume_boot: Annotated[
+        float, typer.Option("--assume-boot-seconds", help="Dry run: seconds per boot.")
+    ] = 120.0,
 ) -> None:
     """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
     from mtpverdict.collect import Collector, Event, dry_run_plan, load_campaign_file
@@ -145,7 +149,7 @@ def collect(
     if missing:
         _fail(f"{campaign}: server.command needs --var for {', '.join(missing)}")
     if dry_run:
-        for line in dry_run_plan(plan):
+        for line in dry_run_plan(plan, stream_tps=assume_tps, boot_seconds=assume_boot):
             typer.echo(line)
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

@@ -1,8 +1,8 @@
 """Campaign files for `collect` (TOML, campaign_version 1): strict loading into a frozen plan.
 
-A campaign file is data: the serve command is an argv list whose elements may hold placeholders
-({port}, {arm}, {boot}, {results} and names from [vars] or --var); the element "{spec}" splices the
-arm's speculative arguments. Nothing is passed to a shell unless `shell = true` is set explicitly.
+A campaign file is data: the serve command is an argv list whose elements (and the env values and the
+arms' serve_args) may hold placeholders ({port}, {arm}, {boot}, {results} and names from [vars] or
+--var); the element "{spec}" splices the arm's speculative arguments. Nothing is passed to a shell unless `shell = true` is set explicitly.
 """
 
 from __future__ import annotations
@@ -243,7 +243,12 @@ class CampaignPlan:
     def undefined(self, variables: dict[str, str]) -> list[str]:
         """Placeholders of the serve command that neither [vars] nor `variables` define."""
         defined = set(BUILTIN_VARS) | {k for k, _ in self.vars} | set(variables) | {"spec"}
-        found = {name for element in self.server.command for name in PLACEHOLDER.findall(element)}
+        texts = [
+            *self.server.command,
+            *(v for _, v in self.server.env),
+            *(a for arm in self.arms for a in arm.serve_args),
+        ]
+        found = {name for text in texts for name in PLACEHOLDER.findall(text)}
         return sorted(found - defined)
 
     def serve_argv(self, arm: ArmPlan, extra_vars: dict[str, str], boot: int, results: str) -> list[str]:
@@ -256,15 +261,26 @@ class CampaignPlan:
             "boot": str(boot),
             "results": results,
         }
+        spec = [self.fill(a, values) for a in arm.serve_args]
         argv: list[str] = []
         for element in self.server.command:
             if element == SPEC_PLACEHOLDER:
-                argv.extend(arm.serve_args)
+                argv.extend(spec)
                 continue
-            argv.append(PLACEHOLDER.sub(lambda m: values[m.group(1)], element))
+            argv.append(self.fill(element, values))
         if SPEC_PLACEHOLDER not in self.server.command:
-            argv.extend(arm.serve_args)
+            argv.extend(spec)
         return argv
+
+    def server_env(self, extra_vars: dict[str, str]) -> dict[str, str]:
+        """The server's extra environment, placeholders filled."""
+        values = {**dict(self.vars), **extra_vars, "port": str(self.server.port)}
+        return {k: self.fill(v, values) for k, v in self.server.env}
+
+    @staticmethod
+    def fill(text: str, values: dict[str, str]) -> str:
+        """Replace {name} placeholders (lowercase names only, so JSON braces are left alone)."""
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
     def results_campaign(self, extra_vars: dict[str, str], results: str) -> dict[str, Any]:
         """The results-format campaign.json object this campaign writes."""

@@ -139,26 +139,34 @@ def plan_boots(plan: CampaignPlan, writer: ResultsWriter) -> tuple[list[PlannedB
     return owed, owed_records
 
 
-def dry_run_plan(plan: CampaignPlan) -> list[str]:
-    """Lines describing what a campaign will do and roughly what it costs."""
+def dry_run_plan(plan: CampaignPlan, *, stream_tps: float = 50.0, boot_seconds: float = 120.0) -> list[str]:
+    """Lines describing what a campaign will do and an estimate of its wall time.
+
+    The estimate assumes every stream decodes at `stream_tps` and every boot takes `boot_seconds`
+    (both stated in the output): a run lasts max_tokens / stream_tps whatever its concurrency.
+    """
     boots = len(plan.arms) * plan.boots
     runs = len(plan.workloads) * len(plan.concurrency) * plan.reps
     requests_per_boot = sum(plan.concurrency) * plan.reps * len(plan.workloads)
-    lines = [
+    run_seconds = sum(w.max_tokens for w in plan.workloads) / stream_tps * len(plan.concurrency) * plan.reps
+    warm = plan.warmup_runs * plan.workloads[0].max_tokens / stream_tps
+    checks = (
+        sum(c.max_tokens for c in plan.coherence) / stream_tps
+        + sum(w.max_tokens for w in plan.workloads if w.expect_identical) / stream_tps
+    )
+    per_boot = boot_seconds + warm + run_seconds + checks
+    total = boots * per_boot
+    return [
         f"campaign {plan.id}: {plan.title}",
         f"{len(plan.arms)} arms x {plan.boots} boot(s) = {boots} boots, in order "
         + ", ".join(a.name for a in plan.arms),
         f"per boot: {plan.warmup_runs} warm-up run(s), {runs} measured runs ({requests_per_boot} requests), "
-        f"{len(plan.coherence)} coherence cases, "
-        f"{plan.likelihood_reps if plan.likelihood_text else 0} likelihood checks",
+        f"{len(plan.coherence)} coherence cases, {plan.likelihood_reps if plan.likelihood_text else 0} "
+        "likelihood checks",
         f"total: {boots * requests_per_boot} measured requests",
+        f"estimated wall time: {total / 60:.1f} min ({boots} boots x {per_boot:.0f} s), assuming "
+        f"{boot_seconds:.0f} s per boot and {stream_tps:.0f} tok/s per stream",
     ]
-    tokens = sum(w.max_tokens * c for w in plan.workloads for c in plan.concurrency) * plan.reps * boots
-    lines.append(
-        f"about {tokens:,} completion tokens; at 50 tok/s per stream and a {plan.server.boot_timeout:.0f} s "
-        "boot ceiling, budget the boots first: they dominate on large models"
-    )
-    return lines
 
 
 class Collector:
@@ -285,7 +293,7 @@ class Collector:
         server = None
         if plan.server.mode == "launch":
             server = LaunchedServer(
-                argv, dict(plan.server.env), self.results / log_rel, shell=plan.server.shell
+                argv, plan.server_env(self.variables), self.results / log_rel, shell=plan.server.shell
             )
         self.summary.boots += 1
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
