@@ -2,7 +2,8 @@
 
 A campaign file is data: the serve command is an argv list whose elements (and the env values and the
 arms' serve_args) may hold placeholders ({port}, {arm}, {boot}, {results} and names from [vars] or
---var); the element "{spec}" splices the arm's speculative arguments. Nothing is passed to a shell unless `shell = true` is set explicitly.
+--var); the element "{spec}" splices the arm's speculative arguments. Nothing is passed to a shell
+unless `shell = true` is set explicitly.
 """
 
 from __future__ import annotations
