@@ -213,6 +213,56 @@ def collect(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
+@app.command()
+def gate(
+    results: Annotated[Path, typer.Argument(help="Results directory the decision rests on.")],
+    proposed: Annotated[
+        str, typer.Option("--proposed", help="What is promoted: off, k=N, METHOD:k=N, or the config JSON.")
+    ],
+    rules: Annotated[
+        str | None, typer.Option("--rules", "-r", help="Policy TOML file or shipped policy name.")
+    ] = None,
+    serve_config: Annotated[
+        Path | None,
+        typer.Option("--serve-config", help="Proposed serve args: a docker compose file or an argv file."),
+    ] = None,
+    service: Annotated[str | None, typer.Option("--service", help="Compose service to read.")] = None,
+    ignore_arg: Annotated[
+        list[str] | None, typer.Option("--ignore-arg", help="A serve flag allowed to differ (repeatable).")
+    ] = None,
+) -> None:
+    """Gate a config promotion: exit 0 when the evidence supports it, 1 when not, 2 on bad input."""
+    import os
+
+    from mtpverdict.gate import gate as run_gate
+    from mtpverdict.gate import step_summary
+
+    try:
+        result = run_gate(
+            results,
+            rules,
+            proposed,
+            serve_config=None if serve_config is None else str(serve_config),
+            service=service,
+            ignore=tuple(ignore_arg or ()),
+        )
+    except InputError as exc:
+        _fail_input(exc)
+    head = "supported" if result.supported else "refused"
+    typer.echo(
+        f"{proposed}: {head} (decision {result.decision}"
+        + (f", selected {result.selected})" if result.selected else ")")
+    )
+    for reason in result.reasons:
+        typer.echo(f"  {reason}")
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        with open(summary_path, "a", encoding="utf-8") as fh:
+            fh.write(step_summary(result, proposed))
+    if not result.supported:
+        raise typer.Exit(EXIT_REFUSED)
+
+
 def _register_engine_commands() -> None:
     from mtpverdict.cli_engine import register
 

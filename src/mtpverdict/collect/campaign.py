@@ -112,6 +112,13 @@ SERVER_FIELDS = (
     ),
     _f("api_key_env", "str", "Environment variable holding the API key (never recorded).", required=False),
     _f(
+        "settle_seconds",
+        "num",
+        "Seconds to wait after a boot's work before stopping it, so the engine logs its last stats window.",
+        required=False,
+        minimum=0,
+    ),
+    _f(
         "engine",
         "str",
         "Engine whose log and metrics to read.",
@@ -173,6 +180,7 @@ class ServerPlan:
     boot_timeout: float
     grace_seconds: float
     stall_seconds: float
+    settle_seconds: float
     api_key_env: str | None
     engine: str
     model: str | None
@@ -483,6 +491,7 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
             boot_timeout=float(server.get("boot_timeout", 600)),
             grace_seconds=float(server.get("grace_seconds", 30)),
             stall_seconds=float(server.get("stall_seconds", 120)),
+            settle_seconds=float(server.get("settle_seconds", 0)),
             api_key_env=server.get("api_key_env"),
             engine=server.get("engine", "vllm"),
             model=server.get("model"),

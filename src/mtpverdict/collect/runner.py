@@ -397,6 +397,8 @@ class Collector:
                 await self._measure(client, base_url, model, planned, server)
                 await self._coherence(client, base_url, model, planned, server)
                 await self._likelihood(client, base_url, model, planned, server)
+                if plan.server.settle_seconds:  # let the engine print its last stats window
+                    await asyncio.sleep(plan.server.settle_seconds)
             except ServerDied as exc:
                 record["status"] = "failed"
                 record["error"] = self._redact(str(exc))
