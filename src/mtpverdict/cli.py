@@ -263,6 +263,28 @@ def gate(
         raise typer.Exit(EXIT_REFUSED)
 
 
+@app.command()
+def verify(
+    decision: Annotated[Path, typer.Argument(help="A decision JSON written by decide.")],
+    results: Annotated[Path, typer.Argument(help="The results directory it was decided on.")],
+    rules: Annotated[
+        str | None, typer.Option("--rules", "-r", help="Policy file (default: the shipped policy it names).")
+    ] = None,
+) -> None:
+    """Recompute the input hashes and the decision; exit 0 when both match, 1 when not."""
+    from mtpverdict.verify import verify as run_verify
+
+    try:
+        result = run_verify(decision, results, rules)
+    except InputError as exc:
+        _fail_input(exc)
+    for line in result.lines:
+        typer.echo(line)
+    typer.echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
+    if not result.matches:
+        raise typer.Exit(EXIT_REFUSED)
+
+
 def _register_engine_commands() -> None:
     from mtpverdict.cli_engine import register
 
