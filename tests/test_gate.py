@@ -22,8 +22,13 @@ K2 = '{"method":"mtp","num_speculative_tokens":2}'
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([sys.executable, "-m", "mtpverdict", "gate", *args], capture_output=True, text=True,
-                          check=False, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "mtpverdict", "gate", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _compose(tmp: Path, command: list[str], image: str | None = None) -> Path:
@@ -70,8 +75,9 @@ def test_a_compose_file_that_changes_only_the_speculative_config_passes(tmp_path
 
 
 def test_a_compose_file_that_also_changes_the_model_fails_and_names_it(tmp_path: Path) -> None:
-    compose = _compose(tmp_path, ["--model", "other-model", "--speculative-config", K2,
-                                  "--max-num-batched-tokens", "8192"])
+    compose = _compose(
+        tmp_path, ["--model", "other-model", "--speculative-config", K2, "--max-num-batched-tokens", "8192"]
+    )
     done = _gate(str(WIN), "--proposed", K2, "--serve-config", str(compose), "--service", "seat")
     assert done.returncode == 1
     assert "stale evidence, --model: evidence synthetic vs proposed other-model" in done.stdout
@@ -81,12 +87,22 @@ def test_a_compose_file_that_also_changes_the_model_fails_and_names_it(tmp_path:
 def test_an_engine_image_newer_than_the_evidence_is_stale(tmp_path: Path) -> None:
     results = tmp_path / "results"
     shutil.copytree(WIN, results)
-    text = (results / "records.jsonl").read_text().replace('"engine_version":"simulated"',
-                                                           '"engine_version":"0.31.0"')
+    text = (
+        (results / "records.jsonl")
+        .read_text()
+        .replace('"engine_version":"simulated"', '"engine_version":"0.31.0"')
+    )
     (results / "records.jsonl").write_text(text)
-    same = _compose(tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:v0.31.0")
-    assert _gate(str(results), "--proposed", "k=2", "--serve-config", str(same), "--service", "seat").returncode == 0
-    newer = _compose(tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:v0.32.0")
+    same = _compose(
+        tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:v0.31.0"
+    )
+    assert (
+        _gate(str(results), "--proposed", "k=2", "--serve-config", str(same), "--service", "seat").returncode
+        == 0
+    )
+    newer = _compose(
+        tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:v0.32.0"
+    )
     done = _gate(str(results), "--proposed", "k=2", "--serve-config", str(newer), "--service", "seat")
     assert done.returncode == 1 and "engine version: evidence 0.31.0 vs proposed image" in done.stdout
 
@@ -95,8 +111,9 @@ def test_a_plain_argv_file_and_the_step_summary(tmp_path: Path) -> None:
     argv = tmp_path / "serve.argv"
     argv.write_text("vllm serve synthetic \\\n  --speculative-config '" + K2 + "'\n")
     summary = tmp_path / "summary.md"
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(argv),
-                 env={"GITHUB_STEP_SUMMARY": str(summary)})
+    done = _gate(
+        str(WIN), "--proposed", "k=2", "--serve-config", str(argv), env={"GITHUB_STEP_SUMMARY": str(summary)}
+    )
     assert done.returncode == 0, done.stdout
     assert summary.read_text().startswith("### mtpverdict gate: k=2 supported")
 
@@ -124,12 +141,24 @@ def test_compose_with_several_services_needs_one_named(tmp_path: Path) -> None:
 
 
 def test_argv_normalisation() -> None:
-    evidence = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
-                "--max_num_seqs=8", "--enforce-eager", "--speculative-config", K2, "--port", "8000"]
+    evidence = [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "m",
+        "--max_num_seqs=8",
+        "--enforce-eager",
+        "--speculative-config",
+        K2,
+        "--port",
+        "8000",
+    ]
     proposed = ["--model", "m", "--max-num-seqs", "8", "--enforce-eager", "--port", "9000"]
     assert argv_differences(evidence, proposed) == []
     assert argv_differences(evidence, [*proposed, "--gpu-memory-utilization", "0.95"]) == [
-        "--gpu-memory-utilization: evidence (absent) vs proposed 0.95"]
+        "--gpu-memory-utilization: evidence (absent) vs proposed 0.95"
+    ]
     assert image_version("vllm/vllm-openai:v0.32.0") == "0.32.0"
     assert image_version("registry:5000/vllm") is None
     assert json.loads(K2)["num_speculative_tokens"] == 2

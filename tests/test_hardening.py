@@ -66,11 +66,12 @@ CAMPAIGN_JSON = (FIXTURES / "synthetic-void-arm" / "campaign.json").read_text()
 
 
 def _mutate(data: st.DataObject, text: str) -> str:
-    ops = data.draw(st.lists(st.tuples(st.integers(0, max(len(text) - 1, 0)), st.text(max_size=4)),
-                             max_size=4))
+    ops = data.draw(
+        st.lists(st.tuples(st.integers(0, max(len(text) - 1, 0)), st.text(max_size=4)), max_size=4)
+    )
     for pos, piece in ops:
         cut = data.draw(st.integers(0, 3))
-        text = text[:pos] + piece + text[pos + cut:]
+        text = text[:pos] + piece + text[pos + cut :]
     return text
 
 
@@ -139,11 +140,13 @@ def test_a_huge_line_is_streamed_not_slurped(tmp_path: Path) -> None:
         for _ in range(size >> 20):
             fh.write(block)
         fh.write(b'"}\n')
-    code = ("import resource, sys\nfrom mtpverdict.results import load_results\n"
-            "from mtpverdict.errors import ResultsError\n"
-            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            f"try:\n    load_results({str(tmp_path)!r})\nexcept ResultsError as exc:\n    print(exc.problems[0])\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+    code = (
+        "import resource, sys\nfrom mtpverdict.results import load_results\n"
+        "from mtpverdict.errors import ResultsError\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"try:\n    load_results({str(tmp_path)!r})\nexcept ResultsError as exc:\n    print(exc.problems[0])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     message, grown_kib = done.stdout.strip().splitlines()
     assert "longer than" in message
@@ -155,8 +158,12 @@ def test_a_huge_line_is_streamed_not_slurped(tmp_path: Path) -> None:
 
 
 def _decide_text(fixture: Path, env: dict[str, str], out: Path) -> bytes:
-    subprocess.run([sys.executable, "-m", "mtpverdict", "decide", str(fixture), "--out", str(out), "-q"],
-                   env={**os.environ, **env}, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "mtpverdict", "decide", str(fixture), "--out", str(out), "-q"],
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+    )
     return out.read_bytes()
 
 
@@ -189,18 +196,25 @@ def test_verify_detects_a_changed_record(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "synthetic-void-arm", results)
     decision = tmp_path / "decision.json"
     run = [sys.executable, "-m", "mtpverdict"]
-    subprocess.run([*run, "decide", str(results), "--out", str(decision), "-q"], check=True, capture_output=True)
-    ok = subprocess.run([*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False)
+    subprocess.run(
+        [*run, "decide", str(results), "--out", str(decision), "-q"], check=True, capture_output=True
+    )
+    ok = subprocess.run(
+        [*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False
+    )
     assert ok.returncode == 0 and "reproduces byte for byte" in ok.stdout
     lines = (results / "records.jsonl").read_text().splitlines()
     record = json.loads(lines[5])
     record["t_end"] = record["t_end"] - 0.001  # a faster run, slipped in after the decision
     lines[5] = json.dumps(record)
     (results / "records.jsonl").write_text("\n".join(lines) + "\n")
-    bad = subprocess.run([*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False
+    )
     assert bad.returncode == 1 and "records_sha256: differs" in bad.stdout and "MISMATCH" in bad.stdout
     not_decision = tmp_path / "x.json"
     not_decision.write_text("{}")
-    refused = subprocess.run([*run, "verify", str(not_decision), str(results)], capture_output=True, text=True,
-                             check=False)
+    refused = subprocess.run(
+        [*run, "verify", str(not_decision), str(results)], capture_output=True, text=True, check=False
+    )
     assert refused.returncode == 2 and "not a mtpverdict.decision/1 file" in refused.stderr
