@@ -144,7 +144,8 @@ def test_a_huge_line_is_streamed_not_slurped(tmp_path: Path) -> None:
         "import resource, sys\nfrom mtpverdict.results import load_results\n"
         "from mtpverdict.errors import ResultsError\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        f"try:\n    load_results({str(tmp_path)!r})\nexcept ResultsError as exc:\n    print(exc.problems[0])\n"
+        f"try:\n    load_results({str(tmp_path)!r})\n"
+        "except ResultsError as exc:\n    print(exc.problems[0])\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
