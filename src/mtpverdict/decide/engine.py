@@ -124,6 +124,41 @@ def _blind_check(evidence: Evidence) -> ControlCheck:
     )
 
 
+HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
+
+
+def _harness_check(evidence: Evidence) -> ControlCheck | None:
+    """Runs whose decode rate is 5x away from their cell's median: a starved client reading a burst of
+    buffered deltas at once, or a stalled server. Medians keep them from moving a verdict; they are
+    reported so a reader knows the harness was disturbed."""
+    values = evidence.values
+    sel = values[(values["metric"] == "decode_tps") & (values["origin"] == "request")]
+    if sel.empty:
+        return None
+    median = sel.groupby(["arm", "boot", "workload", "concurrency"])["value"].transform("median")
+    ratio = sel["value"] / median
+    odd = sel[(ratio > HARNESS_OUTLIER_FACTOR) | (ratio < 1 / HARNESS_OUTLIER_FACTOR)]
+    if odd.empty:
+        return ControlCheck(
+            "harness",
+            "pass",
+            f"no run's decode rate is {HARNESS_OUTLIER_FACTOR:.0f}x away from its cell's median",
+        )
+    shown = ", ".join(
+        f"{r.arm} boot {r.boot} {r.workload} c={r.concurrency} rep {r.rep} ({r.value:,.0f} tok/s)"
+        for r in odd.head(4).itertuples()
+    )
+    return ControlCheck(
+        "harness",
+        "warn",
+        f"{len(odd)} of {len(sel)} runs have a decode rate "
+        f"{HARNESS_OUTLIER_FACTOR:.0f}x away from their cell's median ({shown}"
+        f"{', ...' if len(odd) > 4 else ''}): the client read buffered deltas in a burst or "
+        "the server stalled; medians keep them from moving the verdict",
+        float(len(odd)),
+    )
+
+
 def _drift_checks(evidence: Evidence) -> list[ControlCheck]:
     """Null and drift controls from the control arms' boots in boot order (decode tok/s).
 
@@ -159,8 +194,8 @@ def _drift_checks(evidence: Evidence) -> list[ControlCheck]:
                 ControlCheck(
                     "drift",
                     "untestable",
-                    f"{label}no bracketing control pair (only "
-                    f"{', '.join(controls)}, one boot): drift across the campaign and the "
+                    f"{label}no bracketing control pair (one control boot measured: "
+                    f"{per_boot.index[0][0]} boot {per_boot.index[0][1]}): drift across the campaign and the "
                     "null control cannot be checked",
                 )
             )
@@ -440,6 +475,9 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     controls.extend(_floor_checks(evidence))
     controls.extend(_drift_checks(evidence))
     controls.append(_blind_check(evidence))
+    harness = _harness_check(evidence)
+    if harness is not None:
+        controls.append(harness)
     failed = results.boots[results.boots["status"] == "failed"]
     if len(failed):
         controls.append(
@@ -558,7 +596,10 @@ def _reasons(
     reasons.extend(
         c.detail
         for c in controls
-        if c.name in ("floor", "drift", "blind", "failed_boots")
+        if (
+            c.name in ("floor", "drift", "blind", "failed_boots")
+            or (c.name == "harness" and c.status == "warn")
+        )
         and not (c.status == "fail" and c.detail in blockers)
     )
     for v in verdicts:
