@@ -287,8 +287,10 @@ def verify(
 
 def _register_engine_commands() -> None:
     from mtpverdict.cli_engine import register
+    from mtpverdict.cli_report import register as register_report
 
     register(app)
+    register_report(app)
 
 
 _register_engine_commands()

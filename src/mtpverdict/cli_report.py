@@ -1,0 +1,70 @@
+"""The `report` command: write report.md, report.html and plots for a results directory and its decision.
+
+Bad input (a results directory, a policy or a decision file that is not mtpverdict.decision/1) prints
+one `Error: ...` line per problem and exits 2; no report is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from mtpverdict.errors import InputError
+
+EXIT_BAD_INPUT = 2  # the code mtpverdict.cli documents for bad input
+MAX_ERRORS_SHOWN = 20
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` to the main application."""
+    app.command("report")(report)
+
+
+def _fail_input(exc: InputError) -> NoReturn:
+    for problem in exc.problems[:MAX_ERRORS_SHOWN]:
+        typer.echo(f"Error: {problem}", err=True)
+    if exc.total > MAX_ERRORS_SHOWN:
+        typer.echo(f"Error: ... and {exc.total - MAX_ERRORS_SHOWN} more", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def report(
+    results: Annotated[Path, typer.Argument(help="Results directory (campaign.json + records.jsonl).")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory to write report.md, report.html, plots/.")
+    ],
+    decision: Annotated[
+        Path | None,
+        typer.Option("--decision", "-d", help="Decision JSON written by `decide` (default: decide here)."),
+    ] = None,
+    rules: Annotated[
+        str | None,
+        typer.Option("--rules", "-r", help="Policy TOML file or shipped policy name, when deciding here."),
+    ] = None,
+    noise_history: Annotated[
+        list[Path] | None,
+        typer.Option("--noise-history", help="Archived A/A results of the same seat, when deciding here."),
+    ] = None,
+) -> None:
+    """Write a report of a decision and its evidence: tables, plots, report.md and report.html."""
+    from mtpverdict.errors import InputError
+    from mtpverdict.report import load_report_data, write_report
+
+    try:
+        data = load_report_data(results, decision=decision, rules=rules, noise_history=noise_history or [])
+    except InputError as exc:
+        _fail_input(exc)
+    try:
+        written = write_report(data, out)
+    except OSError as exc:
+        typer.echo(f"Error: {out}: cannot write the report: {exc.strerror or exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    d = data.decision
+    selected = f" {d.selected}" if d.selected is not None else ""
+    typer.echo(f"{data.campaign_label}: {d.decision}{selected}")
+    for line in written.skipped:
+        typer.echo(f"not plotted: {line}")
+    typer.echo(f"wrote {written.markdown}, {written.html} and {len(written.images)} plot files")

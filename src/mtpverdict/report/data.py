@@ -1,0 +1,153 @@
+"""What a report shows: a results directory, its decision, and the per-run tables the decision summarised."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeGuard
+
+import pandas as pd
+
+from mtpverdict.errors import InputError, Problem
+from mtpverdict.report.decision import DecisionDoc, load_decision, parse_decision
+from mtpverdict.results.model import Results
+
+COMPUTED = "computed"  # DecisionDoc.source when the report ran the decision itself
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """A loaded campaign with its decision, and the run-level values behind the decision's cells.
+
+    `values` has one row per run and metric (request runs and imported summaries, as the decision
+    reads them); `runs` has one row per measured request run with its place in the campaign
+    (`run_order`, by boot order then start time).
+    """
+
+    results: Results
+    decision: DecisionDoc
+    values: pd.DataFrame
+    runs: pd.DataFrame
+
+    @property
+    def campaign_label(self) -> str:
+        return self.results.campaign.id
+
+    def workload_rank(self, workload: str) -> int:
+        ids = [w.id for w in self.results.campaign.workloads]
+        return ids.index(workload) if workload in ids else len(ids)
+
+    def prompt_depth(self, workload: str) -> int | None:
+        """Prompt tokens of a workload: campaign.json's, else the median the server reported."""
+        for w in self.results.campaign.workloads:
+            if w.id == workload and w.prompt_tokens is not None:
+                return w.prompt_tokens
+        req = self.results.requests
+        if req.empty:
+            return None
+        found = req.loc[req["workload"] == workload, "prompt_tokens"].astype(float).dropna()
+        if found.empty:
+            return None
+        return int(round(float(found.median())))
+
+
+def _run_frames(results: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from mtpverdict.stats.runs import run_table, values_table
+
+    runs = run_table(results.requests)
+    values = values_table(runs, results.summaries)
+    arm_order = {a.name: a.order for a in results.campaign.arms}
+    boot_order: dict[tuple[str, int], float] = {}
+    if not results.boots.empty:
+        for arm, boot, order in zip(
+            results.boots["arm"], results.boots["boot"], results.boots["order"], strict=True
+        ):
+            boot_order[(str(arm), int(boot))] = float(order)
+    if runs.empty:
+        runs = runs.assign(boot_order=pd.Series(dtype=float), run_order=pd.Series(dtype=int))
+        return values, runs
+    # a boot without a boot record sorts by its arm's order, after every recorded boot of that order
+    runs["boot_order"] = [
+        boot_order.get((str(a), int(b)), float(arm_order.get(str(a), 0)) + 0.5)
+        for a, b in zip(runs["arm"], runs["boot"], strict=True)
+    ]
+    runs = runs.sort_values(["boot_order", "t_start", "workload", "concurrency", "rep"], kind="mergesort")
+    runs = runs.reset_index(drop=True)
+    runs["run_order"] = range(1, len(runs) + 1)
+    return values, runs
+
+
+def _check_inputs(doc: DecisionDoc, results: Results) -> None:
+    problems = []
+    if doc.campaign_sha256 != results.campaign_sha256:
+        problems.append(
+            Problem(
+                doc.source,
+                f"was decided on another campaign.json (sha256 {doc.campaign_sha256[:12]}..., "
+                f"{results.path} has {results.campaign_sha256[:12]}...); run `mtpverdict decide` again",
+                key="inputs.campaign_sha256",
+            )
+        )
+    if doc.records_sha256 != results.records_sha256:
+        problems.append(
+            Problem(
+                doc.source,
+                f"was decided on other records (sha256 {doc.records_sha256[:12]}..., "
+                f"{results.path} has {results.records_sha256[:12]}...); run `mtpverdict decide` again",
+                key="inputs.records_sha256",
+            )
+        )
+    if problems:
+        raise InputError(problems)
+
+
+def load_report_data(
+    results_dir: str | os.PathLike[str],
+    *,
+    decision: str | os.PathLike[str] | None = None,
+    rules: str | os.PathLike[str] | None = None,
+    noise_history: Sequence[str | os.PathLike[str]] = (),
+) -> ReportData:
+    """Load a results directory and its decision: read from `decision`, or computed as `decide` would.
+
+    A decision file must be mtpverdict.decision/1 and must have been made on these very records
+    (its input hashes are checked); otherwise InputError says so and how to fix it.
+    """
+    from mtpverdict.results import load_results
+
+    if decision is not None:
+        if rules is not None or noise_history:
+            raise InputError(
+                [
+                    Problem(
+                        str(decision),
+                        "--decision reports a decision already made: drop --rules and --noise-history, "
+                        "or drop --decision to decide here",
+                    )
+                ]
+            )
+        doc = load_decision(decision)
+        results = load_results(results_dir)
+        _check_inputs(doc, results)
+    else:
+        from mtpverdict.decide import decide_directory
+
+        run = decide_directory(results_dir, rules, noise_history)
+        doc = parse_decision(json.loads(run.json_text), COMPUTED)
+        results = run.decision.evidence.results
+    values, runs = _run_frames(results)
+    return ReportData(results=results, decision=doc, values=values, runs=runs)
+
+
+def file_stem(text: str) -> str:
+    """A file-name-safe form of a family or arm name."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text).strip("-.")
+    return safe or "x"
+
+
+def finite(value: float | None) -> TypeGuard[float]:
+    """True for a number that is neither None, NaN nor infinite (and narrows the type to float)."""
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,558 @@
+"""The report's tables in the seed write-ups' style: values with units, runs listed, spread beside medians.
+
+Each function returns a `Table` (title, headers, rows of strings, a note); `markdown` and `html` render
+one with tabulate. Medians, spreads, ratios, intervals, floors and acceptance come from the decision, so
+the report cannot disagree with it; the runs listed beside them come from the results tables.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+from dataclasses import dataclass
+
+import pandas as pd
+
+from mtpverdict.report.data import ReportData, finite
+from mtpverdict.report.decision import ArmEntry, ComparisonEntry, RuleEntry, SurfaceEntry
+
+METRIC_ORDER = ("decode_tps", "aggregate_tps", "ttft_ms")
+METRIC_TITLES = {
+    "decode_tps": "Decode tok/s per stream",
+    "aggregate_tps": "Aggregate tok/s per run (all streams)",
+    "ttft_ms": "TTFT (ms)",
+}
+COLD_MARK = "*"
+QUALITY_KINDS = ("coherence", "identity", "likelihood")
+STATUS_TEXT = {"pass": "pass", "fail": "FAIL", "missing": "missing", "inconclusive": "inconclusive"}
+NONE = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One report table: a key (its anchor), a title, headers, rows of strings and a note below it."""
+
+    key: str
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    note: str = ""
+
+
+def ci_label(alpha: float) -> str:
+    """The two-sided interval level the decision reports (1 - 2 alpha: the TOST convention)."""
+    return f"{(1 - 2 * alpha) * 100:.0f}% CI"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    return NONE if not finite(value) else f"{value:,.{digits}f}"
+
+
+def ratio(value: float | None) -> str:
+    return NONE if not finite(value) else f"{value:.3f}x"
+
+
+def signed_pct(value: float | None) -> str:
+    return NONE if not finite(value) else f"{value * 100:+.1f}%"
+
+
+def pct(value: float | None) -> str:
+    return NONE if not finite(value) else f"{value * 100:.1f}%"
+
+
+def tokens(value: int | None) -> str:
+    return NONE if value is None else f"{value:,}"
+
+
+def _arm_order(data: ReportData) -> dict[str, int]:
+    return {a.name: i for i, a in enumerate(data.decision.arms)}
+
+
+def _cell_sort(data: ReportData, arm: str, workload: str, concurrency: int) -> tuple[int, int, str, int]:
+    return (_arm_order(data).get(arm, 0), data.workload_rank(workload), workload, concurrency)
+
+
+def _runs_text(values: pd.DataFrame, digits: int) -> str:
+    """Runs in boot and rep order, cold runs marked; several boots are separated by `;`."""
+    parts = []
+    for boot in sorted({int(b) for b in values["boot"]}):
+        group = values[values["boot"] == boot]
+        runs = ", ".join(
+            f"{v:,.{digits}f}{COLD_MARK if cold else ''}"
+            for v, cold in zip(group["value"], group["cold"].astype(bool), strict=True)
+        )
+        parts.append((boot, runs))
+    if len(parts) == 1:
+        return parts[0][1]
+    return "; ".join(f"b{boot}: {runs}" for boot, runs in parts)
+
+
+def metric_table(data: ReportData, metric: str) -> Table | None:
+    """One metric per (arm, workload, concurrency): every run, then the decision's median and spread."""
+    doc = data.decision
+    cells = sorted(
+        (c for c in doc.cells if c.metric == metric),
+        key=lambda c: _cell_sort(data, c.arm, c.workload, c.concurrency),
+    )
+    if not cells:
+        return None
+    digits = 1
+    vals = data.values[data.values["metric"] == metric] if not data.values.empty else data.values
+    rows = []
+    for c in cells:
+        arm = doc.arm(c.arm)
+        sub = vals[
+            (vals["arm"] == c.arm) & (vals["workload"] == c.workload) & (vals["concurrency"] == c.concurrency)
+        ].sort_values(["boot", "rep"], kind="mergesort")
+        if not c.runs_known:
+            n_total = int(float(sub["n_requests"].max())) if not sub.empty else c.n
+            runs = f"median only (summary of {n_total} runs)"
+        else:
+            runs = _runs_text(sub, digits) if not sub.empty else NONE
+        spread = f"[{c.minimum:,.{digits}f}-{c.maximum:,.{digits}f}]"
+        rows.append(
+            (
+                c.arm,
+                NONE if arm is None else arm.label,
+                c.workload,
+                str(c.concurrency),
+                runs,
+                num(c.median, digits),
+                spread,
+                f"{c.n} ({c.n_boots} boot{'s' if c.n_boots != 1 else ''})",
+            )
+        )
+    missing = [a.name for a in doc.arms if not any(c.arm == a.name for c in cells)]
+    note = (
+        f"A run marked {COLD_MARK} is cold (the first measured run of its boot); runs of several boots are "
+        "listed per boot (b1, b2, ...). Median and spread are the decision's, over the runs it counted (n): "
+        "cold runs count only when the policy says so."
+    )
+    if missing:
+        note += f" Not measured for: {', '.join(missing)}."
+    return Table(
+        key=f"runs-{metric}",
+        title=METRIC_TITLES[metric],
+        headers=(
+            "arm",
+            "spec",
+            "workload",
+            "c",
+            f"runs ({COLD_MARK} cold)",
+            "median",
+            "spread [min-max]",
+            "n",
+        ),
+        rows=tuple(rows),
+        note=note,
+    )
+
+
+def _ci_text(c: ComparisonEntry) -> str:
+    if not (finite(c.ci_low) and finite(c.ci_high)):
+        return NONE
+    text = f"[{c.ci_low:.3f}x, {c.ci_high:.3f}x]"
+    if c.bootstrap_ci is not None:
+        text += f"; BCa [{c.bootstrap_ci[0]:.3f}x, {c.bootstrap_ci[1]:.3f}x]"
+    return text
+
+
+def comparison_table(data: ReportData) -> Table | None:
+    """Every comparison with the family's control: ratio, interval, floor, outcome and method."""
+    doc = data.decision
+    if not doc.comparisons:
+        return None
+    comps = sorted(
+        doc.comparisons,
+        key=lambda c: (
+            METRIC_ORDER.index(c.metric) if c.metric in METRIC_ORDER else len(METRIC_ORDER),
+            *_cell_sort(data, c.arm, c.workload, c.concurrency),
+        ),
+    )
+    rows = tuple(
+        (
+            c.arm,
+            c.metric,
+            c.workload,
+            str(c.concurrency),
+            ratio(c.ratio),
+            _ci_text(c),
+            signed_pct(c.floor),
+            c.outcome,
+            c.method.replace("_", " ") + (f" (df {c.df})" if c.df else ""),
+            f"{c.n_arm_boots} / {c.n_base_boots}",
+        )
+        for c in comps
+    )
+    return Table(
+        key="ratios",
+        title="Ratio to off",
+        headers=(
+            "arm",
+            "metric",
+            "workload",
+            "c",
+            "ratio to off",
+            ci_label(doc.alpha),
+            "floor",
+            "outcome",
+            "method",
+            "boots arm / off",
+        ),
+        rows=rows,
+        note=(
+            "Ratio of the arm's boot statistics to its family's control boots (geometric mean). For TTFT a "
+            "ratio below 1 is better. The floor is the smallest effect the campaign could call better; a "
+            "difference inside it is not a finding."
+        ),
+    )
+
+
+def _surfaces(arm: ArmEntry) -> list[tuple[SurfaceEntry, bool]]:
+    acc = arm.acceptance
+    if acc is None:
+        return []
+    out = [(s, s == acc.primary) for s in acc.surfaces]
+    if not any(primary for _, primary in out):
+        out.insert(0, (acc.primary, True))
+    return out
+
+
+def _positions(rates: tuple[float, ...] | None) -> str:
+    return NONE if not rates else ", ".join(f"{r:.3f}" for r in rates)
+
+
+def acceptance_table(data: ReportData) -> Table | None:
+    """Acceptance per arm and surface: rate with interval and sample size, per-position rates."""
+    doc = data.decision
+    rows = []
+    for arm in doc.arms:
+        for surface, primary in _surfaces(arm):
+            sample = (
+                f"{surface.accepted_tokens:,} / {surface.draft_tokens:,}"
+                if surface.accepted_tokens is not None and surface.draft_tokens is not None
+                else "not recorded"
+            )
+            ci = (
+                f"[{pct(surface.ci_low)}, {pct(surface.ci_high)}]"
+                if finite(surface.ci_low) and finite(surface.ci_high)
+                else NONE
+            )
+            length = num(surface.mean_acceptance_length, 2)
+            if length != NONE and arm.k is not None:
+                length += f" / {arm.k + 1}"
+            wasted = pct(arm.acceptance.wasted_fraction) if primary and arm.acceptance is not None else ""
+            source = f"{surface.source}{' (primary)' if primary else ''}, {surface.scoped}"
+            if surface.void_windows:
+                source += f", {surface.void_windows} void"
+            rows.append(
+                (
+                    arm.name,
+                    arm.label,
+                    source,
+                    str(surface.windows),
+                    pct(surface.rate),
+                    ci,
+                    sample,
+                    tokens(surface.drafts),
+                    length,
+                    _positions(surface.per_position_rate),
+                    wasted,
+                )
+            )
+    if not rows:
+        return None
+    return Table(
+        key="acceptance",
+        title="Acceptance",
+        headers=(
+            "arm",
+            "spec",
+            "surface",
+            "windows",
+            "acceptance",
+            ci_label(doc.alpha),
+            "accepted / drafted",
+            "drafts",
+            "mean accept length",
+            "per-position rate",
+            "wasted",
+        ),
+        rows=tuple(rows),
+        note=(
+            "Acceptance = accepted / drafted tokens, with a Wilson interval on its sample; the primary "
+            "surface is the first with counts (metrics, response, log, report). Mean acceptance length "
+            "counts the bonus token (k + 1 at most). Surfaces cover different windows and need not agree "
+            "exactly."
+        ),
+    )
+
+
+def _kv_window(arm: ArmEntry) -> tuple[int | None, float | None]:
+    """Window and ceiling: the decision's, else those of the arm's kv_ceiling rule."""
+    window, ceiling = arm.kv.window_tokens, arm.kv.ceiling
+    for rule in arm.rules_of("kv_ceiling"):
+        if window is None and rule.param("window_tokens") is not None:
+            window = int(rule.param("window_tokens") or 0)
+        if ceiling is None and rule.value is not None and arm.kv.kv_cache_tokens is not None:
+            ceiling = rule.value
+    return window, ceiling
+
+
+def kv_ceiling(arm: ArmEntry) -> tuple[int | None, float | None]:
+    """The window and concurrency ceiling shown for an arm (the decision's, else its KV rule's)."""
+    return _kv_window(arm)
+
+
+def kv_table(data: ReportData) -> Table | None:
+    """KV pool per arm and the concurrency ceiling it allows (pool / window, a ceiling not a measurement)."""
+    rows = []
+    for arm in data.decision.arms:
+        if arm.kv.kv_cache_tokens is None:
+            continue
+        window, ceiling = kv_ceiling(arm)
+        rules = "; ".join(
+            f"{r.rule}: {STATUS_TEXT.get(r.status, r.status)}" for r in arm.rules_of("kv_ceiling")
+        )
+        rows.append(
+            (
+                arm.name,
+                arm.label,
+                tokens(arm.kv.kv_cache_tokens),
+                tokens(window),
+                NONE if not finite(ceiling) else f"{ceiling:.2f}x",
+                pct(arm.kv.ratio_to_control),
+                rules or NONE,
+            )
+        )
+    if not rows:
+        return None
+    return Table(
+        key="kv",
+        title="KV pool and concurrency ceiling",
+        headers=(
+            "arm",
+            "spec",
+            "KV cache tokens",
+            "window",
+            "concurrency ceiling",
+            "of control pool",
+            "rule",
+        ),
+        rows=tuple(rows),
+        note="Ceilings are pool / window: how many full windows fit, not a measured concurrency.",
+    )
+
+
+def _quality_rows(data: ReportData, arm: ArmEntry) -> tuple[str, ...] | None:
+    coh = data.results.coherence
+    lik = data.results.likelihood
+    cases = coh[coh["arm"] == arm.name] if not coh.empty else coh
+    nll = lik[lik["arm"] == arm.name] if not lik.empty else lik
+    outcomes: list[RuleEntry] = [r for r in arm.rules if r.kind in QUALITY_KINDS]
+    if cases.empty and nll.empty and not outcomes:
+        return None
+    passed = int(cases["passed"].astype(bool).sum()) if not cases.empty else 0
+    failed = sorted({str(c) for c, p in zip(cases["case"], cases["passed"], strict=True) if not bool(p)})
+    coherence = NONE if cases.empty else f"{passed}/{len(cases)}"
+    nll_text = NONE
+    if not nll.empty:
+        values = nll["mean_nll"].astype(float)
+        nll_text = f"{float(values.median()):.4f}" + (f" (n={len(values)})" if len(values) > 1 else "")
+
+    def status(kind: str) -> str:
+        found = [r for r in outcomes if r.kind == kind]
+        return ", ".join(STATUS_TEXT.get(r.status, r.status) for r in found) or NONE
+
+    details = "; ".join(r.detail for r in outcomes if r.status != "pass")
+    return (
+        arm.name,
+        arm.label,
+        coherence,
+        ", ".join(failed) or NONE,
+        nll_text,
+        status("coherence"),
+        status("identity"),
+        status("likelihood"),
+        details or NONE,
+    )
+
+
+def quality_table(data: ReportData) -> Table | None:
+    """Coherence cases, greedy-output identity and teacher-forced likelihood per arm."""
+    rows = [row for arm in data.decision.arms if (row := _quality_rows(data, arm)) is not None]
+    if not rows:
+        return None
+    return Table(
+        key="quality",
+        title="Coherence and identity",
+        headers=(
+            "arm",
+            "spec",
+            "coherence cases",
+            "failed cases",
+            "mean NLL (nats/token)",
+            "coherence rule",
+            "identity rule",
+            "likelihood rule",
+            "detail (rules not passed)",
+        ),
+        rows=tuple(rows),
+        note=(
+            "Speculation changes speed, not semantics: outputs must stay coherent, greedy outputs identical "
+            "where the workload expects it, and the teacher-forced likelihood unchanged."
+        ),
+    )
+
+
+def verdict_table(data: ReportData) -> Table:
+    """Every arm's verdict and the status of each rule applied to it."""
+    doc = data.decision
+    rule_ids = list(dict.fromkeys(r.rule for a in doc.arms for r in a.rules))
+    multi_family = len(doc.families) > 1
+    rows = []
+    for arm in doc.arms:
+        by_rule = {r.rule: STATUS_TEXT.get(r.status, r.status) for r in arm.rules}
+        verdict = arm.verdict + (" (selected)" if arm.name == doc.selected else "")
+        rows.append(
+            (
+                arm.name,
+                arm.label,
+                *((arm.family,) if multi_family else ()),
+                verdict,
+                *(by_rule.get(rule, "") for rule in rule_ids),
+            )
+        )
+    return Table(
+        key="verdicts",
+        title="Verdict per arm",
+        headers=("arm", "spec", *(("family",) if multi_family else ()), "verdict", *rule_ids),
+        rows=tuple(rows),
+        note=f"Rules of policy {doc.policy_name}; an empty cell means the rule does not apply to that arm.",
+    )
+
+
+def controls_table(data: ReportData) -> Table | None:
+    """The campaign's controls: floor, drift / null, harness blindness, void arms, failed boots."""
+    doc = data.decision
+    if not doc.controls:
+        return None
+    rows = tuple((c.name, c.status, c.detail) for c in doc.controls)
+    return Table(key="controls", title="Controls", headers=("control", "status", "detail"), rows=rows)
+
+
+def floor_table(data: ReportData) -> Table | None:
+    """The sensitivity floor per family and cell, with what it is estimated from."""
+    doc = data.decision
+    if not doc.floors:
+        return None
+    multi_family = len(doc.families) > 1
+    floors = sorted(
+        doc.floors,
+        key=lambda f: (
+            doc.families.index(f.family) if f.family in doc.families else 0,
+            METRIC_ORDER.index(f.metric) if f.metric in METRIC_ORDER else len(METRIC_ORDER),
+            data.workload_rank(f.workload),
+            f.concurrency,
+        ),
+    )
+    assumed = sorted(
+        {c.floor for c in doc.comparisons if c.method == "assumed_floor" and c.floor is not None}
+    )
+    rows = tuple(
+        (
+            *((f.family,) if multi_family else ()),
+            f.metric,
+            f.workload,
+            str(f.concurrency),
+            "unknown" if f.floor is None else signed_pct(f.floor),
+            str(f.df),
+            pct(f.boot_sd),
+            signed_pct(f.pair_difference),
+            NONE if f.multiplier_vs_pair is None else f"{f.multiplier_vs_pair:.1f}x",
+            ", ".join(f.variance_sources) or "none",
+            str(f.candidates),
+        )
+        for f in floors
+    )
+    note = (
+        "Floor = one-sided t critical value at alpha / (depths compared) times the standard error of a "
+        "comparison: effects below it cannot be told from boot-to-boot noise. With one off_A/off_B pair it "
+        "is a multiple of |off_B - off_A|, not 1x."
+    )
+    if assumed:
+        note += (
+            " The policy assumed a floor of "
+            + ", ".join(signed_pct(a) for a in assumed)
+            + " where the campaign gives no estimate."
+        )
+    return Table(
+        key="floor",
+        title="Sensitivity floor",
+        headers=(
+            *(("family",) if multi_family else ()),
+            "metric",
+            "workload",
+            "c",
+            "floor",
+            "df",
+            "boot sd",
+            "off_B vs off_A",
+            "floor / pair",
+            "variance from",
+            "depths",
+        ),
+        rows=rows,
+        note=note,
+    )
+
+
+def report_tables(data: ReportData) -> tuple[Table, ...]:
+    """The report's tables in reading order; a table without data is left out."""
+    found: list[Table | None] = [
+        verdict_table(data),
+        *(metric_table(data, m) for m in METRIC_ORDER),
+        comparison_table(data),
+        acceptance_table(data),
+        kv_table(data),
+        quality_table(data),
+        controls_table(data),
+        floor_table(data),
+    ]
+    return tuple(t for t in found if t is not None)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\n", " ")
+
+
+def markdown(table: Table, level: int) -> str:
+    """A table as a markdown section: heading, pipe table, note."""
+    from tabulate import tabulate
+
+    body = tabulate(
+        [[_md_cell(c) for c in row] for row in table.rows],
+        headers=[_md_cell(h) for h in table.headers],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+    parts = [f"{'#' * level} {table.title}", "", body]
+    if table.note:
+        parts += ["", _md_cell(table.note)]
+    return "\n".join(parts) + "\n"
+
+
+def html(table: Table, level: int) -> str:
+    """A table as an HTML section: heading, escaped table, note."""
+    from tabulate import tabulate
+
+    body = tabulate(
+        [list(row) for row in table.rows],
+        headers=list(table.headers),
+        tablefmt="html",
+        disable_numparse=True,
+    )
+    note = f'<p class="note">{html_lib.escape(table.note)}</p>\n' if table.note else ""
+    return (
+        f'<section id="{table.key}">\n<h{level}>{html_lib.escape(table.title)}</h{level}>\n'
+        f'<div class="table">{body}</div>\n{note}</section>\n'
+    )

@@ -1,0 +1,1 @@
+"""Tests of the report: files, images, determinism and the `report` command."""
