@@ -226,11 +226,18 @@ def read_serve_config(path: str | Path, service: str | None) -> ServeConfig:
     command = entry.get("command", [])
     entrypoint = entry.get("entrypoint", [])
     parts: list[str] = []
-    for value in (entrypoint, command):
+    for key, value in (("entrypoint", entrypoint), ("command", command)):
         if isinstance(value, str):
-            parts += shlex.split(value)
+            try:
+                parts += shlex.split(value)
+            except ValueError as exc:
+                raise InputError(
+                    [Problem(source, f"not a valid command line: {exc}", key=f"services.{service}.{key}")]
+                ) from None
         elif isinstance(value, list):
             parts += [str(v) for v in value]
+        elif value is not None:
+            raise InputError([Problem(source, "must be a string or a list", key=f"services.{service}.{key}")])
     image = entry.get("image")
     return ServeConfig(tuple(parts), str(image) if image else None, f"{source} service {service}")
 
