@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Tests are deterministic: hypothesis draws from a fixed seed sequence unless HYPOTHESIS_PROFILE=explore.
+settings.register_profile("default", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
