@@ -257,3 +257,12 @@ def test_acceptance_pools_counts_and_keeps_surfaces_apart() -> None:
     assert acc.per_position_rate == pytest.approx((19 / 20, 14 / 20, 9 / 20))
     assert acc.wasted_fraction == pytest.approx(18 / 60)
     assert [s.source for s in acc.surfaces] == ["metrics", "log"]
+
+
+def test_a_stream_read_in_a_burst_is_not_a_decode_measurement() -> None:
+    streamed = {**_req(1, 0, 0.0, 0.1, 1.1, 101), "chunks": 50, "bunched_chunks": 2}
+    burst = {**_req(1, 1, 0.0, 0.9, 0.9005, 101), "chunks": 50, "bunched_chunks": 48}
+    run = run_table(pd.DataFrame([streamed, burst])).iloc[0]
+    assert run["decode_tps"] == pytest.approx(100.0) and run["ttft_ms"] == pytest.approx(100.0)
+    assert run["n_burst"] == 1
+    assert run["aggregate_tps"] == pytest.approx(202 / 1.1)  # the wall clock still counts every token

@@ -127,6 +127,15 @@ def collect(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan and its cost; run nothing.")
     ] = False,
+    until_resolved: Annotated[
+        bool,
+        typer.Option(
+            "--until-resolved", help="After each round of boots, stop booting arms already settled."
+        ),
+    ] = False,
+    rules: Annotated[
+        str | None, typer.Option("--rules", "-r", help="Policy for --until-resolved (default: default).")
+    ] = None,
     assume_tps: Annotated[float, typer.Option("--assume-tps", help="Dry run: tok/s per stream.")] = 50.0,
     assume_boot: Annotated[
         float, typer.Option("--assume-boot-seconds", help="Dry run: seconds per boot.")
@@ -148,6 +157,14 @@ def collect(
     missing = plan.undefined(variables)
     if missing:
         _fail(f"{campaign}: server.command needs --var for {', '.join(missing)}")
+    policy = None
+    if until_resolved:
+        from mtpverdict.rules import load_policy
+
+        try:
+            policy = load_policy(rules)
+        except InputError as exc:
+            _fail_input(exc)
     if dry_run:
         for line in dry_run_plan(plan, stream_tps=assume_tps, boot_seconds=assume_boot):
             typer.echo(line)
@@ -193,6 +210,7 @@ def collect(
                 resume=resume,
                 allow_argv_mismatch=allow_argv_mismatch,
                 on_event=on_event,
+                until_resolved=policy,
             )
             summary = collector.run()
     except CollectError as exc:
@@ -203,6 +221,11 @@ def collect(
         _fail(
             f"{out}: {exc.strerror or exc}; the records written so far are valid, resume with --resume",
             EXIT_INCOMPLETE,
+        )
+    if summary.skipped_boots or summary.stopped_early:
+        typer.echo(
+            f"adaptive: {summary.skipped_boots} planned boots skipped for arms already settled"
+            + ("; stopped early: every candidate settled" if summary.stopped_early else "")
         )
     typer.echo(
         f"{summary.boots} boots ({summary.failed_boots} failed), {summary.requests} requests "

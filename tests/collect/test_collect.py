@@ -335,3 +335,19 @@ def test_collect_refuses_an_undefined_placeholder(tmp_path: Path, port: int) -> 
     argv = plan.serve_argv(plan.arms[1], {"models": "/m"}, 1, "r")
     assert argv[argv.index("--model-dir") + 1] == "/m" and str(port) in argv
     assert argv[-2] == "--speculative-config"  # {spec} spliced the arm's speculative arguments
+
+
+def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) -> None:
+    campaign = _write(tmp_path, campaign_text(port, boots=3, reps=2, concurrency="[1, 4]"))
+    out = tmp_path / "results"
+    done = _collect(campaign, out, "--until-resolved", "--rules", "default")
+    assert done.returncode == 0, done.stderr
+    assert "adaptive:" in done.stdout
+    assert json.loads((out / "campaign.json").read_text())["sequential_looks"] == 3
+    boots = load_results(out).boots
+    per_arm = boots.groupby("arm").size().to_dict()
+    assert per_arm["draft_random_k2"] == 1  # void after the first round: never booted again
+    assert per_arm["off_A"] >= 2 and sum(per_arm.values()) < 12
+    decision = json.loads(decide_directory(out).json_text)
+    assert any("sequential design: up to 3 looks" in r for r in decision["reasons"])
+    assert _port_free(port)

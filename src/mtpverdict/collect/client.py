@@ -20,6 +20,9 @@ from typing import Any
 import httpx
 
 OUTPUT_KEPT_CHARS = 2000  # of a coherence output stored in records
+# A content delta that arrives within this long of the previous one was read from a buffer in a burst
+# (a starved client or server), not streamed as generated: 200 us is below any real per-token interval.
+BUNCH_SECONDS = 0.0002
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class StreamResult:
     text: str
     chunks: int
     nonce: str | None
+    bunched: int = 0  # deltas that arrived within BUNCH_SECONDS of the previous one
 
     @property
     def output_sha256(self) -> str | None:
@@ -112,6 +116,7 @@ async def stream_one(
     usage: dict[str, Any] = {}
     pieces: list[str] = []
     chunks = 0
+    bunched = 0
     error: str | None = None
     try:
         async with client.stream("POST", base_url + path, json=body, headers=headers) as response:
@@ -141,6 +146,8 @@ async def stream_one(
                         now = clock.now()
                         if t_first is None:
                             t_first = now
+                        elif t_end is not None and now - t_end < BUNCH_SECONDS:
+                            bunched += 1
                         t_end = now
                         pieces.append(piece)
                         chunks += 1
@@ -167,6 +174,7 @@ async def stream_one(
         text="".join(pieces),
         chunks=chunks,
         nonce=nonce,
+        bunched=bunched,
     )
 
 

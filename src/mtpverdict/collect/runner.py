@@ -23,6 +23,7 @@ from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, parity_problems
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.errors import CollectError
 from mtpverdict.results.writer import ResultsWriter
+from mtpverdict.rules.policy import Policy
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED_NOTE = "interrupted: collect stopped before this boot finished; its runs are kept"
@@ -48,6 +49,7 @@ class PlannedBoot:
     arm: ArmPlan
     boot: int
     order: int
+    round: int = 1
 
 
 @dataclass(slots=True)
@@ -60,6 +62,8 @@ class CollectSummary:
     request_errors: int = 0
     records: int = 0
     interrupted: bool = False
+    stopped_early: bool = False
+    skipped_boots: int = 0
     per_arm: list[str] = field(default_factory=list)
 
 
@@ -135,7 +139,7 @@ def plan_boots(plan: CampaignPlan, writer: ResultsWriter) -> tuple[list[PlannedB
             settled[arm.name] = settled.get(arm.name, 0) + 1
             used_boots[arm.name] = used_boots.get(arm.name, 0) + 1
             order += 1
-            owed.append(PlannedBoot(arm=arm, boot=used_boots[arm.name], order=order))
+            owed.append(PlannedBoot(arm=arm, boot=used_boots[arm.name], order=order, round=round_))
     return owed, owed_records
 
 
@@ -181,11 +185,15 @@ class Collector:
         resume: bool,
         allow_argv_mismatch: bool,
         on_event: Callable[[Event], None],
+        until_resolved: Policy | None = None,
     ) -> None:
         self.plan = plan
         self.results = Path(results)
         self.variables = variables
         self.on_event = on_event
+        self.until_resolved = until_resolved
+        if until_resolved is not None and plan.boots < 2:
+            raise CollectError(f"{plan.source}: --until-resolved needs boots >= 2 (the budget of rounds)")
         if (self.results / "campaign.json").exists() and not resume:
             raise CollectError(
                 f"{self.results}: already holds a campaign; pass --resume to continue it or "
@@ -212,6 +220,8 @@ class Collector:
                 (campaign.get("notes") or "") + " Harness parity not held (recorded by "
                 "--allow-argv-mismatch): " + "; ".join(mismatch)
             ).strip()
+        if until_resolved is not None:
+            campaign["sequential_looks"] = plan.boots  # decide spends alpha over this many looks
         self.writer = ResultsWriter(self.results, campaign)
         self.summary = CollectSummary()
 
@@ -232,24 +242,79 @@ class Collector:
             self._append(record)
             self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
         self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+        done = 0
         try:
-            for i, planned in enumerate(owed, start=1):
-                self._boot(planned)
-                self.on_event(
-                    Event(
-                        "arm_done",
-                        planned.arm.name,
-                        planned.boot,
-                        self.summary.per_arm[-1],
-                        done=i,
-                        total=len(owed),
+            for round_ in sorted({p.round for p in owed}):
+                settled: dict[str, str] = {}
+                if self.until_resolved is not None:
+                    settled = self._settled()
+                    open_arms = [
+                        a.name for a in self.plan.arms if a.role == "candidate" and a.name not in settled
+                    ]
+                    if settled:
+                        self.on_event(
+                            Event(
+                                "note",
+                                detail=f"before round {round_}: settled "
+                                + ", ".join(f"{a} ({v})" for a, v in sorted(settled.items())),
+                            )
+                        )
+                    if not open_arms:
+                        self.summary.stopped_early = True
+                        self.summary.skipped_boots = len(owed) - done
+                        self.on_event(
+                            Event(
+                                "note",
+                                detail=f"every candidate is settled; {len(owed) - done} "
+                                "planned boots are not needed",
+                            )
+                        )
+                        break
+                for planned in [p for p in owed if p.round == round_]:
+                    if planned.arm.name in settled:
+                        self.summary.skipped_boots += 1
+                        continue
+                    self._boot(planned)
+                    done += 1
+                    self.on_event(
+                        Event(
+                            "arm_done",
+                            planned.arm.name,
+                            planned.boot,
+                            self.summary.per_arm[-1],
+                            done=done + self.summary.skipped_boots,
+                            total=len(owed),
+                        )
                     )
-                )
         except KeyboardInterrupt:
             self.summary.interrupted = True
         finally:
             self.writer.close()
         return self.summary
+
+    def _settled(self) -> dict[str, str]:
+        """Candidates whose verdict no further boot would change the kind of: eligible, rejected, void.
+
+        The decision at each look uses alpha / sequential_looks (the campaign records the number of
+        looks), so the false-promotion rate over every look stays at the policy's alpha (Bonferroni).
+        """
+        from mtpverdict.decide.engine import decide
+        from mtpverdict.errors import InputError
+        from mtpverdict.results.load import load_results
+
+        assert self.until_resolved is not None
+        try:
+            results = load_results(self.results)
+        except InputError:
+            return {}
+        if results.requests.empty and results.summaries.empty:
+            return {}
+        decision = decide(results, self.until_resolved)
+        return {
+            v.arm.name: v.verdict
+            for v in decision.arms
+            if not v.arm.is_control and v.verdict in ("eligible", "rejected", "void")
+        }
 
     def _boot(self, planned: PlannedBoot) -> None:
         arm, plan = planned.arm, self.plan
@@ -587,6 +652,7 @@ class Collector:
                     "error": None if r.error is None else self._redact(r.error),
                     "output_sha256": r.output_sha256,
                     "nonce": r.nonce,
+                    "bunched_chunks": r.bunched,
                     "chunks": r.chunks,
                 }
             )

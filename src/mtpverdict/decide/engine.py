@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,16 +133,24 @@ def _harness_check(evidence: Evidence) -> ControlCheck | None:
     reported so a reader knows the harness was disturbed."""
     values = evidence.values
     sel = values[(values["metric"] == "decode_tps") & (values["origin"] == "request")]
+    bursts = int(evidence.runs["n_burst"].sum()) if len(evidence.runs) else 0
+    burst_text = (
+        f"; {bursts} streams arrived in a burst (read from a buffer, most deltas within 200 us) and "
+        "were left out of decode and TTFT"
+        if bursts
+        else ""
+    )
     if sel.empty:
-        return None
+        return None if not bursts else ControlCheck("harness", "warn", burst_text[2:], float(bursts))
     median = sel.groupby(["arm", "boot", "workload", "concurrency"])["value"].transform("median")
     ratio = sel["value"] / median
     odd = sel[(ratio > HARNESS_OUTLIER_FACTOR) | (ratio < 1 / HARNESS_OUTLIER_FACTOR)]
     if odd.empty:
         return ControlCheck(
             "harness",
-            "pass",
-            f"no run's decode rate is {HARNESS_OUTLIER_FACTOR:.0f}x away from its cell's median",
+            "warn" if bursts else "pass",
+            f"no run's decode rate is {HARNESS_OUTLIER_FACTOR:.0f}x away from its cell's median{burst_text}",
+            float(bursts),
         )
     shown = ", ".join(
         f"{r.arm} boot {r.boot} {r.workload} c={r.concurrency} rep {r.rep} ({r.value:,.0f} tok/s)"
@@ -154,7 +162,7 @@ def _harness_check(evidence: Evidence) -> ControlCheck | None:
         f"{len(odd)} of {len(sel)} runs have a decode rate "
         f"{HARNESS_OUTLIER_FACTOR:.0f}x away from their cell's median ({shown}"
         f"{', ...' if len(odd) > 4 else ''}): the client read buffered deltas in a burst or "
-        "the server stalled; medians keep them from moving the verdict",
+        f"the server stalled; medians keep them from moving the verdict{burst_text}",
         float(len(odd)),
     )
 
@@ -469,6 +477,9 @@ def _select(evidence: Evidence, eligible: list[Arm], mode: str) -> tuple[Arm | N
 
 def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Decision:
     """Turn a results directory and a policy into a decision with stated reasons."""
+    looks = results.campaign.sequential_looks
+    if looks > 1:  # an adaptive campaign looked up to `looks` times: Bonferroni over the looks
+        policy = replace(policy, alpha=policy.alpha / looks)
     evidence = gather(results, policy, history)
     campaign = results.campaign
     controls: list[ControlCheck] = []
@@ -650,6 +661,12 @@ def _reasons(
         reasons.append(
             "provisional: fewer than 3 degrees of freedom for boot-to-boot variance; "
             "more boots per arm (or archived A/A pairs) would firm this up"
+        )
+    if campaign.sequential_looks > 1:
+        reasons.append(
+            f"sequential design: up to {campaign.sequential_looks} looks (collect --until-resolved), "
+            f"each at alpha {policy.alpha:.4g} = the policy's alpha / {campaign.sequential_looks} "
+            "(Bonferroni), so the false-promotion rate over every look stays at the policy's alpha"
         )
     if campaign.synthetic:
         reasons.append("synthetic campaign: generated, not measured")

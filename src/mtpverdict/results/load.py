@@ -47,6 +47,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "error": None,
         "output_sha256": None,
         "nonce": None,
+        "bunched_chunks": None,
         "chunks": None,
         "note": None,
     },
@@ -204,6 +205,7 @@ def _campaign_from(obj: dict[str, Any], source: str, problems: _Collector) -> Ca
         notes=obj.get("notes"),
         synthetic=bool(obj.get("synthetic", False)),
         source=obj.get("source"),
+        sequential_looks=int(obj.get("sequential_looks", 1)),
     )
 
 
@@ -553,19 +555,16 @@ def _warnings(campaign: Campaign, tables: dict[str, Any], root: Path | None) -> 
     booted = {(a, b) for a, b in zip(tables["boot"]["arm"], tables["boot"]["boot"], strict=True)}
     used: set[tuple[str, int]] = set()
     for kind in ("request", "acceptance", "coherence", "likelihood"):
-        t = tables[kind]
-        used |= set(zip(t["arm"], t["boot"], strict=True))
+        pairs = tables[kind][["arm", "boot"]].drop_duplicates()  # one pass per table, not per record
+        used |= set(zip(pairs["arm"], pairs["boot"], strict=True))
     missing = sorted(used - booted)
     if missing and len(tables["boot"]):
         shown = ", ".join(f"{a} boot {b}" for a, b in missing[:5])
         out.append(f"records refer to boots with no boot record ({shown}); their boot order is unknown")
-    for arm in campaign.arms:
-        has = any(
-            arm.name in set(tables[k]["arm"])
-            for k in ("request", "summary", "acceptance", "boot", "coherence")
-        )
-        if not has:
-            out.append(f"arm {arm.name} has no records")
+    with_records: set[str] = set()
+    for kind in ("request", "summary", "acceptance", "boot", "coherence"):
+        with_records.update(str(a) for a in tables[kind]["arm"].unique())
+    out.extend(f"arm {arm.name} has no records" for arm in campaign.arms if arm.name not in with_records)
     if len(tables["summary"]):
         out.append("summary records stand for runs whose raw data is lost: weaker evidence")
     for kind, key in (("acceptance", "raw"), ("boot", "log")):

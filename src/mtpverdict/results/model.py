@@ -87,6 +87,7 @@ class Campaign:
     notes: str | None = None
     synthetic: bool = False
     source: str | None = None
+    sequential_looks: int = 1  # interim decisions planned (adaptive campaigns); alpha is split over them
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:

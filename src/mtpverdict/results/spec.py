@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,15 @@ RECORD_FIELDS: dict[str, tuple[Field, ...]] = {
             "The unseeded nonce prefixed to the prompt (defeats prefix caching); null when none.",
             required=False,
             nullable=True,
+        ),
+        _f(
+            "bunched_chunks",
+            "int",
+            "Content deltas that arrived within 200 us of the previous one: read from a buffer in a burst "
+            "(a starved client or server), so the decode window and TTFT of this stream are not measured.",
+            required=False,
+            nullable=True,
+            minimum=0,
         ),
         _f(
             "chunks",
@@ -335,6 +345,14 @@ CAMPAIGN_FIELDS: tuple[Field, ...] = (
     _f(
         "source", "str", "Where the records come from (a write-up, a harness).", required=False, nullable=True
     ),
+    _f(
+        "sequential_looks",
+        "int",
+        "Interim decisions the campaign was designed for (collect --until-resolved); decide tests each look "
+        "at alpha / sequential_looks.",
+        required=False,
+        minimum=1,
+    ),
 )
 
 _TYPE_NAMES = {
@@ -381,22 +399,105 @@ def _type_ok(field: Field, value: object) -> bool:
 
 
 def _bounds_problem(field: Field, value: object) -> str | None:
-    values: list[object] = list(value) if isinstance(value, list) else [value]
-    for v in values:
-        if _is_num(v):
+    if isinstance(value, list):
+        for v in value:
+            bad = _scalar_bounds_problem(field, v)
+            if bad:
+                return bad
+        return None
+    return _scalar_bounds_problem(field, value)
+
+
+@functools.cache
+def _matcher(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    return re.compile(pattern).match
+
+
+def _scalar_bounds_problem(field: Field, v: object) -> str | None:
+    if isinstance(v, str):
+        if field.enum is not None and v not in field.enum:
+            return f"must be one of {', '.join(field.enum)}; got {v!r}"
+        if field.pattern is not None and not _matcher(field.pattern)(v):
+            return f"{v[:80]!r} does not match {field.pattern}"
+        return None
+    if _is_num(v):
+        x = float(v)  # type: ignore[arg-type]
+        if not math.isfinite(x):
+            return "must be a finite number"
+        if field.minimum is not None and x < field.minimum:
+            return f"must be >= {field.minimum:g}, got {v}"
+        if field.maximum is not None and x > field.maximum:
+            return f"must be <= {field.maximum:g}, got {v}"
+    return None
+
+
+def _value_problem(field: Field, value: object) -> str | None:
+    """The problem of a non-null value: its type, then its bounds; None when valid."""
+    if not _type_ok(field, value):
+        return f"must be {_TYPE_NAMES[field.type]}, got {type(value).__name__}"
+    if field.type == "bool":
+        return None
+    return _bounds_problem(field, value)
+
+
+def _checker(field: Field) -> Callable[[object], str | None]:
+    """_value_problem specialised for one field, with a fast path for the exact JSON types.
+
+    check_object runs once per record, so this is the loader's inner loop; any value off the fast
+    path goes through _value_problem, which gives the same messages.
+    """
+    if field.type == "str":
+        enum, pattern = field.enum, field.pattern
+        match = _matcher(pattern) if pattern is not None else None
+
+        def check_str(v: object) -> str | None:
+            if type(v) is not str:
+                return _value_problem(field, v)
+            if enum is not None and v not in enum:
+                return f"must be one of {', '.join(enum)}; got {v!r}"
+            if match is not None and not match(v):
+                return f"{v[:80]!r} does not match {pattern}"
+            return None
+
+        return check_str
+    if field.type in ("int", "num"):
+        fast: tuple[type, ...] = (int,) if field.type == "int" else (int, float)
+        low, high = field.minimum, field.maximum
+
+        def check_number(v: object) -> str | None:
+            if type(v) not in fast:
+                return _value_problem(field, v)
             x = float(v)  # type: ignore[arg-type]
             if not math.isfinite(x):
                 return "must be a finite number"
-            if field.minimum is not None and x < field.minimum:
-                return f"must be >= {field.minimum:g}, got {v}"
-            if field.maximum is not None and x > field.maximum:
-                return f"must be <= {field.maximum:g}, got {v}"
-        elif isinstance(v, str):
-            if field.enum is not None and v not in field.enum:
-                return f"must be one of {', '.join(field.enum)}; got {v!r}"
-            if field.pattern is not None and not re.match(field.pattern, v):
-                return f"{v[:80]!r} does not match {field.pattern}"
-    return None
+            if low is not None and x < low:
+                return f"must be >= {low:g}, got {v}"
+            if high is not None and x > high:
+                return f"must be <= {high:g}, got {v}"
+            return None
+
+        return check_number
+    if field.type == "bool":
+        return lambda v: None if type(v) is bool else _value_problem(field, v)
+    return lambda v: _value_problem(field, v)
+
+
+# Each field tuple's names and checkers, built once: the tuples are module constants. Keyed by
+# identity; the tuple is kept in the value so its id cannot be reused by another object.
+_COMPILED: dict[
+    int,
+    tuple[tuple[Field, ...], frozenset[str], tuple[tuple[Field, Callable[[object], str | None]], ...]],
+] = {}
+
+
+def _compiled(
+    fields: tuple[Field, ...],
+) -> tuple[frozenset[str], tuple[tuple[Field, Callable[[object], str | None]], ...]]:
+    found = _COMPILED.get(id(fields))
+    if found is None or found[0] is not fields:
+        found = (fields, frozenset(f.name for f in fields), tuple((f, _checker(f)) for f in fields))
+        _COMPILED[id(fields)] = found
+    return found[1], found[2]
 
 
 def check_object(
@@ -404,28 +505,24 @@ def check_object(
 ) -> list[tuple[str, str]]:
     """Check one JSON object against its fields; return (key, message) pairs, empty when valid."""
     problems: list[tuple[str, str]] = []
-    known = {f.name for f in fields}
+    known, checkers = _compiled(fields)
     for key in obj:
         if key not in known:
             allowed = ", ".join(sorted(known))
             problems.append((f"{prefix}{key}", f"unknown key; allowed keys are {allowed}"))
-    for field in fields:
-        key = f"{prefix}{field.name}"
+    for field, check in checkers:
         if field.name not in obj:
             if field.required:
-                problems.append((key, f"missing; it must be {_TYPE_NAMES[field.type]}"))
+                problems.append((f"{prefix}{field.name}", f"missing; it must be {_TYPE_NAMES[field.type]}"))
             continue
         value = obj[field.name]
         if value is None:
             if not field.nullable:
-                problems.append((key, f"must be {_TYPE_NAMES[field.type]}, not null"))
+                problems.append((f"{prefix}{field.name}", f"must be {_TYPE_NAMES[field.type]}, not null"))
             continue
-        if not _type_ok(field, value):
-            problems.append((key, f"must be {_TYPE_NAMES[field.type]}, got {type(value).__name__}"))
-            continue
-        bad = _bounds_problem(field, value)
+        bad = check(value)
         if bad:
-            problems.append((key, bad))
+            problems.append((f"{prefix}{field.name}", bad))
     return problems
 
 

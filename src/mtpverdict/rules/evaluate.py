@@ -206,12 +206,15 @@ def stable_acceptance(evidence: Evidence, arm: Arm, rule: Rule) -> tuple[str, An
         elif not ok(value, float(threshold)):
             shown = f"{value:.0f}" if key == "min_drafted_tokens" else f"{value:.3f}"
             bound = "minimum" if key.startswith("min") else "maximum"
-            failures.append(f"{label} {shown} against the {bound} {threshold}")
+            # too small a sample is missing evidence (more drafting can settle it), not a failing rate
+            (missing if key == "min_drafted_tokens" else failures).append(
+                f"{label} {shown} against the {bound} {threshold}"
+            )
     positions = acc.per_position_rate
     pos_text = "" if not positions else "; per position " + ", ".join(f"{r:.3f}" for r in positions)
     detail = f"{arm.name}: acceptance {rate_text} {sample} ({p.source}){pos_text}"
     if failures:
-        return FAIL, p.rate, thresholds, detail + "; " + "; ".join(failures)
+        return FAIL, p.rate, thresholds, detail + "; " + "; ".join(failures + missing)
     if missing:
         return MISSING, p.rate, thresholds, detail + "; " + "; ".join(missing)
     return PASS, p.rate, thresholds, detail

@@ -25,6 +25,7 @@ METRIC_LABELS = {
     "ttft_ms": "TTFT ms",
 }
 RUN_KEYS = ["arm", "boot", "workload", "concurrency", "rep"]
+BURST_MIN_CHUNKS = 4  # a stream of fewer deltas cannot show it arrived in a burst
 CELL_KEYS = ["arm", "workload", "concurrency"]
 BOOT_KEYS = ["arm", "boot", "workload", "concurrency"]
 VALUE_COLUMNS = [*RUN_KEYS, "metric", "value", "cold", "origin", "runs_known", "n_requests", "n_errors"]
@@ -41,6 +42,7 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         "t_start",
         "n_requests",
         "n_errors",
+        "n_burst",
         "decode_tps",
         "ttft_ms",
         "aggregate_tps",
@@ -55,8 +57,13 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     t_end = req["t_end"].astype(float)
     tokens = req["completion_tokens"].astype(float)
     window = t_end - t_first
-    decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0))
-    ttft = ((t_first - t_start) * 1000.0).where(ok)
+    missing = pd.Series(float("nan"), index=req.index)
+    chunks = req["chunks"].astype(float) if "chunks" in req else missing
+    bunched = req["bunched_chunks"].astype(float) if "bunched_chunks" in req else missing
+    # a stream read from a buffer in a burst measured the harness, not the server: no decode, no TTFT
+    streamed = ~(bunched.notna() & chunks.notna() & (bunched * 2 > chunks - 1) & (chunks >= BURST_MIN_CHUNKS))
+    decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0) & streamed)
+    ttft = ((t_first - t_start) * 1000.0).where(ok & streamed)
     frame = pd.DataFrame(
         {
             **{k: req[k] for k in RUN_KEYS},
@@ -66,6 +73,7 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
             "ok": ok.astype(int),
             "decode": decode,
             "ttft": ttft,
+            "burst": (~streamed & ok).astype(int),
         }
     )
     grouped = frame.groupby(RUN_KEYS, sort=True, dropna=False)
@@ -77,6 +85,7 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         n_ok=("ok", "sum"),
         decode_tps=("decode", "median"),
         ttft_ms=("ttft", "median"),
+        n_burst=("burst", "sum"),
     ).reset_index()
     wall = runs["t_end"] - runs["t_start"]
     runs["aggregate_tps"] = (runs["tokens"] / wall).where((runs["n_ok"] > 0) & (wall > 0))
