@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from mtpverdict._cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_INCOMPLETE,
+    EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+)
+from mtpverdict._cli_common import fail as _fail
+from mtpverdict._cli_common import fail_input as _fail_input
 from mtpverdict.errors import InputError, MtpverdictError
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INCONCLUSIVE = 3
-EXIT_INCOMPLETE = 4
-EXIT_INTERRUPTED = 130
-MAX_ERRORS_SHOWN = 20
 
 app = typer.Typer(
     name="mtpverdict",
@@ -29,19 +30,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _fail_input(exc: InputError) -> NoReturn:
-    for problem in exc.problems[:MAX_ERRORS_SHOWN]:
-        typer.echo(f"Error: {problem}", err=True)
-    if exc.total > MAX_ERRORS_SHOWN:
-        typer.echo(f"Error: ... and {exc.total - MAX_ERRORS_SHOWN} more", err=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    typer.echo(f"Error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 @app.command()
@@ -311,9 +299,11 @@ def verify(
 def _register_engine_commands() -> None:
     from mtpverdict.cli_engine import register
     from mtpverdict.cli_report import register as register_report
+    from mtpverdict.cli_sim import register as register_sim
 
     register(app)
     register_report(app)
+    register_sim(app)
 
 
 _register_engine_commands()

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from mtpverdict._cli_common import fail as _fail
+from mtpverdict._cli_common import fail_input
+
 if TYPE_CHECKING:
     from mtpverdict.errors import InputError
     from mtpverdict.importers import ImportReport
     from mtpverdict.parse import ParseResult
 
-EXIT_BAD_INPUT = 2  # the code mtpverdict.cli documents for bad input
-MAX_ERRORS_SHOWN = 20
 RATE_DIGITS = 3
 LIST_SHOWN = 8  # per-position rates shown in a table cell before eliding
 
@@ -191,18 +192,4 @@ def _rates(rates: tuple[float, ...] | None, counts: tuple[int, ...] | None) -> s
 
 
 def _fail_inputs(errors: list[InputError]) -> NoReturn:
-    shown = 0
-    for exc in errors:
-        for problem in exc.problems:
-            if shown < MAX_ERRORS_SHOWN:
-                typer.echo(f"Error: {problem}", err=True)
-            shown += 1
-    hidden = sum(exc.total for exc in errors) - min(shown, MAX_ERRORS_SHOWN)
-    if hidden > 0:
-        typer.echo(f"Error: ... and {hidden} more", err=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"Error: {message}", err=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
+    fail_input(*errors)

@@ -7,28 +7,20 @@ one `Error: ...` line per problem and exits 2; no report is written.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from mtpverdict.errors import InputError
+from mtpverdict._cli_common import EXIT_BAD_INPUT
+from mtpverdict._cli_common import fail_input as _fail_input
 
-EXIT_BAD_INPUT = 2  # the code mtpverdict.cli documents for bad input
-MAX_ERRORS_SHOWN = 20
+if TYPE_CHECKING:
+    pass
 
 
 def register(app: typer.Typer) -> None:
     """Add `report` to the main application."""
     app.command("report")(report)
-
-
-def _fail_input(exc: InputError) -> NoReturn:
-    for problem in exc.problems[:MAX_ERRORS_SHOWN]:
-        typer.echo(f"Error: {problem}", err=True)
-    if exc.total > MAX_ERRORS_SHOWN:
-        typer.echo(f"Error: ... and {exc.total - MAX_ERRORS_SHOWN} more", err=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
 
 
 def report(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mtpverdict.results.spec import RESULTS_FORMAT
+from mtpverdict.results.spec import RECORD_FIELDS, RESULTS_FORMAT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -294,6 +296,246 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+# --------------------------------------------------------------------------------------------------
+# scenarios from a small TOML file or from command-line options (`mtpverdict simulate`)
+
+DEFAULT_ARMS = ("off_A", "k1:1", "k2:2", "k3:3", "off_B")  # a depth sweep bracketed by two controls
+DEFAULT_SEED = 0
+VOID_ACCEPTANCE = 0.0  # a void arm's head accepts nothing: it drafts and throws every draft away
+SIM_KEYS = (
+    "name",
+    "description",
+    "seed",
+    "boots",
+    "reps",
+    "concurrency",
+    "completion_tokens",
+    "prompt_tokens",
+    "base_decode_tps",
+    "boot_sd",
+    "run_sd",
+    "request_sd",
+    "drift",
+    "cold_factor",
+    "void_arms",
+    "failed_boots",
+    "arms",
+)
+ARM_KEYS = ("name", "k", "effect", "effect_slope", "acceptance", "position_decay", "void")
+ARM_NAME = next(f.pattern for f in RECORD_FIELDS["request"] if f.name == "arm") or ""  # results format v1
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """A scenario and the seed that generates its campaign."""
+
+    scenario: Scenario
+    seed: int
+
+
+def parse_effect(value: object, where: str) -> float:
+    """A relative effect as a fraction: 0.05, "5%" or "+5%" all mean 5% faster than off."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: an effect is a number such as 0.05 or a percentage such as 5%")
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+        except ValueError:
+            raise ValueError(
+                f"{where}: {value!r} is not an effect; write 0.05 or 5% (relative to off)"
+            ) from None
+    else:
+        raise ValueError(f"{where}: an effect is a number such as 0.05 or a percentage such as 5%")
+    if not math.isfinite(number) or number <= -1.0:
+        raise ValueError(f"{where}: {value!r} must be a finite effect above -100%")
+    return number
+
+
+def parse_arm(text: str) -> dict[str, Any]:
+    """`NAME` (a control), `NAME:K` or `NAME:K:EFFECT` (a depth with its effect, e.g. k2:2:+5%)."""
+    parts = text.split(":")
+    if not parts[0] or len(parts) > 3:
+        raise ValueError(f"--arm {text!r}: write NAME, NAME:K or NAME:K:EFFECT (e.g. k2:2:5%)")
+    arm: dict[str, Any] = {"name": parts[0]}
+    if len(parts) >= 2:
+        try:
+            arm["k"] = int(parts[1])
+        except ValueError:
+            raise ValueError(f"--arm {text!r}: K must be a whole number of speculative tokens") from None
+    if len(parts) == 3:
+        arm["effect"] = parts[2]
+    return arm
+
+
+def simulation_from_mapping(obj: Mapping[str, Any], source: str) -> Simulation:
+    """Build a Simulation from a TOML-like mapping; raise InputError naming each bad key.
+
+    Effects are relative to off (0.05 or "5%" = 5% faster decode); standard deviations and drift are
+    on log scale (0.02 is about 2%). Missing keys take the Scenario defaults.
+    """
+    from mtpverdict.errors import InputError, Problem
+
+    problems: list[Problem] = []
+
+    def bad(key: str, message: str) -> None:
+        problems.append(Problem(source, message, key=key))
+
+    problems.extend(
+        Problem(source, f"unknown key; use one of {', '.join(SIM_KEYS)}", key=key)
+        for key in obj
+        if key not in SIM_KEYS
+    )
+    base = Scenario(name="simulated", arms=())
+
+    def number(key: str, default: float, low: float, high: float = math.inf) -> float:
+        value = obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            bad(key, f"must be a number, not {value!r}")
+            return default
+        if not low <= value <= high:
+            bad(key, f"{value} is out of range [{low}, {high}]")
+            return default
+        return float(value)
+
+    def integer(key: str, default: int, low: int) -> int:
+        value = obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            bad(key, f"must be a whole number >= {low}, not {value!r}")
+            return default
+        return value
+
+    name = obj.get("name", "simulated")
+    if not isinstance(name, str) or not name:
+        bad("name", "must be a non-empty string")
+        name = "simulated"
+    description = obj.get("description", "")
+    if not isinstance(description, str):
+        bad("description", "must be a string")
+        description = ""
+    seed = integer("seed", DEFAULT_SEED, 0)
+    concurrency = obj.get("concurrency", list(base.concurrency))
+    if (
+        not isinstance(concurrency, list | tuple)
+        or not concurrency
+        or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in concurrency)
+        or len(set(concurrency)) != len(concurrency)
+    ):
+        bad("concurrency", f"must be a list of distinct whole numbers >= 1, not {concurrency!r}")
+        concurrency = list(base.concurrency)
+    names_of: dict[str, list[str]] = {}
+    for key in ("void_arms", "failed_boots"):
+        value = obj.get(key, [])
+        if not isinstance(value, list | tuple) or any(not isinstance(v, str) for v in value):
+            bad(key, "must be a list of arm names")
+            value = []
+        names_of[key] = list(value)
+    raw_arms = obj.get("arms", [parse_arm(a) for a in DEFAULT_ARMS])
+    arms: list[SimArm] = []
+    if not isinstance(raw_arms, list | tuple) or not raw_arms:
+        bad("arms", "must list the arms ([[arms]] tables with name, k and effect)")
+        raw_arms = []
+    for i, raw in enumerate(raw_arms):
+        where = f"arms[{i}]"
+        if not isinstance(raw, Mapping):
+            bad(where, "must be a table with name, k and effect")
+            continue
+        problems.extend(
+            Problem(source, f"unknown key; use one of {', '.join(ARM_KEYS)}", key=f"{where}.{key}")
+            for key in raw
+            if key not in ARM_KEYS
+        )
+        arm_name = raw.get("name")
+        if not isinstance(arm_name, str) or not re.match(ARM_NAME, arm_name):
+            bad(f"{where}.name", f"{arm_name!r} is not an arm name (letters, digits, _.+- ; up to 64)")
+            continue
+        k = raw.get("k", 0)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            bad(f"{where}.k", f"must be 0 (speculation off) or a whole number of tokens, not {k!r}")
+            continue
+        try:
+            effect = math.log1p(parse_effect(raw.get("effect", 0.0), f"{where}.effect"))
+        except ValueError as exc:
+            bad(f"{where}.effect", str(exc).split(": ", 1)[1])
+            continue
+        if k == 0 and effect != 0.0:
+            bad(f"{where}.effect", "a control arm (k 0) is the baseline: it has no effect")
+            continue
+        slope = raw.get("effect_slope", 0.0)
+        rate = raw.get("acceptance", 0.9)
+        decay = raw.get("position_decay", 0.9)
+        void = raw.get("void", False) or arm_name in names_of["void_arms"]
+        checks = (
+            ("effect_slope", slope, -1.0, 1.0),
+            ("acceptance", rate, 0.0, 1.0),
+            ("position_decay", decay, 0.0, 1.0),
+        )
+        if any(
+            isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi
+            for _, v, lo, hi in checks
+        ):
+            for key, v, lo, hi in checks:
+                if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+                    bad(f"{where}.{key}", f"must be a number in [{lo}, {hi}], not {v!r}")
+            continue
+        if not isinstance(void, bool):
+            bad(f"{where}.void", "must be true or false")
+            continue
+        if void and k == 0:
+            bad(f"{where}.void", "a control arm drafts nothing, so it cannot be void")
+            continue
+        arms.append(
+            SimArm(
+                name=arm_name,
+                k=k,
+                effect=effect,
+                effect_slope=float(slope),
+                first_position_rate=VOID_ACCEPTANCE if void else float(rate),
+                position_decay=float(decay),
+            )
+        )
+    names = [a.name for a in arms]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        bad("arms", f"arm {dup!r} appears twice")
+    if arms and not any(a.k == 0 for a in arms):
+        bad("arms", "no control arm: add one with k 0 (e.g. off_A first and off_B last)")
+    if arms and not any(a.k > 0 for a in arms):
+        bad("arms", "no candidate arm: add one with k >= 1")
+    for key in ("void_arms", "failed_boots"):
+        for arm_name in names_of[key]:
+            if arm_name not in names:
+                bad(key, f"{arm_name!r} is not an arm")
+    scenario = Scenario(
+        name=name,
+        description=description,
+        arms=tuple(arms),
+        boots_per_arm=integer("boots", base.boots_per_arm, 1),
+        reps=integer("reps", base.reps, 1),
+        concurrency=tuple(concurrency),
+        completion_tokens=integer("completion_tokens", base.completion_tokens, 2),
+        prompt_tokens=integer("prompt_tokens", base.prompt_tokens, 1),
+        base_decode_tps=number("base_decode_tps", base.base_decode_tps, 1e-3),
+        boot_sd=number("boot_sd", base.boot_sd, 0.0, 1.0),
+        run_sd=number("run_sd", base.run_sd, 0.0, 1.0),
+        request_sd=number("request_sd", base.request_sd, 0.0, 1.0),
+        drift_total=number("drift", base.drift_total, -1.0, 1.0),
+        cold_factor=number("cold_factor", base.cold_factor, 0.01, 1.0),
+        failed_boots=tuple(names_of["failed_boots"]),
+    )
+    if problems:
+        raise InputError(problems)
+    return Simulation(scenario=scenario, seed=seed)
+
+
+def simulate(simulation: Simulation) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The campaign and records of a Simulation (its seed drives numpy's default generator)."""
+    import numpy as np
+
+    return simulate_campaign(simulation.scenario, np.random.default_rng(simulation.seed))
+
+
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """Outcomes of the real decision engine over many simulated campaigns of one scenario."""
@@ -304,6 +546,12 @@ class Calibration:
     correct_promotions: int  # promotions of an arm whose true effect is positive
     inconclusive: int
     keep_disabled: int
+    keep_reference: int = 0
+
+    @property
+    def false_promotions(self) -> int:
+        """Promotions of an arm whose true effect is zero or negative."""
+        return self.promotions - self.correct_promotions
 
     def rate_interval(self, count: int, alpha: float = 0.05) -> tuple[float, float]:
         """Two-sided (1 - alpha) Clopper-Pearson interval of count / campaigns."""
@@ -313,16 +561,35 @@ class Calibration:
         return float(low), float(high)
 
 
-def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int) -> Calibration:
-    """Run `decide` with `policy` on `campaigns` simulated campaigns; count what it concluded."""
+def combine(parts: Sequence[Calibration]) -> Calibration:
+    """Add up calibrations of one scenario run in pieces (disjoint campaign numbers)."""
+    if not parts or len({p.scenario for p in parts}) != 1:
+        raise ValueError("combine needs one or more calibrations of the same scenario")
+    return Calibration(
+        scenario=parts[0].scenario,
+        campaigns=sum(p.campaigns for p in parts),
+        promotions=sum(p.promotions for p in parts),
+        correct_promotions=sum(p.correct_promotions for p in parts),
+        inconclusive=sum(p.inconclusive for p in parts),
+        keep_disabled=sum(p.keep_disabled for p in parts),
+        keep_reference=sum(p.keep_reference for p in parts),
+    )
+
+
+def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int, start: int = 0) -> Calibration:
+    """Run `decide` with `policy` on `campaigns` simulated campaigns; count what it concluded.
+
+    Campaign i is generated from numpy.random.default_rng([seed, i]) for i from `start`, so a long
+    calibration split into pieces over disjoint ranges adds up to the same counts as one run.
+    """
     import numpy as np
 
     from mtpverdict.decide.engine import decide
     from mtpverdict.results.load import results_from_records
 
     truth = {a.name: a.effect for a in scenario.arms}
-    promotions = correct = inconclusive = keep = 0
-    for i in range(campaigns):
+    promotions = correct = inconclusive = keep = reference = 0
+    for i in range(start, start + campaigns):
         campaign, records = simulate_campaign(scenario, np.random.default_rng([seed, i]))
         decision = decide(results_from_records(campaign, records, label=f"sim-{i}"), policy)
         if decision.decision == "promote" and decision.selected is not None:
@@ -332,6 +599,8 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int) -> Cal
             inconclusive += 1
         elif decision.decision == "keep_mtp_disabled":
             keep += 1
+        elif decision.decision == "keep_reference":
+            reference += 1
     return Calibration(
         scenario=scenario.name,
         campaigns=campaigns,
@@ -339,4 +608,5 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int) -> Cal
         correct_promotions=correct,
         inconclusive=inconclusive,
         keep_disabled=keep,
+        keep_reference=reference,
     )

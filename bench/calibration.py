@@ -1,0 +1,229 @@
+"""Calibration of the decision rules: false promotions under the null and power, per shipped policy.
+
+For designs of 1, 3 and 5 boots per arm (off_A, k1, k2, k3, off_B in round-robin boot order; one
+workload; concurrency 1 and 4; 2 reps, the first run of each boot cold), simulated campaigns are
+decided by the real engine with each shipped policy:
+- null: every depth runs exactly as fast as off; any promotion is a false promotion;
+- 1x and 2x floor: k2 is faster than off by once and twice the floor the design can resolve (k1 and
+  k3 stay null), where the floor is t(1 - alpha / 3, df) x sd x sqrt(1/n + 1/(2n)) with the design's
+  pooled degrees of freedom df = 2n - 1 + 3(n - 1) and the true sd of a boot's statistic in its
+  noisiest cell (concurrency 1, one counted run: boot, run and stream noise). Power is the rate of
+  promotions of k2 (an arm whose true effect is positive).
+Every policy sees the same campaigns (campaign i of a scenario has the same seed for each policy).
+Rates carry two-sided 95% Clopper-Pearson intervals.
+
+    python bench/calibration.py [--campaigns 1000] [--workers 2] [--policies default,strict-ci]
+        [--boots 1,3,5] [--save FILE.json]
+    python bench/calibration.py --table-from LOG   # the table of the scenarios a run's log holds
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import multiprocessing
+import re
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import mtpverdict.decide.engine  # noqa: F401  (loaded before the workers fork, not per task)
+from mtpverdict.plan import Design, boot_level_sd, design_df, design_floor
+from mtpverdict.rules import load_policy, shipped_policies
+from mtpverdict.simulate import Calibration, Scenario, SimArm, calibrate, combine
+
+ALPHA = 0.05  # every shipped policy's family-wise alpha; the floor is computed at it
+CONFIDENCE_ALPHA = 0.05  # two-sided 95% Clopper-Pearson intervals on the rates
+DEPTHS = 3  # k1, k2, k3 share the off baseline (Holm family)
+CONTROL_ARMS = 2  # off_A first, off_B last in every round
+CHUNK = 25  # campaigns per worker task: small enough to balance two workers
+SEED = 20260911
+KINDS = ("null", "1x", "2x")
+FIRST = ("default", "strict-ci")
+NOISE = Scenario(name="noise", arms=(SimArm("off"),))  # the simulator's default noise levels
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One (policy, design, scenario) of the table, with its counts."""
+
+    policy: str
+    boots: int
+    kind: str
+    df: int
+    floor: float  # log effect the design resolves
+    effect: float  # true log effect of k2
+    calibration: Calibration
+
+
+def worst_cell_sd() -> float:
+    """Sd of a boot's log statistic at concurrency 1: one counted run of one stream (the cold run
+    is not counted), so boot, run and stream noise add up undiluted."""
+    run = math.sqrt(NOISE.run_sd**2 + NOISE.request_sd**2)
+    return boot_level_sd(NOISE.boot_sd, run, 1)
+
+
+def design_floor_for(boots: int) -> tuple[int, float]:
+    design = Design(depths=DEPTHS, control_arms=CONTROL_ARMS, cells=1)
+    return design_df(boots, design), design_floor(worst_cell_sd(), boots, design, ALPHA)
+
+
+def scenario(boots: int, kind: str) -> Scenario:
+    _, floor = design_floor_for(boots)
+    effect = {"null": 0.0, "1x": floor, "2x": 2.0 * floor}[kind]
+    return Scenario(
+        name=f"{kind}-{boots}-boots",
+        arms=(SimArm("off_A"), SimArm("k1", 1), SimArm("k2", 2, effect), SimArm("k3", 3), SimArm("off_B")),
+        boots_per_arm=boots,
+        reps=2,
+        concurrency=(1, 4),
+        completion_tokens=128,
+    )
+
+
+def _task(args: tuple[str, int, str, int, int, int]) -> tuple[str, int, str, Calibration]:
+    policy_name, boots, kind, seed, start, count = args
+    result = calibrate(scenario(boots, kind), load_policy(policy_name), count, seed=seed, start=start)
+    return policy_name, boots, kind, result
+
+
+def run(policies: list[str], boots_list: list[int], campaigns: int, workers: int) -> list[Cell]:
+    tasks: list[tuple[str, int, str, int, int, int]] = []
+    for policy in policies:
+        for boots in boots_list:
+            for k, kind in enumerate(KINDS):
+                seed = SEED + 100 * boots + k  # the same campaigns for every policy
+                tasks.extend(
+                    (policy, boots, kind, seed, start, min(CHUNK, campaigns - start))
+                    for start in range(0, campaigns, CHUNK)
+                )
+    parts: dict[tuple[str, int, str], list[Calibration]] = {}
+    expected = {(p, b, k): math.ceil(campaigns / CHUNK) for p in policies for b in boots_list for k in KINDS}
+    cells: list[Cell] = []
+    started = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        for policy, boots, kind, result in pool.imap_unordered(_task, tasks):
+            key = (policy, boots, kind)
+            parts.setdefault(key, []).append(result)
+            if len(parts[key]) < expected[key]:
+                continue
+            total = combine(parts[key])
+            df, floor = design_floor_for(boots)
+            cell = Cell(policy, boots, kind, df, floor, scenario(boots, kind).arms[2].effect, total)
+            cells.append(cell)
+            print(
+                f"[{time.monotonic() - started:7.0f} s] {policy} {boots} boots {kind}: "
+                f"{total.promotions} promote ({total.correct_promotions} correct), "
+                f"{total.inconclusive} inconclusive, {total.keep_disabled} keep disabled, "
+                f"{total.keep_reference} keep reference of {total.campaigns}",
+                flush=True,
+            )
+    return cells
+
+
+def _rate(cal: Calibration, count: int) -> str:
+    low, high = cal.rate_interval(count, alpha=CONFIDENCE_ALPHA)
+    return f"{count / cal.campaigns:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def table(cells: list[Cell]) -> str:
+    """Markdown: one row per policy and design."""
+    by = {(c.policy, c.boots, c.kind): c for c in cells}
+    rows = [
+        "| policy | boots/arm | df | floor | false promotions (null) | power at 1x floor | "
+        "power at 2x floor | inconclusive null / 1x / 2x |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, boots in sorted({(c.policy, c.boots) for c in cells}):
+        null, one, two = (by.get((policy, boots, k)) for k in KINDS)
+        ref = null or one or two
+        assert ref is not None
+        inconclusive = " / ".join(
+            f"{c.calibration.inconclusive / c.calibration.campaigns:.3f}" if c else "-"
+            for c in (null, one, two)
+        )
+        rows.append(
+            f"| {policy} | {boots} | {ref.df} | {math.expm1(ref.floor) * 100:.1f}% | "
+            f"{_rate(null.calibration, null.calibration.promotions) if null else '-'} | "
+            f"{_rate(one.calibration, one.calibration.correct_promotions) if one else '-'} | "
+            f"{_rate(two.calibration, two.calibration.correct_promotions) if two else '-'} | "
+            f"{inconclusive} |"
+        )
+    return "\n".join(rows)
+
+
+LOG_LINE = re.compile(
+    r"\] (?P<policy>\S+) (?P<boots>\d+) boots (?P<kind>\S+): (?P<promotions>\d+) promote "
+    r"\((?P<correct>\d+) correct\), (?P<inconclusive>\d+) inconclusive, (?P<keep>\d+) keep disabled, "
+    r"(?P<reference>\d+) keep reference of (?P<campaigns>\d+)$"
+)
+
+
+def cells_from_log(path: Path) -> list[Cell]:
+    """The scenarios a (possibly unfinished) run has completed, read back from its log."""
+    cells = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        found = LOG_LINE.search(line)
+        if found is None:
+            continue
+        boots, kind = int(found["boots"]), found["kind"]
+        df, floor = design_floor_for(boots)
+        calibration = Calibration(
+            scenario=f"{kind}-{boots}-boots",
+            campaigns=int(found["campaigns"]),
+            promotions=int(found["promotions"]),
+            correct_promotions=int(found["correct"]),
+            inconclusive=int(found["inconclusive"]),
+            keep_disabled=int(found["keep"]),
+            keep_reference=int(found["reference"]),
+        )
+        effect = scenario(boots, kind).arms[2].effect
+        cells.append(Cell(found["policy"], boots, kind, df, floor, effect, calibration))
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--campaigns", type=int, default=1000, help="campaigns per scenario (>= 1000 in full)"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    # the policies that can judge a simulated campaign first, so a partial log holds them
+    order = sorted(shipped_policies(), key=lambda p: (p not in FIRST, p))
+    parser.add_argument("--policies", default=",".join(order))
+    parser.add_argument("--boots", default="1,3,5")
+    parser.add_argument("--save", type=Path, help="write every count as JSON here")
+    parser.add_argument("--table-from", type=Path, help="print the table of a run's log and exit")
+    args = parser.parse_args(argv)
+    if args.table_from:
+        print(table(cells_from_log(args.table_from)))
+        return 0
+    policies = [p for p in args.policies.split(",") if p]
+    boots_list = [int(b) for b in args.boots.split(",") if b]
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    for boots in boots_list:
+        df, floor = design_floor_for(boots)
+        print(
+            f"design {boots} boot(s)/arm: df {df}, worst-cell boot sd {worst_cell_sd() * 100:.2f}%, "
+            f"floor {math.expm1(floor) * 100:.2f}% (log {floor:.4f})"
+        )
+    started = time.monotonic()
+    cells = run(policies, boots_list, args.campaigns, args.workers)
+    print(f"\n{len(cells)} scenarios x {args.campaigns} campaigns in {time.monotonic() - started:.0f} s\n")
+    print(table(cells))
+    if args.save:
+        payload = [
+            {**{k: v for k, v in asdict(c).items() if k != "calibration"}, **asdict(c.calibration)}
+            for c in sorted(cells, key=lambda c: (c.policy, c.boots, KINDS.index(c.kind)))
+        ]
+        args.save.write_text(json.dumps(payload, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

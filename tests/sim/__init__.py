@@ -1,0 +1,1 @@
+"""Tests of the campaign simulator's command and of campaign planning."""

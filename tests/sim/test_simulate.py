@@ -1,0 +1,88 @@
+"""The simulator's scenario parsing and calibration bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mtpverdict.errors import InputError
+from mtpverdict.rules import load_policy
+from mtpverdict.simulate import (
+    SCENARIOS,
+    Scenario,
+    SimArm,
+    calibrate,
+    combine,
+    parse_arm,
+    parse_effect,
+    simulate,
+    simulation_from_mapping,
+)
+
+
+def test_effects_are_relative_and_stored_as_log_ratios() -> None:
+    assert parse_effect("5%", "x") == pytest.approx(0.05)
+    assert parse_effect("+5%", "x") == pytest.approx(0.05)
+    assert parse_effect(0.05, "x") == 0.05
+    for bad in ("fast", True, None, "-100%"):
+        with pytest.raises(ValueError):
+            parse_effect(bad, "x")
+    sim = simulation_from_mapping({"arms": [{"name": "off"}, {"name": "k2", "k": 2, "effect": "10%"}]}, "t")
+    assert sim.scenario.arms[1].effect == pytest.approx(math.log(1.1))
+    assert parse_arm("k2:2:5%") == {"name": "k2", "k": 2, "effect": "5%"}
+    assert parse_arm("off_A") == {"name": "off_A"}
+
+
+def test_defaults_are_a_null_depth_sweep_bracketed_by_controls() -> None:
+    sim = simulation_from_mapping({}, "t")
+    assert [(a.name, a.k, a.effect) for a in sim.scenario.arms] == [
+        ("off_A", 0, 0.0),
+        ("k1", 1, 0.0),
+        ("k2", 2, 0.0),
+        ("k3", 3, 0.0),
+        ("off_B", 0, 0.0),
+    ]
+    assert sim.seed == 0 and sim.scenario.boots_per_arm == 1
+
+
+def test_void_and_failed_arms() -> None:
+    sim = simulation_from_mapping({"void_arms": ["k2"], "failed_boots": ["k1"]}, "t")
+    by_name = {a.name: a for a in sim.scenario.arms}
+    assert by_name["k2"].first_position_rate == 0.0 and by_name["k1"].first_position_rate > 0
+    _, records = simulate(sim)
+    failed = [r for r in records if r["kind"] == "boot" and r["status"] == "failed"]
+    assert [r["arm"] for r in failed] == ["k1"]
+    with pytest.raises(InputError) as caught:
+        simulation_from_mapping({"void_arms": ["off_A", "nobody"]}, "t.toml")
+    text = [str(p) for p in caught.value.problems]
+    assert "t.toml: arms[0].void: a control arm drafts nothing, so it cannot be void" in text
+    assert "t.toml: void_arms: 'nobody' is not an arm" in text
+
+
+def test_a_control_arm_has_no_effect() -> None:
+    with pytest.raises(InputError, match="a control arm"):
+        simulation_from_mapping({"arms": [{"name": "off", "effect": 0.1}, {"name": "k1", "k": 1}]}, "t")
+
+
+def test_the_fixture_scenarios_are_unchanged() -> None:
+    # fixtures/synthesize.py regenerates fixtures/synthetic-* from these; see tests/test_fixtures.py
+    assert set(SCENARIOS) == {"clean-win", "null", "void-arm", "drift", "blind"}
+
+
+def test_calibration_in_pieces_adds_up_to_one_run() -> None:
+    scenario = Scenario(
+        name="pieces",
+        arms=(SimArm("off_A"), SimArm("k1", 1, 0.2), SimArm("off_B")),
+        boots_per_arm=2,
+        reps=2,
+        concurrency=(1, 4),
+        completion_tokens=64,
+    )
+    policy = load_policy("default")
+    whole = calibrate(scenario, policy, 4, seed=3)
+    parts = combine([calibrate(scenario, policy, 2, seed=3), calibrate(scenario, policy, 2, seed=3, start=2)])
+    assert parts == whole
+    assert whole.false_promotions == whole.promotions - whole.correct_promotions
+    with pytest.raises(ValueError):
+        combine([])
