@@ -109,6 +109,13 @@ def collect(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted campaign in OUT.")
     ] = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="With --resume: boot again arms whose boot failed (the failed boot stays on record).",
+        ),
+    ] = False,
     allow_argv_mismatch: Annotated[
         bool, typer.Option("--allow-argv-mismatch", help="Run arms that differ in more than speculation.")
     ] = False,
@@ -199,6 +206,7 @@ def collect(
                 allow_argv_mismatch=allow_argv_mismatch,
                 on_event=on_event,
                 until_resolved=policy,
+                retry_failed=retry_failed,
             )
             summary = collector.run()
     except CollectError as exc:

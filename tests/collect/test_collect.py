@@ -125,6 +125,9 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     results = load_results(out)  # loads: no duplicate record, every line whole
     boots = {(b.arm, b.boot): b for b in results.boots.itertuples()}
     assert ("ngram_k2", 1) in boots and "interrupted" in str(boots[("ngram_k2", 1)].note)
+    interrupted = boots[("ngram_k2", 1)]  # keeps what was known once its server was ready
+    assert interrupted.ready_seconds > 0 and interrupted.kv_cache_tokens == 100_000
+    assert interrupted.observed_k == 2
     assert ("ngram_k2", 2) in boots and boots[("ngram_k2", 2)].status == "ready"
     assert sorted(a for a, _ in boots) == sorted(
         ["off_A", "ngram_k2", "ngram_k2", "draft_random_k2", "off_B"]
@@ -132,6 +135,55 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     assert len(set(results.boots["order"])) == len(results.boots)
     again = _collect(campaign, out, "--resume")
     assert again.returncode == 0 and "0 boots" in again.stdout
+    assert _port_free(port)
+
+
+def _wait_for_request(out: Path, arm: str, timeout: float = 120) -> None:
+    """Block until `arm` has a request record on disk."""
+    deadline = time.time() + timeout
+    path = out / "records.jsonl"
+    while time.time() < deadline:
+        if path.exists() and any(
+            f'"arm":"{arm}"' in line and '"kind":"request"' in line for line in path.read_text().splitlines()
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no request record for {arm} within {timeout} s")
+
+
+def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_again(
+    tmp_path: Path, port: int
+) -> None:
+    campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
+    out = tmp_path / "results"
+    proc = subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for_request(out, "ngram_k2")
+    started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
+    os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
+    assert proc.wait(timeout=180) == 0
+    before = (out / "records.jsonl").read_bytes()
+    results = load_results(out)
+    boots = results.boots.set_index("arm")
+    assert boots.loc["ngram_k2", "status"] == "failed" and boots.loc["off_B", "status"] == "ready"
+    assert (results.requests["arm"] == "ngram_k2").any()  # what ran before the kill is kept
+    plain = _collect(campaign, out, "--resume")
+    assert plain.returncode == 0 and "0 boots" in plain.stdout  # a failed boot is a settled boot
+    retried = _collect(campaign, out, "--resume", "--retry-failed")
+    assert retried.returncode == 0, retried.stderr
+    after = (out / "records.jsonl").read_bytes()
+    assert after.startswith(before)  # nothing collected before was rewritten or lost
+    final = load_results(out)
+    rows = {(b.arm, b.boot): b.status for b in final.boots.itertuples()}
+    assert rows[("ngram_k2", 1)] == "failed" and rows[("ngram_k2", 2)] == "ready"
+    assert len(rows) == 5 and len(set(final.boots["order"])) == 5
+    decision = json.loads(decide_directory(out).json_text)
+    ngram = next(a for a in decision["arms"] if a["name"] == "ngram_k2")
+    boot_ok = next(r for r in ngram["rules"] if r["kind"] == "boot_ok")
+    assert boot_ok["passed"] is False and "1 of 2 boots failed" in boot_ok["detail"]
     assert _port_free(port)
 
 
@@ -226,6 +278,21 @@ def test_missing_metrics_and_a_failed_boot(tmp_path: Path, port: int) -> None:
     assert metrics_acc.empty
     assert boots.loc["draft_random_k2", "status"] == "failed"
     assert "injected boot failure" in boots.loc["draft_random_k2", "error"]
+
+
+def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path: Path, port: int) -> None:
+    text = campaign_text(port, reps=1, concurrency="[1]").replace("grace_seconds = 5", "grace_seconds = 1")
+    out = tmp_path / "results"
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen(16)
+        done = _collect(_write(tmp_path, text), out)
+    assert done.returncode == 0, done.stderr
+    results = load_results(out)
+    assert (results.boots["status"] == "failed").all() and len(results.boots) == 4
+    assert all("already in use" in str(e) for e in results.boots["error"])
+    assert results.requests.empty
 
 
 def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) -> None:

@@ -26,6 +26,7 @@ from mtpverdict.results.writer import ResultsWriter
 from mtpverdict.rules.policy import Policy
 
 HEALTH_POLL_SECONDS = 1.0
+ORPHAN_WAIT_SECONDS = 30.0
 INTERRUPTED_NOTE = "interrupted: collect stopped before this boot finished; its runs are kept"
 STARTED_DIR = "boots"  # under raw/: one JSON file per boot started, so an interrupted boot is known
 
@@ -95,15 +96,60 @@ def stop_orphan(pid: object, argv0: object) -> bool:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         return False
+    _wait_gone(pid, ORPHAN_WAIT_SECONDS)  # its port must be free before the next server starts
     return True
 
 
-def plan_boots(plan: CampaignPlan, writer: ResultsWriter) -> tuple[list[PlannedBoot], list[dict[str, Any]]]:
+def _wait_gone(pid: int, seconds: float) -> bool:
+    """Wait until a process has exited (gone, or a zombie nobody reaps); False on timeout."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+async def port_in_use(host: str, port: int, wait_seconds: float) -> bool:
+    """True when something still accepts connections on host:port after waiting up to wait_seconds.
+
+    A server launched on a busy port fails to bind while the health check reaches the other process,
+    which would then be measured as this arm.
+    """
+    import time
+
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            return True
+        await asyncio.sleep(0.25)
+
+
+def plan_boots(
+    plan: CampaignPlan, writer: ResultsWriter, *, retry_failed: bool = False
+) -> tuple[list[PlannedBoot], list[dict[str, Any]]]:
     """Boots still owed (round-robin over the arms), and boot records owed for interrupted boots.
 
     A boot is settled once its boot record exists (ready or failed) and is not marked interrupted. A
     boot that was started but has no boot record (collect was killed) gets a record saying it was
     interrupted, built from its started file; its runs stay as evidence and a fresh boot is owed.
+    With retry_failed a failed boot is not settled either: a fresh boot is owed, and the failed boot's
+    record stays, so the policy's boot_ok rule still sees it.
     """
     results = writer.root
     records = writer.records
@@ -128,7 +174,7 @@ def plan_boots(plan: CampaignPlan, writer: ResultsWriter) -> tuple[list[PlannedB
                 owed_records.append({**started["record"], "note": INTERRUPTED_NOTE})
     settled: dict[str, int] = {}
     for (arm, _boot), rec in boot_records.items():
-        if rec.get("note") != INTERRUPTED_NOTE:
+        if rec.get("note") != INTERRUPTED_NOTE and not (retry_failed and rec["status"] == "failed"):
             settled[arm] = settled.get(arm, 0) + 1
     owed: list[PlannedBoot] = []
     order = max_order
@@ -186,8 +232,10 @@ class Collector:
         allow_argv_mismatch: bool,
         on_event: Callable[[Event], None],
         until_resolved: Policy | None = None,
+        retry_failed: bool = False,
     ) -> None:
         self.plan = plan
+        self.retry_failed = retry_failed
         self.results = Path(results)
         self.variables = variables
         self.on_event = on_event
@@ -237,8 +285,11 @@ class Collector:
     # --- the loop ------------------------------------------------------------------------------------
 
     def run(self) -> CollectSummary:
-        owed, owed_records = plan_boots(self.plan, self.writer)
+        owed, owed_records = plan_boots(self.plan, self.writer, retry_failed=self.retry_failed)
+        arms = {a.name: a for a in self.plan.arms}
         for record in owed_records:
+            if record.get("log"):  # the engine log of an interrupted boot still holds its windows
+                self._log_surface(arms[record["arm"]], record["boot"], record["log"], record)
             self._append(record)
             self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
         self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
@@ -347,13 +398,7 @@ class Collector:
             "log": log_rel if plan.server.mode == "launch" else None,
         }
         started = _started_path(self.results, arm.name, planned.boot)
-        atomic_write(
-            started,
-            json.dumps(
-                {"arm": arm.name, "boot": planned.boot, "order": planned.order, "record": record},
-                sort_keys=True,
-            ),
-        )
+        _write_started(started, planned, record, None)
         self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
         server = None
         if plan.server.mode == "launch":
@@ -421,21 +466,16 @@ class Collector:
         timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
             if server is not None:
+                if await port_in_use(plan.server.host, plan.server.port, plan.server.grace_seconds):
+                    record["status"] = "failed"
+                    record["error"] = (
+                        f"port {plan.server.port} on {plan.server.host} is already in use by another "
+                        "process; stop it or choose another server.port (a server there would be "
+                        "measured as this arm)"
+                    )
+                    return
                 server.start()
-                atomic_write(
-                    started,
-                    json.dumps(
-                        {
-                            "arm": planned.arm.name,
-                            "boot": planned.boot,
-                            "order": planned.order,
-                            "record": record,
-                            "pid": server.pid,
-                            "argv0": server.argv[0],
-                        },
-                        sort_keys=True,
-                    ),
-                )
+                _write_started(started, planned, record, server)
             ready = await self._wait_ready(client, base_url, server)
             if ready is None:
                 record["status"] = "failed"
@@ -458,6 +498,7 @@ class Collector:
                     f"acceptance counters) does not match the arm (k={arm.k}); refused"
                 )
                 return
+            _write_started(started, planned, record, server)  # an interrupted boot keeps what is known
             try:
                 await self._measure(client, base_url, model, planned, server)
                 await self._coherence(client, base_url, model, planned, server)
@@ -814,6 +855,21 @@ class Collector:
                     self.on_event(
                         Event("note", arm.name, boot, f"log window at line {reading.line} kept out: {exc}")
                     )
+
+
+def _write_started(
+    path: Path, planned: PlannedBoot, record: dict[str, Any], server: LaunchedServer | None
+) -> None:
+    """What a resume needs of a boot in progress: its record so far and the server to stop."""
+    started: dict[str, Any] = {
+        "arm": planned.arm.name,
+        "boot": planned.boot,
+        "order": planned.order,
+        "record": record,
+    }
+    if server is not None:
+        started.update(pid=server.pid, argv0=server.argv[0])
+    atomic_write(path, json.dumps(started, sort_keys=True))
 
 
 def _coherence_record(
