@@ -1,15 +1,18 @@
 """Calibration of the decision rules: false promotions under the null and power, per shipped policy.
 
-For designs of 1, 3 and 5 boots per arm (off_A, k1, k2, k3, off_B in round-robin boot order; one
-workload; concurrency 1 and 4; 2 reps, the first run of each boot cold), simulated campaigns are
-decided by the real engine with each shipped policy:
+For designs of 1, 3 and 5 boots per arm (off_A, k1, k2, k3, off_B in round-robin boot order; the
+workloads the policy's rules name, or one `chat` workload; concurrency 1 and 4; 2 reps, the first run
+of each boot cold; off at 60 tok/s, or 1.5x the policy's highest absolute target), simulated campaigns
+are decided by the real engine with each shipped policy:
 - null: every depth runs exactly as fast as off; any promotion is a false promotion;
 - 1x and 2x floor: k2 is faster than off by once and twice the floor the design can resolve (k1 and
   k3 stay null), where the floor is t(1 - alpha / 3, df) x sd x sqrt(1/n + 1/(2n)) with the design's
   pooled degrees of freedom df = 2n - 1 + 3(n - 1) and the true sd of a boot's statistic in its
   noisiest cell (concurrency 1, one counted run: boot, run and stream noise). Power is the rate of
   promotions of k2 (an arm whose true effect is positive).
-Every policy sees the same campaigns (campaign i of a scenario has the same seed for each policy).
+Policies of the same shape see the same campaigns (campaign i of a scenario has the same seed for
+each policy). Under a reference policy (thor-c21 keeps k3) the null's answer is keep_reference, and a
+promotion means switching away from the reference.
 Rates carry two-sided 95% Clopper-Pearson intervals.
 
     python bench/calibration.py [--campaigns 1000] [--workers 2] [--policies default,strict-ci]
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import mtpverdict.decide.engine  # noqa: F401  (loaded before the workers fork, not per task)
 from mtpverdict.plan import Design, boot_level_sd, design_df, design_floor
-from mtpverdict.rules import load_policy, shipped_policies
+from mtpverdict.rules import Policy, load_policy, shipped_policies
 from mtpverdict.simulate import Calibration, Scenario, SimArm, calibrate, combine
 
 ALPHA = 0.05  # every shipped policy's family-wise alpha; the floor is computed at it
@@ -72,9 +75,31 @@ def design_floor_for(boots: int) -> tuple[int, float]:
     return design_df(boots, design), design_floor(worst_cell_sd(), boots, design, ALPHA)
 
 
-def scenario(boots: int, kind: str) -> Scenario:
+def policy_shape(policy: Policy) -> tuple[tuple[str, ...], float]:
+    """The workloads a policy's rules name, and a decode rate clearing its absolute targets.
+
+    A simulated campaign holds those workloads (the same effects in each), so a policy written for a
+    seed's workloads (thor-c21: `code`; arc-b70: `ctx4k` to `ctx115k`) judges evidence it can read; the
+    speculation-off rate is 1.5x the highest beats_target target, so a target does not decide alone.
+    """
+    named: set[str] = set()
+    targets = [0.0]
+    for rule in policy.rules:
+        params = dict(rule.params)
+        named.update(params.get("workloads") or ())
+        if params.get("workload"):
+            named.add(params["workload"])
+        if rule.kind == "beats_target" and params.get("target") is not None:
+            targets.append(float(params["target"]))
+    if policy.selection_workload:
+        named.add(policy.selection_workload)
+    return tuple(sorted(named)) or ("chat",), max(60.0, 1.5 * max(targets))
+
+
+def scenario(boots: int, kind: str, policy: Policy | None = None) -> Scenario:
     _, floor = design_floor_for(boots)
     effect = {"null": 0.0, "1x": floor, "2x": 2.0 * floor}[kind]
+    workloads, base_tps = policy_shape(policy) if policy is not None else (("chat",), 60.0)
     return Scenario(
         name=f"{kind}-{boots}-boots",
         arms=(SimArm("off_A"), SimArm("k1", 1), SimArm("k2", 2, effect), SimArm("k3", 3), SimArm("off_B")),
@@ -82,12 +107,15 @@ def scenario(boots: int, kind: str) -> Scenario:
         reps=2,
         concurrency=(1, 4),
         completion_tokens=128,
+        workloads=workloads,
+        base_decode_tps=base_tps,
     )
 
 
 def _task(args: tuple[str, int, str, int, int, int]) -> tuple[str, int, str, Calibration]:
     policy_name, boots, kind, seed, start, count = args
-    result = calibrate(scenario(boots, kind), load_policy(policy_name), count, seed=seed, start=start)
+    policy = load_policy(policy_name)
+    result = calibrate(scenario(boots, kind, policy), policy, count, seed=seed, start=start)
     return policy_name, boots, kind, result
 
 

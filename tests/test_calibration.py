@@ -46,3 +46,35 @@ def test_a_real_effect_is_found() -> None:
     )
     result = calibrate(scenario, load_policy("default"), 40, seed=13)
     assert result.correct_promotions >= 30
+
+
+def _seed_shaped(workloads: tuple[str, ...], k2_effect: float) -> Scenario:
+    return Scenario(
+        name="seed-shaped",
+        arms=(SimArm("off_A"), SimArm("k1", 1), SimArm("k2", 2, k2_effect), SimArm("k3", 3), SimArm("off_B")),
+        boots_per_arm=3,
+        reps=2,
+        concurrency=(1, 4),
+        completion_tokens=64,
+        workloads=workloads,
+        base_decode_tps=150.0,  # thor-c21's target is 100 tok/s
+    )
+
+
+def test_thor_policy_keeps_its_reference_under_the_null_and_switches_for_a_clear_win() -> None:
+    policy = load_policy("thor-c21")
+    null = calibrate(_seed_shaped(("code",), 0.0), policy, 20, seed=14)
+    # 5 or more false switches of 20 has probability 0.3% at a 5% rate: the rate would be wrong
+    assert null.false_promotions <= 4 and null.keep_reference + null.false_promotions == 20
+    win = calibrate(_seed_shaped(("code",), 0.2), policy, 20, seed=15)
+    assert win.correct_promotions >= 18
+
+
+def test_arc_policy_judges_campaigns_with_its_context_workloads() -> None:
+    policy = load_policy("arc-b70")
+    workloads = ("ctx115k", "ctx32k", "ctx4k", "ctx64k", "ctx80k")
+    null = calibrate(_seed_shaped(workloads, 0.0), policy, 20, seed=16)
+    assert null.false_promotions <= 4 and null.inconclusive + null.keep_disabled + null.promotions == 20
+    assert null.inconclusive < 20  # its rules find their workloads: not inconclusive by construction
+    win = calibrate(_seed_shaped(workloads, 0.2), policy, 20, seed=17)
+    assert win.correct_promotions >= 18

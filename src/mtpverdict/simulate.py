@@ -56,6 +56,7 @@ class Scenario:
     kv_pool_tokens: int = 1_000_000
     window_tokens: int = 4096
     failed_boots: tuple[str, ...] = ()  # arms whose first boot fails
+    workloads: tuple[str, ...] = ("chat",)  # workload ids; every arm's effect is the same in each
     description: str = ""
     extra_notes: tuple[str, ...] = field(default=())
 
@@ -104,12 +105,13 @@ def simulate_campaign(
         "arms": arms_json,
         "workloads": [
             {
-                "id": "chat",
+                "id": workload,
                 "prompt_tokens": scenario.prompt_tokens,
                 "max_tokens": scenario.completion_tokens,
                 "expect_identical": True,
-                "description": "synthetic chat prompt",
+                "description": f"synthetic {workload} prompt",
             }
+            for workload in scenario.workloads
         ],
         "window_tokens": scenario.window_tokens,
         "notes": " ".join(("Synthetic.", *scenario.extra_notes)),
@@ -150,71 +152,72 @@ def simulate_campaign(
         drift = scenario.drift_total * (order - 1) / last
         clock = 100.0
         first_run = True
-        for conc in scenario.concurrency:
-            doublings = math.log2(conc)
-            effect = arm.effect + arm.effect_slope * doublings
-            per_stream = scenario.base_decode_tps * conc**scenario.stream_scaling
-            for rep in range(1, scenario.reps + 1):
-                run_shift = float(rng.normal(0.0, scenario.run_sd))
-                cold = first_run
-                first_run = False
-                log_rate = math.log(per_stream) + effect + boot_shift + drift + run_shift
-                rate_mult = scenario.cold_factor if cold else 1.0
-                ttft_mult = scenario.cold_ttft_factor if cold else 1.0
-                t0 = clock
-                ends = []
-                drafts_total = 0
-                for stream in range(conc):
-                    rate = math.exp(log_rate + float(rng.normal(0.0, scenario.request_sd))) * rate_mult
-                    ttft = scenario.base_ttft_ms * ttft_mult * math.exp(float(rng.normal(0.0, 0.03)))
-                    start = t0 + 0.0005 * stream
-                    t_first = start + ttft / 1000.0
-                    t_end = t_first + (ct - 1) / rate
-                    ends.append(t_end)
-                    records.append(
-                        {
-                            "kind": "request",
-                            "arm": name,
-                            "boot": boot,
-                            "workload": "chat",
-                            "concurrency": conc,
-                            "rep": rep,
-                            "stream": stream,
-                            "warmup": False,
-                            "t_start": round(start, 6),
-                            "t_first": round(t_first, 6),
-                            "t_end": round(t_end, 6),
-                            "prompt_tokens": scenario.prompt_tokens,
-                            "completion_tokens": ct,
-                            "status": "ok",
-                            "error": None,
-                            "output_sha256": output_hash,
-                        }
-                    )
-                if arm.k:
-                    rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
-                    mean_len = 1.0 + sum(rates)
-                    drafts_total = max(1, round(conc * ct / mean_len))
-                    per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
-                    for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
-                        per_pos[i] = min(per_pos[i], per_pos[i - 1])
-                    records.append(
-                        {
-                            "kind": "acceptance",
-                            "arm": name,
-                            "boot": boot,
-                            "workload": "chat",
-                            "concurrency": conc,
-                            "rep": rep,
-                            "source": "metrics",
-                            "scoped": "run",
-                            "drafts": drafts_total,
-                            "draft_tokens": drafts_total * arm.k,
-                            "accepted_tokens": sum(per_pos),
-                            "accepted_per_position": per_pos,
-                        }
-                    )
-                clock = max(ends) + 1.0
+        for workload in scenario.workloads:
+            for conc in scenario.concurrency:
+                doublings = math.log2(conc)
+                effect = arm.effect + arm.effect_slope * doublings
+                per_stream = scenario.base_decode_tps * conc**scenario.stream_scaling
+                for rep in range(1, scenario.reps + 1):
+                    run_shift = float(rng.normal(0.0, scenario.run_sd))
+                    cold = first_run
+                    first_run = False
+                    log_rate = math.log(per_stream) + effect + boot_shift + drift + run_shift
+                    rate_mult = scenario.cold_factor if cold else 1.0
+                    ttft_mult = scenario.cold_ttft_factor if cold else 1.0
+                    t0 = clock
+                    ends = []
+                    drafts_total = 0
+                    for stream in range(conc):
+                        rate = math.exp(log_rate + float(rng.normal(0.0, scenario.request_sd))) * rate_mult
+                        ttft = scenario.base_ttft_ms * ttft_mult * math.exp(float(rng.normal(0.0, 0.03)))
+                        start = t0 + 0.0005 * stream
+                        t_first = start + ttft / 1000.0
+                        t_end = t_first + (ct - 1) / rate
+                        ends.append(t_end)
+                        records.append(
+                            {
+                                "kind": "request",
+                                "arm": name,
+                                "boot": boot,
+                                "workload": workload,
+                                "concurrency": conc,
+                                "rep": rep,
+                                "stream": stream,
+                                "warmup": False,
+                                "t_start": round(start, 6),
+                                "t_first": round(t_first, 6),
+                                "t_end": round(t_end, 6),
+                                "prompt_tokens": scenario.prompt_tokens,
+                                "completion_tokens": ct,
+                                "status": "ok",
+                                "error": None,
+                                "output_sha256": output_hash,
+                            }
+                        )
+                    if arm.k:
+                        rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
+                        mean_len = 1.0 + sum(rates)
+                        drafts_total = max(1, round(conc * ct / mean_len))
+                        per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
+                        for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
+                            per_pos[i] = min(per_pos[i], per_pos[i - 1])
+                        records.append(
+                            {
+                                "kind": "acceptance",
+                                "arm": name,
+                                "boot": boot,
+                                "workload": workload,
+                                "concurrency": conc,
+                                "rep": rep,
+                                "source": "metrics",
+                                "scoped": "run",
+                                "drafts": drafts_total,
+                                "draft_tokens": drafts_total * arm.k,
+                                "accepted_tokens": sum(per_pos),
+                                "accepted_per_position": per_pos,
+                            }
+                        )
+                    clock = max(ends) + 1.0
         for case, answer in (("capital-of-france", "Paris"), ("two-plus-two", "4")):
             records.append(
                 {

@@ -52,6 +52,27 @@ def _port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _wait_for_request(out: Path, arm: str, timeout: float = 120) -> None:
+    """Block until `arm` has a request record on disk."""
+    deadline = time.time() + timeout
+    path = out / "records.jsonl"
+    while time.time() < deadline:
+        if path.exists() and any(
+            f'"arm":"{arm}"' in line and '"kind":"request"' in line for line in path.read_text().splitlines()
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no request record for {arm} within {timeout} s")
+
+
+def _start_collect(campaign: Path, out: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port: int) -> None:
     out = tmp_path / "results"
     done = _collect(_write(tmp_path, campaign_text(port)), out)
@@ -103,20 +124,8 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
 def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:  # kill it in the middle of the second arm's boot
-        path = out / "records.jsonl"
-        if path.exists() and any(
-            '"arm":"ngram_k2"' in line and '"kind":"request"' in line
-            for line in path.read_text().splitlines()
-        ):
-            break
-        time.sleep(0.05)
+    proc = _start_collect(campaign, out)
+    _wait_for_request(out, "ngram_k2")  # kill it in the middle of the second arm's boot
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert load_results(out)  # valid even right after the kill
@@ -138,29 +147,12 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     assert _port_free(port)
 
 
-def _wait_for_request(out: Path, arm: str, timeout: float = 120) -> None:
-    """Block until `arm` has a request record on disk."""
-    deadline = time.time() + timeout
-    path = out / "records.jsonl"
-    while time.time() < deadline:
-        if path.exists() and any(
-            f'"arm":"{arm}"' in line and '"kind":"request"' in line for line in path.read_text().splitlines()
-        ):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no request record for {arm} within {timeout} s")
-
-
 def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_again(
     tmp_path: Path, port: int
 ) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _start_collect(campaign, out)
     _wait_for_request(out, "ngram_k2")
     started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
     os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
