@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,19 +57,19 @@ def test_golden_decision(fixture: str, policy: str, tmp_path: Path, regen_golden
     assert got == golden.read_text(), f"{golden.name} changed; review, then pytest --regen-golden"
 
 
-def _d(fixture: str, policy: str, tmp: Path) -> dict[str, object]:
+def _d(fixture: str, policy: str, tmp: Path) -> dict[str, Any]:
     decision = _decide(fixture, policy, tmp)["decision"]
     assert isinstance(decision, dict)
     return decision
 
 
-def _arm(decision: dict[str, object], name: str) -> dict[str, object]:
+def _arm(decision: dict[str, Any], name: str) -> dict[str, Any]:
     arms = decision["arms"]
     assert isinstance(arms, list)
     return next(a for a in arms if a["name"] == name)
 
 
-def _reasons(decision: dict[str, object]) -> str:
+def _reasons(decision: dict[str, Any]) -> str:
     reasons = decision["reasons"]
     assert isinstance(reasons, list)
     return "\n".join(reasons)
@@ -77,10 +78,10 @@ def _reasons(decision: dict[str, object]) -> str:
 def test_thor_c21_keeps_reference_and_says_no_bracketing_control(tmp_path: Path) -> None:
     d = _d("thor-qwen36-35b-a3b", "thor-c21", tmp_path)
     assert d["decision"] == "keep_reference"
-    assert d["selected"]["arm"] == "k3"  # type: ignore[index]
+    assert d["selected"]["arm"] == "k3"
     k7 = _arm(d, "k7")
     assert k7["verdict"] == "rejected"
-    stable = next(r for r in k7["rules"] if r["kind"] == "stable_acceptance")  # type: ignore[union-attr]
+    stable = next(r for r in k7["rules"] if r["kind"] == "stable_acceptance")
     assert "63 drafted tokens" in stable["detail"] and "0.222" in stable["detail"]
     text = _reasons(d)
     assert "clears the 61.2 floor and misses the 100.0 target" in text  # off
@@ -92,7 +93,7 @@ def test_thor_c21_keeps_reference_and_says_no_bracketing_control(tmp_path: Path)
 def test_thor_boring_policy_picks_k3(tmp_path: Path) -> None:
     d = _d("thor-qwen36-35b-a3b", BORING, tmp_path)
     assert d["decision"] == "promote"
-    assert d["selected"]["arm"] == "k3"  # type: ignore[index]
+    assert d["selected"]["arm"] == "k3"
 
 
 def test_thor_default_is_inconclusive_for_want_of_a_floor(tmp_path: Path) -> None:
@@ -116,11 +117,11 @@ def test_arc_keeps_mtp_disabled_with_the_seed_reasons(tmp_path: Path) -> None:
 
 def test_synthetic_outcomes(tmp_path: Path) -> None:
     win = _d("synthetic-clean-win", "default", tmp_path)
-    assert win["decision"] == "promote" and win["selected"]["arm"] == "k2"  # type: ignore[index]
+    assert win["decision"] == "promote" and win["selected"]["arm"] == "k2"
     assert _d("synthetic-null", "default", tmp_path)["decision"] in ("keep_mtp_disabled", "inconclusive")
     void = _d("synthetic-void-arm", "default", tmp_path)
     assert _arm(void, "k2")["verdict"] == "void"
-    assert void["selected"]["arm"] != "k2"  # type: ignore[index]
+    assert void["selected"]["arm"] != "k2"
     drift = _d("synthetic-drift", "default", tmp_path)
     assert drift["decision"] == "inconclusive" and "drift" in _reasons(drift).split("\n")[0]
     blind = _d("synthetic-blind", "default", tmp_path)

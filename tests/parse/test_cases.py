@@ -16,7 +16,10 @@ MIN_CASES = 30
 
 
 def _expected(case: Path) -> dict[str, object]:
-    return json.loads(case.with_name(case.stem + ".expected.json").read_text(encoding="utf-8"))
+    data: dict[str, object] = json.loads(
+        case.with_name(case.stem + ".expected.json").read_text(encoding="utf-8")
+    )
+    return data
 
 
 def _check(actual: dict[str, object], expected: dict[str, object]) -> None:

@@ -93,9 +93,10 @@ def test_recorded_bench_results_import_and_load(tmp_path: Path) -> None:
     assert set(requests["concurrency"]) == {2}
 
     windows = loaded.acceptance.set_index("boot")
-    assert tuple(windows.loc[1, ["drafts", "draft_tokens", "accepted_tokens"]]) == (15, 30, 0)
-    assert tuple(windows.loc[2, ["drafts", "draft_tokens", "accepted_tokens"]]) == (24, 48, 0)
-    assert tuple(windows.loc[2, "per_position_rate"]) == (0.0, 0.0)
+    counts = ["drafts", "draft_tokens", "accepted_tokens"]
+    assert tuple(windows.loc[[1], counts].iloc[0]) == (15, 30, 0)
+    assert tuple(windows.loc[[2], counts].iloc[0]) == (24, 48, 0)
+    assert windows.loc[2, "per_position_rate"] == (0.0, 0.0)
     assert set(windows["source"]) == {"metrics"} and set(windows["scoped"]) == {"window"}
 
     summaries = loaded.summaries[loaded.summaries["arm"] == "ngram2"].set_index("metric")
@@ -137,9 +138,10 @@ def test_greedy_bench_of_a_copy_drafter_is_full_acceptance(tmp_path: Path) -> No
     sampled = import_vllm_bench(files[1:], arm="copy2", out=out, workload="sampled")
     assert dict(greedy.written) == dict(sampled.written) == {"acceptance": 1, "summary": 3}
     windows = load_results(out).acceptance.set_index("workload")
-    assert tuple(windows.loc["greedy", ["drafts", "draft_tokens", "accepted_tokens"]]) == (88, 176, 176)
+    counts = ["drafts", "draft_tokens", "accepted_tokens"]
+    assert tuple(windows.loc[["greedy"], counts].iloc[0]) == (88, 176, 176)
     assert windows.loc["greedy", "mean_acceptance_length"] == pytest.approx(3.0)
-    assert tuple(windows.loc["greedy", "per_position_rate"]) == (1.0, 1.0)
+    assert windows.loc["greedy", "per_position_rate"] == (1.0, 1.0)
     # without --temperature 0 the bench samples, and the copy drafter is almost never accepted
     assert tuple(windows.loc["sampled", ["drafts", "draft_tokens", "accepted_tokens"]]) == (247, 494, 1)
 

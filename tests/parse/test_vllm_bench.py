@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,12 +19,13 @@ from .support import DATA
 BENCH = DATA / "vllm_bench"
 
 
-def _records(out: Path) -> list[dict[str, object]]:
+def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
 
 
 def _campaign(out: Path) -> dict[str, object]:
-    return json.loads((out / "campaign.json").read_text())
+    data: dict[str, object] = json.loads((out / "campaign.json").read_text())
+    return data
 
 
 def test_round_trip_control_summary_and_candidate_requests(tmp_path: Path) -> None:
