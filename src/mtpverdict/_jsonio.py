@@ -32,11 +32,13 @@ def canonical(value: Any, *, indent: int | None = 2) -> str:
     return text + "\n"
 
 
+# one encoder for every line: json.dumps with options builds a new encoder per call
+_LINE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def record_line(record: dict[str, Any]) -> str:
     """One records.jsonl line: compact, sorted keys, exact floats (no rounding of measurements)."""
-    return (
-        json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
-    )
+    return _LINE_ENCODER.encode(record) + "\n"
 
 
 def atomic_write(path: Path, text: str) -> None:

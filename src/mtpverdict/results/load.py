@@ -90,8 +90,11 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number in JSON; write null or a finite value")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # one decoder: json.loads builds one per call
+
+
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return _DECODER.decode(text)
 
 
 def safe_relative(path: str) -> bool:
@@ -469,13 +472,12 @@ def _build(
                 key="kind",
             )
             continue
-        body = {k: v for k, v in rec.items() if k != "kind"}
-        found = check_object(body, RECORD_FIELDS[kind])
+        found = check_object(rec, RECORD_FIELDS[kind], skip="kind")
         if found:
             for key, message in found:
                 problems.add(source, message, line=number, key=key)
             continue
-        full = {**_DEFAULTS[kind], **body}
+        full = {**_DEFAULTS[kind], **rec}
         bad = False
         for bad_key, message in _record_problems(kind, full):
             problems.add(source, message, line=number, key=bad_key)

@@ -501,13 +501,16 @@ def _compiled(
 
 
 def check_object(
-    obj: Mapping[str, Any], fields: tuple[Field, ...], prefix: str = ""
+    obj: Mapping[str, Any], fields: tuple[Field, ...], prefix: str = "", skip: str | None = None
 ) -> list[tuple[str, str]]:
-    """Check one JSON object against its fields; return (key, message) pairs, empty when valid."""
+    """Check one JSON object against its fields; return (key, message) pairs, empty when valid.
+
+    `skip` names one key that is not a field and is checked elsewhere (a record's `kind`).
+    """
     problems: list[tuple[str, str]] = []
     known, checkers = _compiled(fields)
     for key in obj:
-        if key not in known:
+        if key not in known and key != skip:
             allowed = ", ".join(sorted(known))
             problems.append((f"{prefix}{key}", f"unknown key; allowed keys are {allowed}"))
     for field, check in checkers:
