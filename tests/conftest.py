@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def regen_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--regen-golden"))
+
+
+def wait_for_request(
+    out: Path,
+    arm: str,
+    *,
+    timed: bool = False,
+    proc: subprocess.Popen[bytes] | None = None,
+    timeout: float = 120.0,
+) -> None:
+    """Block until `arm` has a request record in out/records.jsonl (a timed one, not a warm-up, when
+    `timed`); fail when `proc` (the collect being watched) ends first or the time runs out."""
+    needles = (f'"arm":"{arm}"', '"kind":"request"', *(('"warmup":false',) if timed else ()))
+    path = out / "records.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and any(all(n in line for n in needles) for line in path.read_text().splitlines()):
+            return
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"collect ended (exit {proc.returncode}) before {arm} ran a request")
+        time.sleep(0.05)
+    pytest.fail(f"no request record for {arm} within {timeout} s")

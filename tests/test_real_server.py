@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +23,11 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.parse import parse_file
 from mtpverdict.results import Results, load_results
 
-from .conftest import ROOT
+from .conftest import ROOT, wait_for_request
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
-
-
-def _wait_for_request(out: Path, arm: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
-    """Block until `arm` has a timed request record on disk (fail if collect ends first)."""
-    deadline = time.time() + timeout
-    path = out / "records.jsonl"
-    while time.time() < deadline:
-        if path.exists() and any(
-            f'"arm":"{arm}"' in line and '"kind":"request"' in line and '"warmup":false' in line
-            for line in path.read_text().splitlines()
-        ):
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"collect ended (exit {proc.returncode}) before {arm} ran a request")
-        time.sleep(0.2)
-    pytest.fail(f"no request record for {arm} within {timeout} s")
+KILLED_AT = "records-at-kill.jsonl"  # beside the results: records.jsonl as collect was killed
 
 
 @pytest.fixture(scope="module")
@@ -82,25 +66,22 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with (work / "collect-interrupted.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_for_request(out, "ngram_k2", proc)
+            wait_for_request(out, "ngram_k2", timed=True, proc=proc, timeout=600)
             server = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
             os.kill(server["pid"], signal.SIGKILL)
-            _wait_for_request(out, "draft_copy_k2", proc)
+            wait_for_request(out, "draft_copy_k2", timed=True, proc=proc, timeout=600)
             proc.kill()
             proc.wait()
         finally:
             if proc.poll() is None:
                 proc.kill()
-    KILLED_AT.update(bytes=(out / "records.jsonl").read_bytes())
+    shutil.copyfile(out / "records.jsonl", work / KILLED_AT)  # what must survive the resume
     done = subprocess.run(
         [*argv, "--resume", "--retry-failed"], capture_output=True, text=True, timeout=1500, check=False
     )
     sys.stdout.write(done.stdout[-3000:])
     assert done.returncode == 0, done.stderr[-3000:]
     return out
-
-
-KILLED_AT: dict[str, bytes] = {}
 
 
 def _ready(results: Results) -> pd.DataFrame:
@@ -118,7 +99,8 @@ def _decision(out: Path) -> dict[str, Any]:
 
 
 def test_both_kills_resume_to_a_complete_directory_losing_nothing(collected: Path) -> None:
-    assert (collected / "records.jsonl").read_bytes().startswith(KILLED_AT["bytes"])
+    killed_at = (collected.parent / KILLED_AT).read_bytes()
+    assert killed_at and (collected / "records.jsonl").read_bytes().startswith(killed_at)
     results = load_results(collected)  # a duplicate record or a torn line would not load
     rows = {(b.arm, b.boot): b for b in results.boots.itertuples()}
     killed = rows[("ngram_k2", 1)]

@@ -19,6 +19,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
 from mtpverdict.results import load_results
 
+from ..conftest import wait_for_request
 from .conftest import campaign_text
 
 CLI = [sys.executable, "-m", "mtpverdict"]
@@ -50,19 +51,6 @@ def _port_free(port: int) -> bool:
     """Nothing listens on the port any more: no server outlived its boot."""
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _wait_for_request(out: Path, arm: str, timeout: float = 120) -> None:
-    """Block until `arm` has a request record on disk."""
-    deadline = time.time() + timeout
-    path = out / "records.jsonl"
-    while time.time() < deadline:
-        if path.exists() and any(
-            f'"arm":"{arm}"' in line and '"kind":"request"' in line for line in path.read_text().splitlines()
-        ):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no request record for {arm} within {timeout} s")
 
 
 def _start_collect(campaign: Path, out: Path) -> subprocess.Popen[bytes]:
@@ -125,7 +113,7 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
     proc = _start_collect(campaign, out)
-    _wait_for_request(out, "ngram_k2")  # kill it in the middle of the second arm's boot
+    wait_for_request(out, "ngram_k2")  # kill it in the middle of the second arm's boot
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert load_results(out)  # valid even right after the kill
@@ -153,7 +141,7 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
     proc = _start_collect(campaign, out)
-    _wait_for_request(out, "ngram_k2")
+    wait_for_request(out, "ngram_k2")
     started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
     os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
     assert proc.wait(timeout=180) == 0

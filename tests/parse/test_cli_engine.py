@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
 from typer.testing import CliRunner
 
-from mtpverdict.cli_engine import register
+from mtpverdict.cli import app as main_app
 
 from .support import DATA, ENGINE_CASES
 
@@ -17,19 +16,8 @@ CURRENT = ENGINE_CASES / "vllm" / "v1_current.txt"
 SGLANG = ENGINE_CASES / "sglang" / "decode_batch_current.txt"
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.callback()
-    def main() -> None:
-        """Test application."""
-
-    register(app)
-    return app
-
-
 def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(_app(), list(args))
+    result = CliRunner().invoke(main_app, list(args))
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -6,26 +6,13 @@ import json
 import re
 from pathlib import Path
 
-import typer
 from typer.testing import CliRunner
 
 from mtpverdict.cli import app as main_app
-from mtpverdict.cli_sim import register
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.callback()
-    def main() -> None:
-        """Test application."""
-
-    register(app)
-    return app
 
 
 def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(_app(), list(args))
+    result = CliRunner().invoke(main_app, list(args))
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,20 +101,17 @@ def stop_orphan(pid: object, argv0: object) -> bool:
     return True
 
 
-def _wait_gone(pid: int, seconds: float) -> bool:
-    """Wait until a process has exited (gone, or a zombie nobody reaps); False on timeout."""
-    import time
-
+def _wait_gone(pid: int, seconds: float) -> None:
+    """Wait, up to `seconds`, until a process has exited (gone, or a zombie nobody reaps)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
-            return True
+            return
         if stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
-            return True
+            return
         time.sleep(0.1)
-    return False
 
 
 async def port_in_use(host: str, port: int, wait_seconds: float) -> bool:
@@ -122,8 +120,6 @@ async def port_in_use(host: str, port: int, wait_seconds: float) -> bool:
     A server launched on a busy port fails to bind while the health check reaches the other process,
     which would then be measured as this arm.
     """
-    import time
-
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
