@@ -20,7 +20,7 @@ import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.decide.engine import decide
-from mtpverdict.results.load import results_from_records
+from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mtpverdict.results import load_results
+from mtpverdict.formats.results_io import load_results
 
 from .conftest import FIXTURES
 

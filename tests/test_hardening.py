@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from mtpverdict.collect.campaign import parse_campaign
 from mtpverdict.errors import CampaignError, InputError, PolicyError, ResultsError
+from mtpverdict.formats.results_io import load_results
 from mtpverdict.gate import read_serve_config
-from mtpverdict.results import load_results
 from mtpverdict.rules.policy import parse_policy
 
 from .conftest import DATA, FIXTURES, ROOT
@@ -139,7 +139,7 @@ def test_a_huge_line_is_streamed_not_slurped(tmp_path: Path) -> None:
         fh.seek(size)
         fh.write(b'"}\n')
     code = (
-        "import resource, sys\nfrom mtpverdict.results import load_results\n"
+        "import resource, sys\nfrom mtpverdict.formats.results_io import load_results\n"
         "from mtpverdict.errors import ResultsError\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         f"try:\n    load_results({str(tmp_path)!r})\n"

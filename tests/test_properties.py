@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mtpverdict.decide import decide, decision_json
-from mtpverdict.results.load import results_from_records
+from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import SCENARIOS, simulate_campaign
 from mtpverdict.stats import compare as cmp

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from mtpverdict.decide import decide_directory
+from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
-from mtpverdict.results import Results, load_results
 
 from .conftest import ROOT, wait_for_request
 

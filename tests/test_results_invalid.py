@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.errors import ResultsError
-from mtpverdict.results import load_results
+from mtpverdict.formats.results_io import load_results
 
 from .conftest import DATA
 
@@ -39,7 +39,7 @@ RECORD_CASES: dict[str, tuple[int | None, str | None, str]] = {
     "stream_out_of_range": (1, "stream", "must be below concurrency 2"),
     "raw_path_escape": (1, "raw", "must be a relative path under raw/"),
     "unknown_workload": (1, "workload", "'code' is not in campaign.json"),
-    "rate_out_of_range": (1, "per_position_rate", "must be <= 1"),
+    "rate_out_of_range": (1, "per_position_rate[0]", "must be <= 1"),
     "duplicate_boot_order": (2, "order", "boot order 1 is already used by off_A boot 1"),
     "bool_as_int": (1, "concurrency", "must be an integer, got bool"),
     "error_without_message": (1, "error", "must say what failed"),

@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from mtpverdict.results.spec import SCHEMAS, render_schema
+from mtpverdict.formats.schemas import SCHEMAS, render_schema
 
 from .conftest import FIXTURES, GOLDEN
 

@@ -39,7 +39,7 @@ def validate(
     """Check a results directory against results format v1; print record counts per kind and arm."""
     from tabulate import tabulate
 
-    from mtpverdict.results import load_results
+    from mtpverdict.formats.results_io import load_results
 
     try:
         loaded = load_results(results)

@@ -98,7 +98,7 @@ def simulate(
         if (out / existing).exists():
             _fail(f"{out / existing}: exists; write a simulated campaign to a new directory")
     campaign, records = simulate(simulation)
-    from mtpverdict.results.load import results_from_records
+    from mtpverdict.formats.results_io import results_from_records
 
     try:  # the generator's output is checked by the loader before anything is written
         results_from_records(campaign, records, label=str(out))
@@ -185,7 +185,7 @@ def plan(
         design = Design()
         costs = Costs(boot_seconds, run_seconds)
     else:
-        from mtpverdict.results import load_results
+        from mtpverdict.formats.results_io import load_results
 
         try:
             loaded = load_results(pilot)

@@ -306,7 +306,7 @@ def gate(
 ) -> GateResult:
     """Decide on the results with the policy, then check support and (optionally) freshness."""
     from mtpverdict.decide import decide_directory
-    from mtpverdict.results import load_results
+    from mtpverdict.formats.results_io import load_results
 
     proposed = parse_spec(proposed_text)
     config = read_serve_config(serve_config, service) if serve_config else None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from mtpverdict.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from mtpverdict.results.model import Results
+    from mtpverdict.formats.results_io import Results
 
 DEFAULT_ALPHA = 0.05  # one-sided family-wise false-promotion rate, as in the default policy
 DEFAULT_POWER = 0.80  # conventional target power (Cohen 1988, ch. 2)

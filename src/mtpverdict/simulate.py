@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mtpverdict.results.spec import RECORD_FIELDS, RESULTS_FORMAT
+from mtpverdict.formats.results import NAME_PATTERN, RESULTS_FORMAT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -325,7 +325,7 @@ SIM_KEYS = (
     "arms",
 )
 ARM_KEYS = ("name", "k", "effect", "effect_slope", "acceptance", "position_decay", "void")
-ARM_NAME = next(f.pattern for f in RECORD_FIELDS["request"] if f.name == "arm") or ""  # results format v1
+ARM_NAME = NAME_PATTERN  # results format v1
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,7 +588,7 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int, start:
     import numpy as np
 
     from mtpverdict.decide.engine import decide
-    from mtpverdict.results.load import results_from_records
+    from mtpverdict.formats.results_io import results_from_records
 
     truth = {a.name: a.effect for a in scenario.arms}
     promotions = correct = inconclusive = keep = reference = 0

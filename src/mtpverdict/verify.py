@@ -22,7 +22,7 @@ def verify(decision_path: str | Path, results: str | Path, rules: str | None = N
     """Check a decision file against a results directory (and the policy it names, or `rules`)."""
     from mtpverdict.decide import decide_directory
     from mtpverdict.decide.engine import DECISION_FORMAT
-    from mtpverdict.results import load_results
+    from mtpverdict.formats.results_io import load_results
     from mtpverdict.rules import load_policy, shipped_policies
 
     source = str(decision_path)

@@ -17,7 +17,7 @@ import pytest
 from mtpverdict.collect import Collector, Event, load_campaign_file
 from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
-from mtpverdict.results import load_results
+from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
 from .conftest import campaign_text
@@ -303,7 +303,7 @@ def test_a_full_disk_stops_cleanly_and_resume_completes(
                 raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr("mtpverdict.results.writer.os.write", full_disk)
+    monkeypatch.setattr("mtpverdict.formats.results_io.os.write", full_disk)
     with pytest.raises(OSError, match="No space left"):
         Collector(
             campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
@@ -311,7 +311,7 @@ def test_a_full_disk_stops_cleanly_and_resume_completes(
     kept = load_results(out)
     tables = (kept.requests, kept.boots, kept.acceptance, kept.coherence, kept.likelihood, kept.summaries)
     assert sum(len(t) for t in tables) == 9  # every record written before the disk filled, none torn
-    monkeypatch.setattr("mtpverdict.results.writer.os.write", real_write)
+    monkeypatch.setattr("mtpverdict.formats.results_io.os.write", real_write)
     events: list[Event] = []
     Collector(
         campaign, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=events.append

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.errors import EngineTextError
+from mtpverdict.formats.results_io import load_results
 from mtpverdict.importers import import_vllm_bench
 from mtpverdict.parse import (
     AcceptanceReading,
@@ -16,7 +17,6 @@ from mtpverdict.parse import (
     parse_file,
     parse_metrics,
 )
-from mtpverdict.results import load_results
 
 from .support import DATA, RECORDED
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from mtpverdict.errors import EngineTextError, ResultsError
+from mtpverdict.formats.results_io import load_results
 from mtpverdict.importers import import_vllm_bench
-from mtpverdict.results import load_results
 
 from .support import DATA
 

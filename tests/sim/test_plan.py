@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mtpverdict.errors import InputError
+from mtpverdict.formats.results_io import Results, results_from_records
 from mtpverdict.plan import (
     Costs,
     Design,
@@ -23,8 +24,6 @@ from mtpverdict.plan import (
     required_boots,
     stated_components,
 )
-from mtpverdict.results.load import results_from_records
-from mtpverdict.results.model import Results
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 from mtpverdict.stats import compare as cmp
 

@@ -23,7 +23,7 @@ from mtpverdict.collect import client as cl
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, parity_problems
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.errors import CollectError
-from mtpverdict.results.writer import ResultsWriter
+from mtpverdict.formats.results_io import ResultsWriter
 from mtpverdict.rules.policy import Policy
 
 HEALTH_POLL_SECONDS = 1.0
@@ -347,7 +347,7 @@ class Collector:
         """
         from mtpverdict.decide.engine import decide
         from mtpverdict.errors import InputError
-        from mtpverdict.results.load import load_results
+        from mtpverdict.formats.results_io import load_results
 
         assert self.until_resolved is not None
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from mtpverdict.decide.engine import DECISION_FORMAT, DECISIONS, Decision, decide
 from mtpverdict.decide.evidence import NoiseHistory, history_from
 from mtpverdict.decide.output import decision_dict, decision_json, render_summary
-from mtpverdict.results.load import load_results
+from mtpverdict.formats.results_io import load_results
 from mtpverdict.rules.policy import Policy, load_policy
 
 __all__ = [

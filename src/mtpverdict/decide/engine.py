@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from mtpverdict.decide.evidence import Evidence, NoiseHistory, gather
-from mtpverdict.results.model import Arm, Results
+from mtpverdict.formats.results import Arm
+from mtpverdict.formats.results_io import Results
 from mtpverdict.rules.evaluate import CONTROL_KINDS, RuleOutcome, evaluate, pct
 from mtpverdict.rules.policy import Policy
 from mtpverdict.stats import compare as cmp

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mtpverdict.results.model import Campaign, Results
+from mtpverdict.formats.results import Campaign
+from mtpverdict.formats.results_io import Results
 from mtpverdict.rules.policy import Policy
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance, arm_acceptance

@@ -43,8 +43,11 @@ from typing import Any
 
 from mtpverdict._jsonio import atomic_write, canonical
 from mtpverdict.errors import EngineTextError, Problem, ResultsError
-from mtpverdict.results.spec import METHODS, RESULTS_FORMAT, ROLES
-from mtpverdict.results.writer import ResultsWriter
+from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role
+from mtpverdict.formats.results_io import ResultsWriter
+
+METHODS = tuple(m.value for m in Method)
+ROLES = tuple(r.value for r in Role)
 
 CAMPAIGN_FILE = "campaign.json"
 RAW_SUBDIR = "vllm-bench"

@@ -12,8 +12,8 @@ from typing import TypeGuard
 import pandas as pd
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats.results_io import Results
 from mtpverdict.report.decision import DecisionDoc, load_decision, parse_decision
-from mtpverdict.results.model import Results
 
 COMPUTED = "computed"  # DecisionDoc.source when the report ran the decision itself
 
@@ -116,7 +116,7 @@ def load_report_data(
     A decision file must be mtpverdict.decision/1 and must have been made on these very records
     (its input hashes are checked); otherwise InputError says so and how to fix it.
     """
-    from mtpverdict.results import load_results
+    from mtpverdict.formats.results_io import load_results
 
     if decision is not None:
         if rules is not None or noise_history:

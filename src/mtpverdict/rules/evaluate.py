@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mtpverdict.results.model import Arm
+from mtpverdict.formats.results import Arm
 from mtpverdict.rules.policy import Rule
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.economics import RegimePoint, crossing, round_economics

@@ -1,0 +1,425 @@
+"""Results format v1, the contract between collectors and the decision engine: typed models both ways.
+
+A results directory holds campaign.json (one `Campaign`), records.jsonl (one record per line, tagged by
+`kind`) and raw/. The models below are the one source of the loader's checks (formats/_check.py), of
+the writer's checks, of the JSON Schemas in src/mtpverdict/schemas/ and of docs/results-format.md's
+tables. Optional record keys default to UNSET so a reader can tell "absent" from "null".
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from mtpverdict.formats._check import Count, Fraction, Nonneg, PositiveInt, json_schema
+
+RESULTS_FORMAT = "mtpverdict.results/1"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+
+Name = Annotated[str, Meta(pattern=NAME_PATTERN)]
+Sha256 = Annotated[str, Meta(pattern=SHA256_PATTERN)]
+
+
+class Method(StrEnum):
+    """Speculative methods an arm can run."""
+
+    MTP = "mtp"
+    NGRAM = "ngram"
+    EAGLE = "eagle"
+    EAGLE3 = "eagle3"
+    DRAFT_MODEL = "draft_model"
+    MEDUSA = "medusa"
+    SUFFIX = "suffix"
+    OTHER = "other"
+
+
+class Role(StrEnum):
+    """control: the unspeculated baseline; candidate: a speculative configuration."""
+
+    CONTROL = "control"
+    CANDIDATE = "candidate"
+
+
+class Source(StrEnum):
+    """The surface an acceptance reading came from."""
+
+    METRICS = "metrics"
+    LOG = "log"
+    RESPONSE = "response"
+    REPORT = "report"
+
+
+class Scoped(StrEnum):
+    """run: the numbers cover exactly one run; window: an engine-wide window."""
+
+    RUN = "run"
+    WINDOW = "window"
+
+
+class Metric(StrEnum):
+    """The timed metrics of a cell."""
+
+    DECODE_TPS = "decode_tps"
+    TTFT_MS = "ttft_ms"
+    AGGREGATE_TPS = "aggregate_tps"
+
+
+# ---------------------------------------------------------------------------------------------------
+# campaign.json
+
+
+class Scope(Struct, frozen=True, forbid_unknown_fields=True):
+    """Where the evidence comes from and what it may be used to claim."""
+
+    device: Annotated[str | None, Meta(description="Accelerator and host.")]
+    engine: Annotated[str | None, Meta(description="Serving engine (vllm, sglang, llamacpp, ...).")]
+    engine_version: Annotated[str | None, Meta(description="Engine version or image.")]
+    model: Annotated[str | None, Meta(description="Served checkpoint.")]
+    claim: Annotated[str | None, Meta(description="What the evidence may be used to claim, and what not.")]
+
+
+class Spec(Struct, frozen=True, forbid_unknown_fields=True):
+    """What speculation an arm runs; method None means speculation off; k None means not recorded."""
+
+    method: Annotated[Method | None, Meta(description="Speculative method; null for speculation off.")]
+    k: Annotated[Count | None, Meta(description="Speculative tokens per step; null or 0 when off.")]
+    config: Annotated[
+        dict[str, Any] | None, Meta(description="The engine's speculative config as given to the server.")
+    ] = None
+
+    @property
+    def off(self) -> bool:
+        return self.method is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": None if self.method is None else str(self.method),
+            "k": self.k,
+            "config": self.config,
+        }
+
+    def label(self) -> str:
+        if self.off:
+            return "off"
+        return f"{self.method} k={'?' if self.k is None else self.k}"
+
+
+class Arm(Struct, frozen=True, forbid_unknown_fields=True):
+    """One server configuration of the campaign."""
+
+    name: Annotated[Name, Meta(description="Arm name, unique in the campaign.")]
+    role: Annotated[Role, Meta(description="control (the unspeculated baseline) or candidate.")]
+    spec: Annotated[Spec, Meta(description="Speculative configuration of the arm.")]
+    order: Annotated[PositiveInt, Meta(description="Boot order of the arm's first boot, from 1.")]
+    serve_argv: Annotated[
+        tuple[str, ...] | None,
+        Meta(description="Serve command line, identical across arms but for speculation."),
+    ]
+    labels: Annotated[dict[str, str], Meta(description="Free labels (e.g. quantization, graph mode).")] = {}
+    family: Annotated[
+        Name, Meta(description="Arms sharing a family compare against that family's control arms.")
+    ] = "default"
+
+    @property
+    def is_control(self) -> bool:
+        return self.role is Role.CONTROL
+
+
+class Workload(Struct, frozen=True, forbid_unknown_fields=True):
+    """One prompt shape of the campaign."""
+
+    id: Annotated[Name, Meta(description="Workload id.")]
+    prompt_tokens: Annotated[Count | None, Meta(description="Prompt tokens (server-reported where known).")]
+    max_tokens: Annotated[PositiveInt | None, Meta(description="Completion tokens asked for.")]
+    expect_identical: Annotated[bool, Meta(description="Greedy outputs must be byte-identical across arms.")]
+    description: Annotated[str | None, Meta(description="What the workload is.")] = None
+
+
+class Campaign(Struct, frozen=True, forbid_unknown_fields=True):
+    """campaign.json: the arms (sorted by boot order on load), the workloads and the scope of the claim."""
+
+    format: Annotated[Literal["mtpverdict.results/1"], Meta(description=f'Always "{RESULTS_FORMAT}".')]
+    id: Annotated[Name, Meta(description="Campaign id.")]
+    title: Annotated[str, Meta(description="One line saying what the campaign measures.")]
+    scope: Annotated[Scope, Meta(description="Where the evidence comes from and what it may claim.")]
+    arms: Annotated[tuple[Arm, ...], Meta(description="Arms in boot order.")]
+    workloads: Annotated[tuple[Workload, ...], Meta(description="Workloads.")]
+    window_tokens: Annotated[
+        PositiveInt | None, Meta(description="Context window used for KV ceilings (pool / window).")
+    ]
+    notes: Annotated[str | None, Meta(description="Free text.")] = None
+    synthetic: Annotated[bool, Meta(description="True when the records were generated, not measured.")] = (
+        False
+    )
+    source: Annotated[
+        str | None, Meta(description="Where the records come from (a write-up, a harness).")
+    ] = None
+    sequential_looks: Annotated[
+        PositiveInt,
+        Meta(
+            description="Interim decisions the campaign was designed for (collect --until-resolved); decide "
+            "tests each look at alpha / sequential_looks."
+        ),
+    ] = 1
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+    def workload(self, workload_id: str) -> Workload:
+        for workload in self.workloads:
+            if workload.id == workload_id:
+                return workload
+        raise KeyError(workload_id)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(sorted({arm.family for arm in self.arms}))
+
+    def controls(self, family: str) -> tuple[Arm, ...]:
+        return tuple(a for a in self.arms if a.family == family and a.is_control)
+
+    def candidates(self, family: str | None = None) -> tuple[Arm, ...]:
+        return tuple(a for a in self.arms if not a.is_control and (family is None or a.family == family))
+
+
+# ---------------------------------------------------------------------------------------------------
+# records.jsonl
+
+Text = Annotated[str | None | UnsetType, Meta(description="Free text kept with the record.")]
+ArmName = Annotated[Name, Meta(description="Arm name, one of campaign.json's arms.")]
+BootNumber = Annotated[PositiveInt, Meta(description="Boot number of this arm, 1 for its first boot.")]
+
+
+class RequestRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="request"):
+    """One streamed request as the collector timed it."""
+
+    arm: ArmName
+    boot: BootNumber
+    workload: Annotated[Name, Meta(description="Workload id from campaign.json.")]
+    concurrency: Annotated[PositiveInt, Meta(description="Requests in flight together in this run.")]
+    rep: Annotated[PositiveInt, Meta(description="Repetition number of the run inside its cell, from 1.")]
+    warmup: Annotated[bool, Meta(description="True for a harness warm-up run: reported, never measured.")]
+    t_start: Annotated[
+        Nonneg, Meta(description="Seconds when the request was sent (monotonic clock of the boot).")
+    ]
+    t_first: Annotated[
+        Nonneg | None, Meta(description="Seconds at the first content delta; null when none arrived.")
+    ]
+    t_end: Annotated[
+        Nonneg | None, Meta(description="Seconds at the last content delta; null when none arrived.")
+    ]
+    prompt_tokens: Annotated[
+        Count | None, Meta(description="Prompt tokens as the server's usage reports them.")
+    ]
+    completion_tokens: Annotated[
+        Count | None, Meta(description="Completion tokens as the server's usage reports them.")
+    ]
+    status: Annotated[Literal["ok", "error"], Meta(description="ok, or error when the request failed.")]
+    stream: Annotated[
+        Count | UnsetType, Meta(description="Index of the request inside its run, 0..concurrency-1.")
+    ] = UNSET
+    error: Annotated[str | None | UnsetType, Meta(description="What failed, for status error.")] = UNSET
+    output_sha256: Annotated[
+        Sha256 | None | UnsetType, Meta(description="SHA-256 of the completion text.")
+    ] = UNSET
+    nonce: Annotated[
+        str | None | UnsetType,
+        Meta(
+            description="The unseeded nonce prefixed to the prompt (defeats prefix caching); null when none."
+        ),
+    ] = UNSET
+    bunched_chunks: Annotated[
+        Count | None | UnsetType,
+        Meta(
+            description="Content deltas that arrived within 200 us of the previous one: read from a buffer "
+            "in a burst (a starved client or server), so the decode window and TTFT of this stream are not "
+            "measured."
+        ),
+    ] = UNSET
+    chunks: Annotated[
+        Count | None | UnsetType,
+        Meta(description="Content deltas received (several tokens each under speculation)."),
+    ] = UNSET
+    note: Text = UNSET
+
+
+class AcceptanceRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="acceptance"):
+    """Speculative acceptance over a window or a run, as one surface reports it."""
+
+    arm: ArmName
+    boot: BootNumber
+    workload: Annotated[
+        Name | None, Meta(description="Workload the window covers; null for a window spanning several.")
+    ]
+    concurrency: Annotated[
+        PositiveInt | None, Meta(description="Concurrency of the window; null when mixed.")
+    ]
+    rep: Annotated[
+        PositiveInt | None,
+        Meta(description="Rep of the run the window covers; null when the window is not one run."),
+    ]
+    source: Annotated[
+        Source,
+        Meta(
+            description="metrics (counter delta), log (engine log line), response (per-response fields) or "
+            "report (transcribed from a write-up that does not name its surface)."
+        ),
+    ]
+    scoped: Annotated[
+        Scoped, Meta(description="run when the numbers cover exactly one run, window otherwise.")
+    ]
+    drafts: Annotated[Count | None, Meta(description="Draft rounds (speculation steps) in the window.")]
+    draft_tokens: Annotated[Count | None, Meta(description="Draft tokens proposed in the window.")]
+    accepted_tokens: Annotated[Count | None, Meta(description="Draft tokens accepted in the window.")]
+    status: Annotated[
+        Literal["ok", "void"] | UnsetType,
+        Meta(description="ok, or void when the window is unusable (e.g. a counter reset)."),
+    ] = UNSET
+    accepted_per_position: Annotated[
+        tuple[Count, ...] | None | UnsetType, Meta(description="Accepted counts per draft position 0..k-1.")
+    ] = UNSET
+    per_position_rate: Annotated[
+        tuple[Fraction, ...] | None | UnsetType,
+        Meta(description="Acceptance rate per position when only rates are known."),
+    ] = UNSET
+    acceptance_rate: Annotated[
+        Fraction | None | UnsetType,
+        Meta(description="Reported rate (fraction) when the counts are not known."),
+    ] = UNSET
+    mean_acceptance_length: Annotated[
+        Nonneg | None | UnsetType, Meta(description="Reported mean acceptance length (bonus token included).")
+    ] = UNSET
+    raw: Annotated[
+        str | None | UnsetType, Meta(description="Path under raw/ of the text this was read from.")
+    ] = UNSET
+    line: Annotated[PositiveInt | None | UnsetType, Meta(description="1-based line in the raw file.")] = UNSET
+    error: Annotated[str | None | UnsetType, Meta(description="Why the window is void.")] = UNSET
+    note: Text = UNSET
+
+
+class BootRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="boot"):
+    """One boot of one arm's server: ready or failed, its KV pool and its command line."""
+
+    arm: ArmName
+    boot: BootNumber
+    order: Annotated[PositiveInt, Meta(description="Position of this boot in the whole campaign, from 1.")]
+    status: Annotated[
+        Literal["ready", "failed"], Meta(description="ready, or failed when the server never served.")
+    ]
+    ready_seconds: Annotated[Nonneg | None, Meta(description="Seconds from launch to ready.")]
+    kv_cache_tokens: Annotated[
+        Count | None, Meta(description="KV cache pool in tokens, as the server reports it.")
+    ]
+    block_size: Annotated[PositiveInt | None, Meta(description="KV block size in tokens.")]
+    num_blocks: Annotated[Count | None, Meta(description="KV blocks in the pool.")]
+    max_model_len: Annotated[PositiveInt | None, Meta(description="The server's context window.")]
+    engine_version: Annotated[str | None, Meta(description="Engine version as the server reports it.")]
+    argv: Annotated[tuple[str, ...] | None, Meta(description="The serve command line of this boot.")]
+    error: Annotated[str | None, Meta(description="Why the boot failed.")]
+    observed_k: Annotated[
+        Count | None | UnsetType,
+        Meta(description="Speculative depth seen in force (per-position counter labels)."),
+    ] = UNSET
+    log: Annotated[str | None | UnsetType, Meta(description="Path under raw/ of this boot's server log.")] = (
+        UNSET
+    )
+    note: Text = UNSET
+
+
+class CoherenceRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="coherence"):
+    """One coherence case (or un-nonced identity probe) run on one boot."""
+
+    arm: ArmName
+    boot: BootNumber
+    case: Annotated[Name, Meta(description="Coherence case id.")]
+    passed: Annotated[bool, Meta(description="Whether the output met the expectation.")]
+    expected: Annotated[str | None, Meta(description="What the output had to contain.")]
+    output_sha256: Annotated[Sha256 | None, Meta(description="SHA-256 of the output.")]
+    output: Annotated[str | None, Meta(description="The output text (may be truncated).")]
+    note: Text = UNSET
+
+
+class LikelihoodRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="likelihood"):
+    """A teacher-forced likelihood measurement of one boot."""
+
+    arm: ArmName
+    boot: BootNumber
+    rep: Annotated[PositiveInt | None, Meta(description="Repetition, from 1; null when not repeated.")]
+    tokens: Annotated[PositiveInt, Meta(description="Teacher-forced tokens scored.")]
+    mean_nll: Annotated[Nonneg, Meta(description="Mean negative log-likelihood per token (nats).")]
+    note: Text = UNSET
+
+
+class SummaryRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="summary"):
+    """A cell summarised by someone else's harness: median and spread, raw runs lost."""
+
+    arm: ArmName
+    workload: Annotated[Name, Meta(description="Workload id from campaign.json.")]
+    concurrency: Annotated[PositiveInt, Meta(description="Concurrency of the cell.")]
+    metric: Annotated[Metric, Meta(description="decode_tps, ttft_ms or aggregate_tps.")]
+    n: Annotated[PositiveInt, Meta(description="Runs the summary stands for.")]
+    median: Annotated[Nonneg, Meta(description="Median over the runs.")]
+    min: Annotated[Nonneg | None, Meta(description="Smallest run; null when not known.")]
+    max: Annotated[Nonneg | None, Meta(description="Largest run; null when not known.")]
+    boot: Annotated[
+        PositiveInt | None | UnsetType, Meta(description="Boot the summary comes from; null when not known.")
+    ] = UNSET
+    distinct_outputs: Annotated[
+        PositiveInt | None | UnsetType, Meta(description="Distinct output hashes among the runs, when known.")
+    ] = UNSET
+    note: Text = UNSET
+
+
+Record = RequestRecord | AcceptanceRecord | BootRecord | CoherenceRecord | LikelihoodRecord | SummaryRecord
+RECORD_TYPES: dict[str, type[Record]] = {
+    "request": RequestRecord,
+    "acceptance": AcceptanceRecord,
+    "boot": BootRecord,
+    "coherence": CoherenceRecord,
+    "likelihood": LikelihoodRecord,
+    "summary": SummaryRecord,
+}
+RECORD_KINDS = tuple(RECORD_TYPES)
+
+# the value an absent optional key stands for, per kind (None unless listed)
+ABSENT_DEFAULTS: dict[str, dict[str, Any]] = {"request": {"stream": 0}, "acceptance": {"status": "ok"}}
+
+
+def record_fields(kind: str) -> tuple[str, ...]:
+    """The keys of one record kind, in declaration order (the columns of its table)."""
+    return RECORD_TYPES[kind].__struct_fields__
+
+
+def as_builtins(record: Record) -> dict[str, Any]:
+    """A record as the JSON object it is written as (absent optional keys left out, kind included)."""
+    out: dict[str, Any] = msgspec.to_builtins(record)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# JSON Schemas (generated; tests keep the shipped files equal to these)
+
+
+def records_schema() -> dict[str, Any]:
+    """JSON Schema of one line of records.jsonl."""
+    return json_schema(
+        Record,
+        schema_id="https://mtpverdict.dev/schemas/records-1.json",
+        title=f"{RESULTS_FORMAT} records.jsonl line",
+    )
+
+
+def campaign_schema() -> dict[str, Any]:
+    """JSON Schema of campaign.json."""
+    return json_schema(
+        Campaign,
+        schema_id="https://mtpverdict.dev/schemas/campaign-1.json",
+        title=f"{RESULTS_FORMAT} campaign.json",
+    )
