@@ -24,7 +24,9 @@ KV_LINE = (
     "0.00.030.271 I llama_kv_cache: size =    8.00 MiB (  1024 cells,   2 layers,  4/4 seqs), "
     "K (f16):    4.00 MiB, V (f16):    4.00 MiB"
 )
-SLOTS_LINE = "0.00.053.705 I srv    load_model: initializing, n_slots = 4, n_ctx_slot = 1024, kv_unified = 'false'"
+SLOTS_LINE = (
+    "0.00.053.705 I srv    load_model: initializing, n_slots = 4, n_ctx_slot = 1024, kv_unified = 'false'"
+)
 
 
 def test_a_bare_timings_object_parses() -> None:
@@ -33,9 +35,12 @@ def test_a_bare_timings_object_parses() -> None:
         assert result.engine == "llamacpp"
         assert result.acceptance == (
             AcceptanceReading(
-                source="response", scoped="run", kind="response", draft_tokens=31, accepted_tokens=31, line=11
-                if "\n" in text
-                else 1,
+                source="response",
+                scoped="run",
+                kind="response",
+                draft_tokens=31,
+                accepted_tokens=31,
+                line=11 if "\n" in text else 1,
             ),
         )
         assert result.warnings == ()
@@ -50,5 +55,9 @@ def test_the_kv_cache_line_gives_the_pool_over_all_streams() -> None:
 
 
 def test_the_current_build_line_names_the_version() -> None:
-    line = "0.00.002.634 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU 12.2.0 for Linux x86_64"
+    line = (
+        "0.00.002.634 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU 12.2.0 "
+        "for Linux x86_64"
+    )
     assert parse_text(line).engine_version == "1 (0c1e570)"
+    assert parse_text("version: 0.5.0-dev (build 1, commit 0c1e570)").engine_version == "1 (0c1e570)"

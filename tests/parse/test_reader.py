@@ -153,7 +153,9 @@ def test_result_json_shape_is_exact() -> None:
         "accepted_per_position",
         "line",
     ]
-    kv = parse_text("CPU KV cache size: 1,024 tokens, Maximum concurrency for 1,024 tokens per request: 1.00x")
+    kv = parse_text(
+        "CPU KV cache size: 1,024 tokens, Maximum concurrency for 1,024 tokens per request: 1.00x"
+    )
     assert list(kv.to_json()["kv_capacity"][0]) == [
         "kv_cache_tokens",
         "window_tokens",

@@ -139,7 +139,11 @@ def _kv(text: str, line: int) -> list[Found]:
     slots = SLOTS_RE.search(text)
     if slots:
         kv = KvCapacity(window_tokens=to_int(slots.group(2)), slots=to_int(slots.group(1)), line=line)
-        return [Found(start=slots.start(), message=text[slots.start() :], kv=kv, continues=True, side_context=False)]
+        return [
+            Found(
+                start=slots.start(), message=text[slots.start() :], kv=kv, continues=True, side_context=False
+            )
+        ]
     side = SIDE_CONTEXT_RE.search(text) or SIDE_CONTEXT_END_RE.search(text)
     if side:
         opens = side.re is SIDE_CONTEXT_RE

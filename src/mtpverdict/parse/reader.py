@@ -261,7 +261,9 @@ class _Reader:
             found = LINE_MODULES[engine].find(text, segment.line)
             if engine == "llamacpp":
                 found += llamacpp_response.find(text, segment.line)
-            found = [item for item in found if item.block != "fills" or self._block_open(engine, segment.line)]
+            found = [
+                item for item in found if item.block != "fills" or self._block_open(engine, segment.line)
+            ]
             if found:
                 self.first_seen.setdefault(engine, segment.line)
             elif LINE_MODULES[engine].evidence(text):
@@ -312,7 +314,13 @@ class _Reader:
         last, part = readings[-1], item.acceptance
         filled = {
             name: getattr(part, name)
-            for name in ("drafts", "draft_tokens", "accepted_tokens", "acceptance_rate", "mean_acceptance_length")
+            for name in (
+                "drafts",
+                "draft_tokens",
+                "accepted_tokens",
+                "acceptance_rate",
+                "mean_acceptance_length",
+            )
             if getattr(part, name) is not None and getattr(last, name) is None
         }
         if part.per_position_rate is not None:
@@ -401,9 +409,10 @@ class _Reader:
         prefill = self.prefill[engine]
         if prefill.reused:
             warnings.append(
-                f"{prefill.reused} of {prefill.batches} {ENGINE_NAMES[engine]} prefill batches reused cached "
-                f"prompt tokens (#cached-token, {prefill.cached} in all, first at line {prefill.first_line}): "
-                "prefix caching served part of those prompts, so their prefill was not cold"
+                f"{prefill.reused} of {prefill.batches} {ENGINE_NAMES[engine]} prefill batches reused "
+                f"cached prompt tokens (#cached-token, {prefill.cached} in all, first at line "
+                f"{prefill.first_line}): prefix caching served part of those prompts, "
+                "so their prefill was not cold"
             )
         readings = tuple(self.readings[engine])
         if engine == "sglang" and any(r.acceptance_rate is not None for r in readings):
