@@ -9,7 +9,8 @@ Formats, as the server's source prints them (see docs/engine-formats.md):
   #acc tokens = %zu[, dur(b,g,a) = ... ms]`` (older ``#calls = %zu``): cumulative per drafter.
   Newer builds add ``, #mean acc len = %.2f, #acc rate/pos = (%s)`` after ``#acc tokens``.
 - ``build: %d (%s) with %s for %s`` (older), ``common_params_print_info: build %d (%s) with %s for %s``
-  (current, log level 4 and up), ``version: %s (build %d, commit %s)`` (``--version``).
+  (current, log level 4 and up), ``version: %s (build %d, commit %s)`` (``--version``), and
+  ``"system_fingerprint": "b%d-%s"`` in responses (``"build_info"`` in /props).
 - KV pool: ``llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): ...``, where
   the cells are per stream and the second seqs number is the streams (one per slot unless the cache
   is unified), so the pool is cells x streams; older ``llama_kv_cache_unified: size = ... (%6u cells,
@@ -54,6 +55,8 @@ STATISTICS_RE = re.compile(
 # "build: N (commit) with ..." (older), "build N (commit) with ..." (current), and --version's form.
 BUILD_RE = re.compile(r"\bbuild(?::|\s=)?\s*(\d+)\s*\(([0-9a-fA-F]+|unknown)\)\s+with\b")
 VERSION_RE = re.compile(r"\bversion:\s*\S+\s*\(build\s+(\d+),\s*commit\s+([0-9a-fA-F]+|unknown)\)")
+# Responses and /props: "system_fingerprint": "b<build>-<commit>", "build_info": "b<build>-<commit>".
+FINGERPRINT_RE = re.compile(r'"(?:system_fingerprint|build_info)"\s*:\s*"b(\d+)-([0-9a-fA-F]+|unknown)"')
 KV_SIZE_RE = re.compile(
     rf"\bllama_kv_cache(?:_unified)?:\s+size\s*=\s*({F})\s*MiB\s*\(\s*({I})\s+cells,\s*({I})\s+layers,"
     rf"\s*({I})(?:\s*/\s*({I}))?\s+seqs\s*\)"
@@ -115,7 +118,7 @@ def find(text: str, line: int) -> list[Found]:
                 warnings=tuple(notes.items),
             )
         )
-    build = BUILD_RE.search(text) or VERSION_RE.search(text)
+    build = BUILD_RE.search(text) or VERSION_RE.search(text) or FINGERPRINT_RE.search(text)
     if build:
         found.append(
             Found(start=build.start(), message=build.group(), version=f"{build.group(1)} ({build.group(2)})")

@@ -187,10 +187,14 @@ def _whole_document(
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
+    fingerprint = llamacpp_log.FINGERPRINT_RE.search(text)
+    version = f"{fingerprint.group(1)} ({fingerprint.group(2)})" if fingerprint else None
     if not readings:
         warnings.append("a JSON document without llama.cpp timings.draft_n (no drafting, or another engine)")
-        return ParseResult(_named(choice), None, (), (), tuple(warnings))
-    return ParseResult("llamacpp", None, readings, (), tuple(warnings))
+        return ParseResult(
+            _named(choice) or ("llamacpp" if version else None), version, (), (), tuple(warnings)
+        )
+    return ParseResult("llamacpp", version, readings, (), tuple(warnings))
 
 
 _GAUGE_NOTE = "gauge readings cover the engine's latest logging interval only and cannot be differenced"
