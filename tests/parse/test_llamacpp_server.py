@@ -250,3 +250,19 @@ def test_build_version_refuses_other_text() -> None:
     assert build_version("b7315-4a1b2c3d") == "7315 (4a1b2c3d)"
     assert build_version("vllm-0.32.0-abc") is None
     assert SpecArgs().speculating is False
+
+
+def test_the_shipped_campaign_arms_differ_only_in_speculation_at_their_k() -> None:
+    """collectors/llamacpp-cpu/campaign.toml: each arm's serve_args are speculative flags only, and the
+    depth they configure is the arm's k (the depth the per-position series then show)."""
+    from mtpverdict.collect import load_campaign_file
+
+    plan = load_campaign_file(RECORDED.parents[2] / "collectors" / "llamacpp-cpu" / "campaign.toml")
+    assert plan.server.engine == "llamacpp"
+    for arm in plan.arms:
+        spec, rest = split_spec_args(list(arm.serve_args), source=f"arm {arm.name}")
+        assert rest == ()
+        assert configured_depth(spec) == (arm.k or 0)
+        assert spec.speculating is (arm.role == "candidate")
+    command = list(plan.server.command)
+    assert command[command.index("--parallel") + 1] == "4" and "--metrics" in command
