@@ -100,3 +100,16 @@ def test_every_command_has_help() -> None:
     for args in (["parse", "--help"], ["import", "--help"], ["import", "vllm-bench", "--help"]):
         code, out, _ = _run(*args)
         assert code == 0 and "Usage" in out
+
+
+def test_parse_json_carries_the_per_position_counts_the_table_shows() -> None:
+    """The table's per-position column shows counter counts; --json must carry the same counts."""
+    case = ENGINE_CASES / "llamacpp" / "metrics_llamacpp.txt"
+    code, table, _ = _run("parse", str(case))
+    assert code == 0 and "240, 210, 190, 160" in table and "metrics/counter_total" in table
+    code, out, _ = _run("parse", "--json", str(case))
+    assert code == 0
+    reading = json.loads(out)["acceptance"][0]
+    assert reading["accepted_per_position"] == [240, 210, 190, 160]
+    assert reading["per_position_rate"] is None  # counts, not rates: nothing is derived
+    assert reading["kind"] == "counter_total"

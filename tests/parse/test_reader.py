@@ -143,12 +143,27 @@ def test_result_json_shape_is_exact() -> None:
     assert list(payload["acceptance"][0]) == [
         "source",
         "scoped",
+        "kind",
         "drafts",
         "draft_tokens",
         "accepted_tokens",
         "acceptance_rate",
         "mean_acceptance_length",
         "per_position_rate",
+        "accepted_per_position",
+        "line",
+    ]
+    kv = parse_text(
+        "CPU KV cache size: 1,024 tokens, Maximum concurrency for 1,024 tokens per request: 1.00x"
+    )
+    assert list(kv.to_json()["kv_capacity"][0]) == [
+        "kv_cache_tokens",
+        "window_tokens",
+        "max_concurrency",
+        "num_blocks",
+        "block_size",
+        "slots",
+        "memory_gib",
         "line",
     ]
     json.dumps(payload, allow_nan=False)

@@ -16,6 +16,7 @@ from mtpverdict.parse import (
     observed_k,
     parse_file,
     parse_metrics,
+    parse_text,
 )
 
 from .support import DATA, RECORDED
@@ -108,9 +109,38 @@ def test_recorded_bench_results_import_and_load(tmp_path: Path) -> None:
     assert again.written == () and again.already_present == 4
 
 
-def test_recorded_bench_stdout_is_not_an_engine_surface() -> None:
+def test_recorded_bench_stdout_spec_block_is_one_counter_window() -> None:
+    """`vllm bench serve` prints the /metrics differences over its run; the JSON holds the same."""
     result = parse_file(SERVER / "bench-serve-ngram-stdout.txt")
-    assert result.acceptance == ()
+    assert result.engine == "vllm"
+    assert result.acceptance == (
+        AcceptanceReading(
+            source="metrics",
+            scoped="window",
+            kind="counter_delta",
+            drafts=24,
+            draft_tokens=48,
+            accepted_tokens=0,
+            acceptance_rate=0.0,
+            mean_acceptance_length=1.0,
+            per_position_rate=(0.0, 0.0),
+            line=34,
+        ),
+    )
+    assert result.warnings == ()
+    copy = parse_file(SERVER / "bench-serve-draft-copy-greedy-stdout.txt").acceptance
+    assert [(r.drafts, r.draft_tokens, r.accepted_tokens, r.per_position_rate) for r in copy] == [
+        (88, 176, 176, (1.0, 1.0))
+    ]
+
+
+def test_bench_field_lines_outside_the_block_are_not_read() -> None:
+    text = "Drafts:                                  24\nDraft tokens:                            48\n"
+    assert parse_text(text).acceptance == ()
+    shuffled = "---------------Speculative Decoding---------------\n  Position 1:  50.00\n"
+    result = parse_text(shuffled)
+    assert [r.per_position_rate for r in result.acceptance] == [None]
+    assert any("position 1 follows 0 position(s)" in w for w in result.warnings)
 
 
 def test_copy_of_the_target_drafts_accepts_everything() -> None:

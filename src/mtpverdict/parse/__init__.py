@@ -6,6 +6,9 @@
     acceptance_delta(before, after)   -> AcceptanceReading | VoidWindow | None
     observed_k(snapshot)              -> int | None
 
+``mtpverdict.parse.llamacpp_server`` holds what driving llama.cpp's server needs (endpoints,
+readiness, speculative flags, depth, KV window and slots, per-request acceptance).
+
 Readings carry only what the text shows: rates are fractions, absent values are None, nothing is
 derived. Content problems become warnings; only a malformed exposition given to ``parse_metrics``
 (or an unreadable file) raises ``EngineTextError``.

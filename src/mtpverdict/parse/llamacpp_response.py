@@ -2,7 +2,8 @@
 
 The server adds both keys to ``timings`` only when drafting ran (``draft_n > 0``); they count the
 draft tokens proposed and accepted for that one request. Responses are read from a JSON document,
-JSON lines, or a server-sent-event stream (``data: {...}``).
+JSON lines, or a server-sent-event stream (``data: {...}``); an object holding both keys itself is read
+as a bare ``timings`` object, as users paste it into issues.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _timings(obj: Any, depth: int) -> Iterator[dict[str, Any]]:
     timings = obj.get(TIMINGS_KEY)
     if isinstance(timings, dict) and DRAFT_N in timings:
         yield timings
+    elif DRAFT_N in obj and DRAFT_N_ACCEPTED in obj:
+        yield obj  # a bare timings object, as users paste it
     for key, value in obj.items():
         if key != TIMINGS_KEY and isinstance(value, dict | list):
             yield from _timings(value, depth + 1)

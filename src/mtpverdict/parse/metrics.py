@@ -178,8 +178,10 @@ def acceptance_delta(
 
     Returns None when neither scrape carries spec-decode counters (speculation off, or an engine such
     as SGLang that exports gauges only, which cannot be differenced); a VoidWindow when the window
-    must not be used (a counter went down: the server restarted; the draft positions changed; the
-    scrapes come from different engines); otherwise a ``counter_delta`` reading with counts only.
+    must not be used (a counter went down: the server restarted; the draft positions changed after
+    drafting had begun; the scrapes come from different engines); otherwise a ``counter_delta``
+    reading with counts only. Positions that first appear in a window before which nothing was
+    drafted count from 0 (llama.cpp exports them only once a draft was verified).
     """
     if not before.has_spec_counters and not after.has_spec_counters:
         return None
@@ -204,6 +206,10 @@ def acceptance_delta(
             )
         deltas[name] = new - old
     old_pos, new_pos = dict(before.accepted_per_position), dict(after.accepted_per_position)
+    if not old_pos and before.drafts == 0:
+        # Nothing was verified before the window, so every per-position count was 0 then; llama.cpp
+        # exports the per-position series only from the first verified draft on.
+        old_pos = dict.fromkeys(new_pos, 0)
     if set(old_pos) != set(new_pos):
         return VoidWindow(
             f"draft positions changed from {len(old_pos)} to {len(new_pos)}: the server restarted "

@@ -10,6 +10,7 @@ EngineChoice = Literal["auto", "vllm", "sglang", "llamacpp"]
 ReadingSource = Literal["metrics", "log", "response"]
 ReadingScope = Literal["run", "window"]
 ReadingKind = Literal["counter_delta", "counter_total", "gauge", "log_window", "response"]
+BlockRole = Literal["opens", "fills"]
 
 ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "llamacpp")
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", "vllm", "sglang", "llamacpp")
@@ -43,25 +44,37 @@ class AcceptanceReading:
         return {
             "source": self.source,
             "scoped": self.scoped,
+            "kind": self.kind,
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
             "accepted_tokens": self.accepted_tokens,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position_rate": None if self.per_position_rate is None else list(self.per_position_rate),
+            "accepted_per_position": None
+            if self.accepted_per_position is None
+            else list(self.accepted_per_position),
             "line": self.line,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class KvCapacity:
-    """The KV cache pool as the engine reports it; a ceiling (pool / window), never a measurement."""
+    """The KV cache pool as the engine reports it; a ceiling (pool / window), never a measurement.
+
+    ``kv_cache_tokens`` is the whole pool in tokens; ``window_tokens`` the context one request may use
+    (vLLM's max model length, llama.cpp's per-slot context); ``max_concurrency`` the engine's own
+    ceiling (pool / window, vLLM); ``slots`` the requests llama.cpp serves at once (``--parallel``);
+    ``memory_gib`` the pool's memory as printed (vLLM GiB; llama.cpp MiB / 1024).
+    """
 
     kv_cache_tokens: int | None = None
     window_tokens: int | None = None
     max_concurrency: float | None = None
     num_blocks: int | None = None
     block_size: int | None = None
+    slots: int | None = None
+    memory_gib: float | None = None
     line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +84,8 @@ class KvCapacity:
             "max_concurrency": self.max_concurrency,
             "num_blocks": self.num_blocks,
             "block_size": self.block_size,
+            "slots": self.slots,
+            "memory_gib": self.memory_gib,
             "line": self.line,
         }
 
@@ -111,5 +126,13 @@ class Found:
     acceptance: AcceptanceReading | None = None
     kv: KvCapacity | None = None
     version: str | None = None
-    continues: bool = False  # completes the previous reading (a per-position line printed apart)
+    continues: bool = False  # completes the previous reading (a per-position or slot line printed apart)
     warnings: tuple[str, ...] = ()
+    # A line of a multi-line block (the bench's spec block): "opens" starts a reading, "fills" sets
+    # the fields it carries on the reading its block opened; ``position`` orders per-position lines.
+    block: BlockRole | None = None
+    position: int | None = None
+    # True: KV lines from here on describe a context that is not the serving pool (a draft model, a
+    # memory-fitting dry run, a sliding-window cache); False: the serving context is set up.
+    side_context: bool | None = None
+    cached_prompt_tokens: int | None = None  # a prefill line's prompt tokens served from the prefix cache

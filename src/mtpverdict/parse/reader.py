@@ -14,7 +14,7 @@ import os
 import re
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -47,6 +47,7 @@ from mtpverdict.parse.text import (
 
 DUPLICATE_LOOKBACK = 64  # recent messages remembered to recognise one line printed by several ranks
 MERGE_LINES = 3  # a concurrency or per-position line completes the reading at most this many lines up
+BLOCK_GAP_LINES = 1  # the lines of a block (the bench's spec block) follow one another
 STRONG_WEIGHT = 100  # one reading outweighs any number of bare log prefixes when choosing the engine
 MAX_WHOLE_BYTES = 64 << 20  # expositions and JSON documents are parsed whole, up to this size
 SNIFF_LINES = 200
@@ -186,10 +187,14 @@ def _whole_document(
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
+    fingerprint = llamacpp_log.FINGERPRINT_RE.search(text)
+    version = f"{fingerprint.group(1)} ({fingerprint.group(2)})" if fingerprint else None
     if not readings:
         warnings.append("a JSON document without llama.cpp timings.draft_n (no drafting, or another engine)")
-        return ParseResult(_named(choice), None, (), (), tuple(warnings))
-    return ParseResult("llamacpp", None, readings, (), tuple(warnings))
+        return ParseResult(
+            _named(choice) or ("llamacpp" if version else None), version, (), (), tuple(warnings)
+        )
+    return ParseResult("llamacpp", version, readings, (), tuple(warnings))
 
 
 _GAUGE_NOTE = "gauge readings cover the engine's latest logging interval only and cannot be differenced"
@@ -197,6 +202,35 @@ _SGLANG_RATE_NOTE = (
     "SGLang's accept rate changed meaning between releases (bonus token in or out); "
     "compare it only within one release"
 )
+
+
+@dataclass(slots=True)
+class _PrefillTally:
+    """Prefill lines seen and the prompt tokens they served from the prefix cache."""
+
+    batches: int = 0
+    reused: int = 0
+    cached: int = 0
+    first_line: int | None = None
+
+    def add(self, cached: int, line: int) -> None:
+        self.batches += 1
+        if cached > 0:
+            self.reused += 1
+            self.cached += cached
+            if self.first_line is None:
+                self.first_line = line
+
+
+def _memory_only(kv: KvCapacity) -> bool:
+    """A KV reading that gives only the pool's memory (vLLM prints it before the pool in tokens)."""
+    return (
+        kv.memory_gib is not None
+        and kv.kv_cache_tokens is None
+        and kv.num_blocks is None
+        and kv.window_tokens is None
+        and kv.slots is None
+    )
 
 
 class _Reader:
@@ -216,6 +250,9 @@ class _Reader:
         self.duplicates: dict[Engine, list[tuple[int, int]]] = defaultdict(list)
         self.truncated: list[int] = []
         self.nul_lines = 0
+        self.side_context: dict[Engine, bool] = defaultdict(bool)
+        self.block_line: dict[Engine, int | None] = defaultdict(lambda: None)
+        self.prefill: dict[Engine, _PrefillTally] = defaultdict(_PrefillTally)
 
     def feed(self, segment: Segment) -> None:
         text = strip_ansi(segment.text)
@@ -228,6 +265,9 @@ class _Reader:
             found = LINE_MODULES[engine].find(text, segment.line)
             if engine == "llamacpp":
                 found += llamacpp_response.find(text, segment.line)
+            found = [
+                item for item in found if item.block != "fills" or self._block_open(engine, segment.line)
+            ]
             if found:
                 self.first_seen.setdefault(engine, segment.line)
             elif LINE_MODULES[engine].evidence(text):
@@ -250,15 +290,69 @@ class _Reader:
         self.notes[engine].extend(item.warnings)
         if item.version:
             self.versions[engine].append((item.version, line))
-        if item.kv is not None:
-            self._take_kv(engine, item.kv, line)
-        if item.acceptance is not None:
+        if item.cached_prompt_tokens is not None:
+            self.prefill[engine].add(item.cached_prompt_tokens, line)
+        if item.kv is not None and (item.continues or not self.side_context[engine]):
+            self._take_kv(engine, item.kv, item.continues, line)
+        if item.side_context is not None:
+            self.side_context[engine] = item.side_context
+        if item.block is not None and item.acceptance is not None:
+            self._take_block(engine, item, line)
+        elif item.acceptance is not None:
             self._take_acceptance(engine, item.acceptance, item.continues, line)
 
-    def _take_kv(self, engine: Engine, kv: KvCapacity, line: int) -> None:
+    def _block_open(self, engine: Engine, line: int) -> bool:
+        opened = self.block_line[engine]
+        return opened is not None and line - opened <= BLOCK_GAP_LINES
+
+    def _take_block(self, engine: Engine, item: Found, line: int) -> None:
+        """A line of a multi-line block: the header starts a reading, field lines fill it in order."""
+        readings = self.readings[engine]
+        if item.acceptance is None:
+            return
+        if item.block == "opens" or not readings:
+            readings.append(item.acceptance)
+            self.block_line[engine] = line
+            return
+        self.block_line[engine] = line
+        last, part = readings[-1], item.acceptance
+        filled = {
+            name: getattr(part, name)
+            for name in (
+                "drafts",
+                "draft_tokens",
+                "accepted_tokens",
+                "acceptance_rate",
+                "mean_acceptance_length",
+            )
+            if getattr(part, name) is not None and getattr(last, name) is None
+        }
+        if part.per_position_rate is not None:
+            rates = last.per_position_rate or ()
+            if item.position != len(rates):
+                self.notes[engine].append(
+                    f"line {line}: position {item.position} follows {len(rates)} position(s); "
+                    "the block's per-position list is left out"
+                )
+                self.block_line[engine] = None
+                readings[-1] = replace(last, per_position_rate=None)
+                return
+            filled["per_position_rate"] = rates + part.per_position_rate
+        readings[-1] = replace(last, **filled)
+
+    def _take_kv(self, engine: Engine, kv: KvCapacity, continues: bool, line: int) -> None:
         pool = self.kv[engine]
         last = pool[-1] if pool else None
-        concurrency_only = kv.kv_cache_tokens is None and kv.num_blocks is None
+        if continues:  # llama.cpp's slot line: the window and slots of the pool printed before it
+            if last is not None and last.window_tokens is None and last.slots is None:
+                pool[-1] = replace(last, window_tokens=kv.window_tokens, slots=kv.slots)
+            else:
+                pool.append(kv)
+            return
+        if last is not None and _memory_only(last) and not _memory_only(kv) and kv.memory_gib is None:
+            pool[-1] = replace(kv, memory_gib=last.memory_gib)  # vLLM prints the memory, then the tokens
+            return
+        concurrency_only = kv.kv_cache_tokens is None and kv.num_blocks is None and kv.memory_gib is None
         if (
             concurrency_only
             and last is not None
@@ -315,6 +409,14 @@ class _Reader:
         if self.truncated:
             warnings.append(
                 f"{len(self.truncated)} overlong line(s) were cut (first: line {self.truncated[0]})"
+            )
+        prefill = self.prefill[engine]
+        if prefill.reused:
+            warnings.append(
+                f"{prefill.reused} of {prefill.batches} {ENGINE_NAMES[engine]} prefill batches reused "
+                f"cached prompt tokens (#cached-token, {prefill.cached} in all, first at line "
+                f"{prefill.first_line}): prefix caching served part of those prompts, "
+                "so their prefill was not cold"
             )
         readings = tuple(self.readings[engine])
         if engine == "sglang" and any(r.acceptance_rate is not None for r in readings):

@@ -1,4 +1,4 @@
-"""SGLang server log lines: decode-batch acceptance, KV cache pool size.
+"""SGLang server log lines: decode-batch acceptance, prefix-cache hits of prefill batches, KV pool size.
 
 Formats, as the engine's source prints them (see docs/engine-formats.md):
 
@@ -6,6 +6,10 @@ Formats, as the engine's source prints them (see docs/engine-formats.md):
   cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, `` (older releases: ``Decode batch.``
   and no ``accept rate``; an optional `` [iteration]`` after ``batch``). ``accept len`` counts the bonus
   token; the meaning of ``accept rate`` changed between releases (bonus token in or out).
+- ``Prefill batch[ [%d]], #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f, #running-req:
+  %d, #queue-req: %d, `` (older ``Prefill batch.``; hybrid models print ``full token usage``, ``swa token
+  usage`` or ``mamba usage``; newer add ``#pending-token``): no acceptance, but ``#cached-token`` says how
+  many prompt tokens the prefix cache served, which makes a prefill timing warm.
 - ``KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB`` (MLA: ``KV size``).
 - ``max_total_num_tokens=%d, chunked_prefill_size=..., max_prefill_tokens=%d, max_running_requests=%d,
   context_len=%d``.
@@ -24,6 +28,9 @@ I = INT_PATTERN  # noqa: E741 - a one-letter name keeps the format regexes reada
 DECODE_MARKER_RE = re.compile(r"Decode batch(?:\s*\[\d+\])?\s*[.,]\s*#running-req")
 ACCEPT_LEN_RE = re.compile(rf"accept len:\s*({F})")
 ACCEPT_RATE_RE = re.compile(rf"accept rate:\s*({F})\s*(%)?")
+PREFILL_RE = re.compile(
+    rf"Prefill batch(?:\s*\[\d+\])?\s*[.,]\s*#new-seq:\s*{I},\s*#new-token:\s*{I},\s*#cached-token:\s*({I})"
+)
 KV_ALLOCATED_RE = re.compile(rf"KV Cache is allocated\.\s*#tokens:\s*({I})")
 MAX_TOTAL_RE = re.compile(rf"\bmax_total_num_tokens=({I})")
 CONTEXT_LEN_RE = re.compile(rf"\bcontext_len=({I})")
@@ -43,6 +50,15 @@ def find(text: str, line: int) -> list[Found]:
         decode = _decode(message, marker.start(), line)
         if decode is not None:
             found.append(decode)
+    prefill = PREFILL_RE.search(text)
+    if prefill:
+        found.append(
+            Found(
+                start=prefill.start(),
+                message=text[prefill.start() :],
+                cached_prompt_tokens=to_int(prefill.group(1)),
+            )
+        )
     allocated = KV_ALLOCATED_RE.search(text)
     if allocated:
         found.append(

@@ -14,6 +14,12 @@ Formats, as the engine's source prints them (see docs/engine-formats.md):
 - KV: ``GPU KV cache size: %s tokens`` (``CPU``/``NPU``... on other platforms), ``Maximum concurrency
   for %s tokens per request: %.2fx``, both on one line in the newest builds; V0 ``# GPU blocks: %d,
   # CPU blocks: %d``.
+- KV memory: ``Available KV cache memory: %s GiB`` (``format_gib``: GiB rounded to 2 places; older
+  ``%.2f GiB``), printed by the GPU worker before the pool in tokens; the CPU worker does not print it.
+- ``vllm bench serve`` stdout: a ``-----Speculative Decoding-----`` header (centred in 50 columns),
+  then ``Acceptance rate (%):``, ``Acceptance length:``, ``Drafts:``, ``Draft tokens:``, ``Accepted
+  tokens:``, ``Per-position acceptance (%):`` and ``  Position %d:`` lines (``{:<40} {:<10.2f}``): the
+  differences of the server's /metrics counters over the run (a ``counter_delta`` window).
 - version: ``vLLM API server version %s`` (recent releases: a block-letter banner ending ``version
   %s``), ``Initializing a V1 LLM engine (v%s) with config``, and the
   ``system_fingerprint`` ``vllm-<version>-<hash>`` of streamed responses when the server sets one.
@@ -22,6 +28,7 @@ Formats, as the engine's source prints them (see docs/engine-formats.md):
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from mtpverdict.parse.model import AcceptanceReading, Found, KvCapacity
 from mtpverdict.parse.text import (
@@ -53,6 +60,18 @@ V0_DRAFT_RE = re.compile(rf"Number of draft tokens(?: tokens)?:\s*({I})")
 KV_POOL_RE = re.compile(rf"\b([A-Za-z]+) KV cache size:\s*({I})\s*tokens")
 KV_CONCURRENCY_RE = re.compile(rf"Maximum concurrency for\s*({I})\s*tokens per request:\s*({F})\s*x")
 V0_BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:\s*({I})")
+KV_MEMORY_RE = re.compile(rf"Available KV cache memory:\s*({F})\s*GiB")
+
+BENCH_HEADER_RE = re.compile(r"^-+Speculative Decoding-+\s*$")
+BENCH_FIELD_RES = {
+    "acceptance_rate": re.compile(rf"^Acceptance rate \(%\):\s*({F})\s*$"),
+    "mean_acceptance_length": re.compile(rf"^Acceptance length:\s*({F})\s*$"),
+    "drafts": re.compile(rf"^Drafts:\s*({I})\s*$"),
+    "draft_tokens": re.compile(rf"^Draft tokens:\s*({I})\s*$"),
+    "accepted_tokens": re.compile(rf"^Accepted tokens:\s*({I})\s*$"),
+}
+BENCH_PER_POS_HEADER_RE = re.compile(r"^Per-position acceptance \(%\):\s*$")
+BENCH_POSITION_RE = re.compile(rf"^\s*Position (\d+):\s*({F})\s*$")
 
 VERSION_RES = (
     re.compile(r"vLLM API server version\s+v?([0-9][\w.+-]*)"),
@@ -66,6 +85,7 @@ EVIDENCE_RE = re.compile(
     r"\((?:APIServer|EngineCore(?:_DP\d+)?|VllmWorker[^)]*|Worker[^)]*) pid=\d+\)"
     r"|\bvllm\.(?:entrypoints|engine|v1|worker|executor)\b|Avg prompt throughput:"
     r"|vLLM API server version|\[(?:api_server|metrics|loggers|core|gpu_worker)\.py:\d+\]"
+    r"|=+ Serving Benchmark Result =+"
 )
 
 
@@ -83,6 +103,9 @@ def find(text: str, line: int) -> list[Found]:
     kv = _kv(text, line)
     if kv is not None:
         found.append(kv)
+    bench = _bench_block_line(text, line)
+    if bench is not None:
+        found.append(bench)
     for pattern in VERSION_RES:
         match = pattern.search(text)
         if match:
@@ -151,15 +174,58 @@ def _kv(text: str, line: int) -> Found | None:
     pool = KV_POOL_RE.search(text)
     concurrency = KV_CONCURRENCY_RE.search(text)
     blocks = V0_BLOCKS_RE.search(text)
-    if not (pool or concurrency or blocks):
+    memory = KV_MEMORY_RE.search(text)
+    if not (pool or concurrency or blocks or memory):
         return None
-    starts = [m.start() for m in (pool, blocks, concurrency) if m]
+    starts = [m.start() for m in (pool, blocks, concurrency, memory) if m]
     start = min(starts)
     capacity = KvCapacity(
         kv_cache_tokens=to_int(pool.group(2)) if pool else None,
         window_tokens=to_int(concurrency.group(1)) if concurrency else None,
         max_concurrency=to_float(concurrency.group(2)) if concurrency else None,
         num_blocks=to_int(blocks.group(2)) if blocks else None,
+        memory_gib=to_float(memory.group(1)) if memory else None,
         line=line,
     )
     return Found(start=start, message=text[start:], kv=capacity)
+
+
+def _bench_block_line(text: str, line: int) -> Found | None:
+    """A line of `vllm bench serve`'s spec-decode block; field lines count only inside the block."""
+    stripped = text.rstrip()
+    if BENCH_HEADER_RE.match(stripped):
+        reading = AcceptanceReading(source="metrics", scoped="window", kind="counter_delta", line=line)
+        return Found(start=0, message=stripped, acceptance=reading, block="opens")
+    notes = Notes(line)
+    values: dict[str, Any] = {}
+    position = None
+    for name, pattern in BENCH_FIELD_RES.items():
+        match = pattern.match(stripped)
+        if match:
+            values[name] = _bench_value(name, match.group(1), notes)
+            break
+    else:
+        match = BENCH_POSITION_RE.match(stripped)
+        if match:
+            position = int(match.group(1))
+            rate = notes.take(rate_value(match.group(2), percent=True))
+            values["per_position_rate"] = None if rate is None else (rate,)
+        elif not BENCH_PER_POS_HEADER_RE.match(stripped):
+            return None
+    reading = AcceptanceReading(source="metrics", scoped="window", kind="counter_delta", **values)
+    return Found(
+        start=0,
+        message=stripped,
+        acceptance=reading,
+        block="fills",
+        position=position,
+        warnings=tuple(notes.items),
+    )
+
+
+def _bench_value(name: str, text: str, notes: Notes) -> int | float | None:
+    if name == "acceptance_rate":
+        return notes.take(rate_value(text, percent=True))
+    if name == "mean_acceptance_length":
+        return notes.take(mean_length_value(text))
+    return notes.take(count_value(text))

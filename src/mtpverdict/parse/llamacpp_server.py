@@ -1,0 +1,475 @@
+"""What driving llama.cpp's server needs: endpoints, readiness, speculative flags, depth, KV, acceptance.
+
+Pure functions and named constants, checked against llama-server built from llama.cpp 0.5.0-dev
+(commit 0c1e570, vendored by llama-cpp-python 0.3.36): its ``--help``, ``tools/server/server-context.cpp``,
+``server-http.cpp``, ``server-task.cpp``, ``server-common.cpp``, ``common/arg.cpp``,
+``common/speculative.cpp``, and the text recorded in ``tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/``.
+
+    health_state(status)                      -> Health          /health: ready, loading or failed
+    endpoint_refusal(status, body)            -> str | None      a 501 "Start it with --metrics"
+    split_spec_args(argv, source=...)         -> (SpecArgs, rest)  speculative flags apart (parity)
+    configured_depth(spec)                    -> int             the depth the flags ask for
+    read_props(doc, source=...)               -> ServerProps     GET /props
+    read_slots(doc, source=...)               -> SlotsInfo       GET /slots
+    depth_in_force(snapshot, slots)           -> int | None      per-position series; 0 when off
+    kv_capacity(props)                        -> KvCapacity      window (per-slot context) and slots
+    response_acceptance(obj)                  -> AcceptanceReading | None   one response's timings
+    cached_prompt_tokens(obj)                 -> int | None      timings.cache_n (prefix cache)
+    build_version(text)                       -> str | None      "b1-0c1e570" -> "1 (0c1e570)"
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from mtpverdict.errors import CampaignError, EngineTextError, Problem
+from mtpverdict.parse.llamacpp_response import readings
+from mtpverdict.parse.metrics import MetricsSnapshot
+from mtpverdict.parse.model import AcceptanceReading, KvCapacity
+
+CHECKED_VERSION = "0.5.0-dev (build 1, commit 0c1e570)"  # `llama-server --version` of the build read
+
+# Endpoints (tools/server/server.cpp). /health and /v1/health need no API key.
+HEALTH_PATH = "/health"
+PROPS_PATH = "/props"
+SLOTS_PATH = "/slots"
+METRICS_PATH = "/metrics"
+MODELS_PATH = "/v1/models"
+READY_STATUS = 200
+LOADING_STATUS = 503  # server-http.cpp: {"error": {"code": 503, "message": "Loading model", ...}}
+REFUSED_STATUS = 501  # server-common.cpp: ERROR_TYPE_NOT_SUPPORTED, "not_supported_error"
+
+# Which endpoint needs which flag (server-context.cpp, `--help`): name, flag, on by default.
+ENDPOINT_FLAGS: tuple[tuple[str, str, bool], ...] = (
+    ("GET /metrics", "--metrics", False),
+    ("GET /slots", "--slots", True),  # --no-slots turns it off
+    ("POST /props", "--props", False),  # GET /props always answers
+)
+
+# /metrics names (server-task.cpp `to_metrics`), all prefixed `llamacpp:`, no labels but `position`.
+# Counters are updated when a request ends (metrics_on_prediction), never in the middle of one.
+METRIC_COUNTERS = (
+    "prompt_tokens_total",
+    "prompt_tokens_cached_total",
+    "prompt_seconds_total",
+    "tokens_predicted_total",
+    "tokens_predicted_seconds_total",
+    "n_decode_total",
+    "n_tokens_max",  # exported as a counter, although it is the largest sequence seen
+    "spec_decode_num_draft_tokens_total",
+    "spec_decode_num_accepted_tokens_total",
+    "spec_decode_num_drafts_total",  # verification steps, not drafts generated
+)
+METRIC_GAUGES = (
+    "prompt_tokens_seconds",
+    "predicted_tokens_seconds",
+    "requests_processing",
+    "requests_deferred",
+    "n_busy_slots_per_decode",
+)
+# Exported only once a draft was verified; one series per position 0..n_max-1.
+METRIC_PER_POSITION = "spec_decode_num_accepted_tokens_per_pos_total"
+
+
+class Health(StrEnum):
+    """What one /health answer says about a booting server."""
+
+    READY = "ready"
+    LOADING = "loading"
+    FAILED = "failed"
+
+
+class SpecType(StrEnum):
+    """The `--spec-type` values of this version (`common_speculative_all_types_str`)."""
+
+    NONE = "none"
+    DRAFT_SIMPLE = "draft-simple"
+    DRAFT_EAGLE3 = "draft-eagle3"
+    DRAFT_MTP = "draft-mtp"
+    DRAFT_DFLASH = "draft-dflash"
+    DRAFT_DSPARK = "draft-dspark"
+    NGRAM_SIMPLE = "ngram-simple"
+    NGRAM_MAP_K = "ngram-map-k"
+    NGRAM_MAP_K4V = "ngram-map-k4v"
+    NGRAM_MOD = "ngram-mod"
+    NGRAM_CACHE = "ngram-cache"
+
+
+DRAFT_TYPES = frozenset(
+    {
+        SpecType.DRAFT_SIMPLE,
+        SpecType.DRAFT_EAGLE3,
+        SpecType.DRAFT_MTP,
+        SpecType.DRAFT_DFLASH,
+        SpecType.DRAFT_DSPARK,
+    }
+)
+# The defaults of `--help` that set the depth of each type (common_speculative_n_max).
+DEFAULT_DRAFT_N_MAX = 3  # --spec-draft-n-max
+DEFAULT_NGRAM_SIZE_M = 48  # --spec-ngram-{simple,map-k,map-k4v}-size-m
+DEFAULT_NGRAM_MOD_N_MAX = 64  # --spec-ngram-mod-n-max
+NGRAM_CACHE_N_MAX = 8  # fixed in common_speculative_n_max
+
+# Speculative flags: every spelling this version accepts, by canonical name (common/arg.cpp).
+SPEC_VALUE_FLAGS: dict[str, tuple[str, ...]] = {
+    "--spec-type": ("--spec-type",),
+    "--spec-draft-model": ("--spec-draft-model", "-md", "--model-draft"),
+    "--spec-draft-hf": ("--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"),
+    "--spec-draft-n-max": ("--spec-draft-n-max",),
+    "--spec-draft-n-min": ("--spec-draft-n-min",),
+    "--spec-draft-p-split": ("--spec-draft-p-split", "--draft-p-split"),
+    "--spec-draft-p-min": ("--spec-draft-p-min", "--draft-p-min"),
+    "--spec-draft-threads": ("--spec-draft-threads", "-td", "--threads-draft"),
+    "--spec-draft-threads-batch": ("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"),
+    "--spec-draft-cpu-mask": ("--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"),
+    "--spec-draft-cpu-range": ("--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"),
+    "--spec-draft-cpu-strict": ("--spec-draft-cpu-strict", "--cpu-strict-draft"),
+    "--spec-draft-prio": ("--spec-draft-prio", "--prio-draft"),
+    "--spec-draft-poll": ("--spec-draft-poll", "--poll-draft"),
+    "--spec-draft-cpu-mask-batch": ("--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"),
+    "--spec-draft-cpu-strict-batch": ("--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"),
+    "--spec-draft-prio-batch": ("--spec-draft-prio-batch", "--prio-batch-draft"),
+    "--spec-draft-poll-batch": ("--spec-draft-poll-batch", "--poll-batch-draft"),
+    "--spec-draft-type-k": ("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"),
+    "--spec-draft-type-v": ("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"),
+    "--spec-draft-override-tensor": ("--spec-draft-override-tensor", "-otd", "--override-tensor-draft"),
+    "--spec-draft-n-cpu-moe": (
+        "--spec-draft-n-cpu-moe",
+        "--spec-draft-ncmoe",
+        "-ncmoed",
+        "--n-cpu-moe-draft",
+    ),
+    "--spec-draft-device": ("--spec-draft-device", "-devd", "--device-draft"),
+    "--spec-draft-ngl": ("--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"),
+    "--spec-synth-len": ("--spec-synth-len",),
+    "--spec-synth-rates": ("--spec-synth-rates",),
+    "--spec-ngram-mod-n-min": ("--spec-ngram-mod-n-min",),
+    "--spec-ngram-mod-n-max": ("--spec-ngram-mod-n-max",),
+    "--spec-ngram-mod-n-match": ("--spec-ngram-mod-n-match",),
+    "--spec-ngram-simple-size-n": ("--spec-ngram-simple-size-n",),
+    "--spec-ngram-simple-size-m": ("--spec-ngram-simple-size-m",),
+    "--spec-ngram-simple-min-hits": ("--spec-ngram-simple-min-hits",),
+    "--spec-ngram-map-k-size-n": ("--spec-ngram-map-k-size-n",),
+    "--spec-ngram-map-k-size-m": ("--spec-ngram-map-k-size-m",),
+    "--spec-ngram-map-k-min-hits": ("--spec-ngram-map-k-min-hits",),
+    "--spec-ngram-map-k4v-size-n": ("--spec-ngram-map-k4v-size-n",),
+    "--spec-ngram-map-k4v-size-m": ("--spec-ngram-map-k4v-size-m",),
+    "--spec-ngram-map-k4v-min-hits": ("--spec-ngram-map-k4v-min-hits",),
+    "--lookup-cache-static": ("--lookup-cache-static", "-lcs"),  # ngram-cache files
+    "--lookup-cache-dynamic": ("--lookup-cache-dynamic", "-lcd"),
+}
+SPEC_SWITCH_FLAGS: dict[str, tuple[str, ...]] = {
+    "--spec-draft-cpu-moe": ("--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"),
+    "--spec-draft-backend-sampling": ("--spec-draft-backend-sampling",),
+    "--no-spec-draft-backend-sampling": ("--no-spec-draft-backend-sampling",),
+    "--spec-default": ("--spec-default",),  # a preset: ngram-mod, n_match 24, n_min 48, n_max 64
+}
+# Removed in this version: the server refuses to start ("the argument has been removed. use ...").
+REMOVED_FLAGS: dict[str, str] = {
+    "--draft": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-n": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-max": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--draft-n-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--spec-ngram-size-n": "--spec-ngram-*-size-n or --spec-ngram-mod-n-match",
+    "--spec-ngram-size-m": "--spec-ngram-*-size-m",
+    "--spec-ngram-min-hits": "--spec-ngram-*-min-hits",
+}
+# Environment variables that set speculation as the flags do (`--help`): a launch must not inherit them.
+SPEC_ENV_VARS = (
+    "LLAMA_ARG_SPEC_TYPE",
+    "LLAMA_ARG_SPEC_DRAFT_MODEL",
+    "LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+    "LLAMA_ARG_SPEC_DRAFT_N_MAX",
+    "LLAMA_ARG_SPEC_DRAFT_N_MIN",
+    "LLAMA_ARG_SPEC_DRAFT_P_MIN",
+    "LLAMA_ARG_SPEC_DRAFT_P_SPLIT",
+    "LLAMA_ARG_SPEC_SYNTH_LEN",
+    "LLAMA_ARG_SPEC_SYNTH_RATES",
+    "LLAMA_ARG_DRAFT_MAX",
+    "LLAMA_ARG_DRAFT_MIN",
+)
+_CANONICAL = {alias: name for name, aliases in SPEC_VALUE_FLAGS.items() for alias in aliases} | {
+    alias: name for name, aliases in SPEC_SWITCH_FLAGS.items() for alias in aliases
+}
+_DEPTH_FLAGS = {
+    "--spec-draft-n-max": "draft_n_max",
+    "--spec-ngram-simple-size-m": "ngram_simple_size_m",
+    "--spec-ngram-map-k-size-m": "ngram_map_k_size_m",
+    "--spec-ngram-map-k4v-size-m": "ngram_map_k4v_size_m",
+    "--spec-ngram-mod-n-max": "ngram_mod_n_max",
+}
+_SPEC_TYPE_NAMES = frozenset(t.value for t in SpecType)
+FINGERPRINT_RE = re.compile(r"^b(\d+)-([0-9a-fA-F]+|unknown)$")
+
+
+@dataclass(frozen=True, slots=True)
+class SpecArgs:
+    """The speculative part of a llama-server argv: types, draft model and the depth settings.
+
+    ``flags`` keeps every speculative flag as given (canonical name, value or None), in order.
+    """
+
+    types: tuple[SpecType, ...] = ()
+    draft_model: str | None = None
+    draft_n_max: int | None = None
+    ngram_simple_size_m: int | None = None
+    ngram_map_k_size_m: int | None = None
+    ngram_map_k4v_size_m: int | None = None
+    ngram_mod_n_max: int | None = None
+    preset: bool = False  # --spec-default
+    flags: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def speculating(self) -> bool:
+        """Whether the flags turn speculation on; a draft model alone (``-md``) does not, here."""
+        return self.preset or any(t is not SpecType.NONE for t in self.types)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerProps:
+    """GET /props: what the server says of itself."""
+
+    total_slots: int
+    n_ctx_slot: int  # default_generation_settings.n_ctx: the context each slot may use
+    build_info: str | None
+    version: str | None  # "<build> (<commit>)", as the log parser names it
+    model_path: str | None
+    endpoint_metrics: bool | None
+    endpoint_slots: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsInfo:
+    """GET /slots: one entry per slot."""
+
+    n_ctx: tuple[int, ...]
+    speculative: tuple[bool, ...]  # false when no speculative context was built, whatever the flags
+    processing: tuple[bool, ...]
+    spec_types: tuple[str, ...]  # `params["speculative.types"]` of slots that ran a task, distinct
+
+    @property
+    def speculating(self) -> bool:
+        return any(self.speculative)
+
+
+def health_state(status: int) -> Health:
+    """One /health status: 200 ready; 503 still loading the model; anything else a failure.
+
+    While loading, the body is ``{"error": {"code": 503, "message": "Loading model", ...}}``; once
+    ready, ``{"status": "ok"}``. Speculation may still be off when /health says ready: a
+    ``--spec-type`` whose context cannot be built is logged as an error and the server serves without
+    it, so readiness of a speculating arm also needs /slots (``SlotsInfo.speculating``).
+    """
+    if status == READY_STATUS:
+        return Health.READY
+    if status == LOADING_STATUS:
+        return Health.LOADING
+    return Health.FAILED
+
+
+def endpoint_refusal(status: int, body: str) -> str | None:
+    """The server's message when an endpoint is off (HTTP 501, e.g. "Start it with `--metrics`")."""
+    if status != REFUSED_STATUS:
+        return None
+    error = _json_field(body, "error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else "not supported (HTTP 501)"
+
+
+def split_spec_args(argv: Sequence[str], *, source: str = "serve_args") -> tuple[SpecArgs, tuple[str, ...]]:
+    """Take the speculative flags (every spelling) out of a llama-server argv; return them and the rest.
+
+    Raises CampaignError for a flag this version removed, an unknown --spec-type value, a depth
+    that is not a whole number, or a flag without its value.
+    """
+    flags: list[tuple[str, str | None]] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in REMOVED_FLAGS:
+            raise _arg_error(source, arg, f"was removed from llama-server; use {REMOVED_FLAGS[arg]}")
+        name = _CANONICAL.get(arg)
+        if name is None:
+            rest.append(arg)
+        elif name in SPEC_SWITCH_FLAGS:
+            flags.append((name, None))
+        elif i + 1 >= len(argv):
+            raise _arg_error(source, arg, "needs a value")
+        else:
+            i += 1
+            flags.append((name, argv[i]))
+        i += 1
+    return _spec_args(flags, source), tuple(rest)
+
+
+def _spec_args(flags: list[tuple[str, str | None]], source: str) -> SpecArgs:
+    values: dict[str, Any] = {}
+    types: list[SpecType] = []
+    for name, value in flags:
+        if name == "--spec-type" and value is not None:
+            for item in value.split(","):
+                if item not in _SPEC_TYPE_NAMES:
+                    known = ", ".join(SpecType)
+                    raise _arg_error(source, name, f"{item!r} is not a speculative type ({known})")
+                types.append(SpecType(item))
+        elif name == "--spec-draft-model":
+            values["draft_model"] = value
+        elif name in _DEPTH_FLAGS and value is not None:
+            if not value.isdigit():
+                raise _arg_error(source, name, f"{value!r} is not a whole number")
+            values[_DEPTH_FLAGS[name]] = int(value)
+    preset = any(name == "--spec-default" for name, _ in flags)
+    return SpecArgs(types=tuple(types), preset=preset, flags=tuple(flags), **values)
+
+
+def _arg_error(source: str, flag: str, message: str) -> CampaignError:
+    return CampaignError([Problem(source, f"{flag} {message}")])
+
+
+def configured_depth(spec: SpecArgs) -> int:
+    """The draft length the flags ask for: the largest over the types, as common_speculative_n_max.
+
+    0 without speculation. Implementations may clamp it (a DFlash drafter to its trained block, an
+    MTP drafter to its layers); the per-position series on /metrics show the depth in force.
+    """
+    depth = 0
+    if spec.preset:
+        depth = DEFAULT_NGRAM_MOD_N_MAX
+    for kind in spec.types:
+        if kind in DRAFT_TYPES:
+            depth = max(depth, _or(spec.draft_n_max, DEFAULT_DRAFT_N_MAX))
+        elif kind is SpecType.NGRAM_SIMPLE:
+            depth = max(depth, _or(spec.ngram_simple_size_m, DEFAULT_NGRAM_SIZE_M))
+        elif kind is SpecType.NGRAM_MAP_K:
+            depth = max(depth, _or(spec.ngram_map_k_size_m, DEFAULT_NGRAM_SIZE_M))
+        elif kind is SpecType.NGRAM_MAP_K4V:
+            depth = max(depth, _or(spec.ngram_map_k4v_size_m, DEFAULT_NGRAM_SIZE_M))
+        elif kind is SpecType.NGRAM_MOD:
+            depth = max(depth, _or(spec.ngram_mod_n_max, DEFAULT_NGRAM_MOD_N_MAX))
+        elif kind is SpecType.NGRAM_CACHE:
+            depth = max(depth, NGRAM_CACHE_N_MAX)
+    return depth
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def read_props(doc: Any, *, source: str = PROPS_PATH) -> ServerProps:
+    """GET /props as a typed value; EngineTextError naming the key when the document lacks one."""
+    if not isinstance(doc, Mapping):
+        raise EngineTextError([Problem(source, "is not a JSON object")])
+    settings = doc.get("default_generation_settings")
+    n_ctx = _whole(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+    total = _whole(doc.get("total_slots"))
+    if total is None:
+        raise EngineTextError([Problem(source, "needs a whole number of slots", key="total_slots")])
+    if n_ctx is None:
+        key = "default_generation_settings.n_ctx"
+        raise EngineTextError([Problem(source, "needs the per-slot context as a whole number", key=key)])
+    build = doc.get("build_info")
+    return ServerProps(
+        total_slots=total,
+        n_ctx_slot=n_ctx,
+        build_info=build if isinstance(build, str) else None,
+        version=build_version(build) if isinstance(build, str) else None,
+        model_path=_str_or_none(doc.get("model_path")),
+        endpoint_metrics=_bool_or_none(doc.get("endpoint_metrics")),
+        endpoint_slots=_bool_or_none(doc.get("endpoint_slots")),
+    )
+
+
+def read_slots(doc: Any, *, source: str = SLOTS_PATH) -> SlotsInfo:
+    """GET /slots as a typed value; EngineTextError naming the slot when an entry is malformed."""
+    if not isinstance(doc, list) or not doc:
+        raise EngineTextError([Problem(source, "is not a non-empty JSON list of slots")])
+    n_ctx: list[int] = []
+    speculative: list[bool] = []
+    processing: list[bool] = []
+    types: list[str] = []
+    for index, slot in enumerate(doc):
+        context = _whole(slot.get("n_ctx")) if isinstance(slot, Mapping) else None
+        if context is None:
+            raise EngineTextError([Problem(source, "needs a whole n_ctx", key=f"[{index}].n_ctx")])
+        n_ctx.append(context)
+        speculative.append(slot.get("speculative") is True)
+        processing.append(slot.get("is_processing") is True)
+        params = slot.get("params")
+        kinds = params.get("speculative.types") if isinstance(params, Mapping) else None
+        if isinstance(kinds, str) and kinds not in types:
+            types.append(kinds)
+    return SlotsInfo(tuple(n_ctx), tuple(speculative), tuple(processing), tuple(types))
+
+
+def depth_in_force(snapshot: MetricsSnapshot, slots: SlotsInfo | None) -> int | None:
+    """The draft length in force: the per-position series' count; 0 when no slot speculates.
+
+    None while a speculating server has verified no draft yet (the series appear with the first),
+    or when /slots was not read and the counters cannot tell speculation off from not yet drafted.
+    """
+    if slots is not None and not slots.speculating:
+        return 0
+    if snapshot.accepted_per_position:
+        return len(snapshot.accepted_per_position)
+    return None
+
+
+def kv_capacity(props: ServerProps) -> KvCapacity:
+    """The window (per-slot context) and slots from /props; the pool in tokens is only in the log.
+
+    A unified KV cache (``--kv-unified``, the default when the slot count is automatic) shares one pool
+    among the slots, so slots x window is not the pool; the ``llama_kv_cache: size`` log line is.
+    """
+    return KvCapacity(window_tokens=props.n_ctx_slot, slots=props.total_slots)
+
+
+def response_acceptance(obj: Any) -> AcceptanceReading | None:
+    """The draft counts of one response (plain JSON, or the last SSE chunk); None when nothing drafted.
+
+    ``timings.draft_n`` / ``draft_n_accepted`` are present only when the request drafted; they have no
+    verification-step count, so mean length and per-position rates need /metrics or the log.
+    """
+    found = [reading for reading, _ in readings(obj, None)]
+    return found[-1] if found else None
+
+
+def cached_prompt_tokens(obj: Any) -> int | None:
+    """``timings.cache_n``: prompt tokens served from the prefix cache (prefill not cold when > 0)."""
+    timings = obj.get("timings") if isinstance(obj, Mapping) else None
+    return _whole(timings.get("cache_n")) if isinstance(timings, Mapping) else None
+
+
+def build_version(text: str) -> str | None:
+    """``b<build>-<commit>`` (/props build_info, responses' system_fingerprint) as "<build> (<commit>)"."""
+    match = FINGERPRINT_RE.match(text.strip())
+    return f"{match.group(1)} ({match.group(2)})" if match else None
+
+
+def _whole(value: Any) -> int | None:
+    """A count from JSON: a non-negative integer (not a bool); None otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool_or_none(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _json_field(body: str, key: str) -> Any:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc.get(key) if isinstance(doc, dict) else None

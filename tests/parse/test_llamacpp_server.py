@@ -1,0 +1,268 @@
+"""parse.llamacpp_server against what a real llama-server answered and printed (recorded files)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from mtpverdict.errors import CampaignError, EngineTextError
+from mtpverdict.parse import AcceptanceReading, KvCapacity, parse_metrics
+from mtpverdict.parse.llamacpp_server import (
+    CHECKED_VERSION,
+    METRIC_COUNTERS,
+    METRIC_GAUGES,
+    METRIC_PER_POSITION,
+    REMOVED_FLAGS,
+    SPEC_ENV_VARS,
+    SPEC_SWITCH_FLAGS,
+    SPEC_VALUE_FLAGS,
+    Health,
+    SpecArgs,
+    SpecType,
+    build_version,
+    cached_prompt_tokens,
+    configured_depth,
+    depth_in_force,
+    endpoint_refusal,
+    health_state,
+    kv_capacity,
+    read_props,
+    read_slots,
+    response_acceptance,
+    split_spec_args,
+)
+
+from .support import RECORDED
+
+SERVER = RECORDED / "llamacpp-0.5.0-dev-0c1e570-cpu"
+ARMS = ("none", "draft-copy-k2", "draft-copy-k4", "draft-random-k2", "ngram-mod-k2")
+# The arms' serve arguments, as the recorded directory's README lists them.
+SERVE_ARGS = {
+    "none": [],
+    "draft-copy-k2": [
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-model",
+        "draft-copy.gguf",
+        "--spec-draft-n-max",
+        "2",
+    ],
+    "draft-copy-k4": [
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-model",
+        "draft-copy.gguf",
+        "--spec-draft-n-max",
+        "4",
+    ],
+    "draft-random-k2": ["--spec-type", "draft-simple", "-md", "draft-random.gguf", "--spec-draft-n-max", "2"],
+    "ngram-mod-k2": [
+        "--spec-type",
+        "ngram-mod",
+        "--spec-ngram-mod-n-match",
+        "3",
+        "--spec-ngram-mod-n-min",
+        "1",
+        "--spec-ngram-mod-n-max",
+        "2",
+    ],
+}
+K = {"none": 0, "draft-copy-k2": 2, "draft-copy-k4": 4, "draft-random-k2": 2, "ngram-mod-k2": 2}
+
+
+def _json(name: str) -> Any:
+    return json.loads((SERVER / name).read_text(encoding="utf-8"))
+
+
+def _last_sse_chunk(name: str) -> Any:
+    lines = (SERVER / name).read_text(encoding="utf-8").splitlines()
+    chunks = [line[len("data: ") :] for line in lines if line.startswith("data: {")]
+    return json.loads(chunks[-1])
+
+
+def test_the_version_checked_is_the_recorded_one() -> None:
+    assert (SERVER / "version.txt").read_text().startswith(f"version: {CHECKED_VERSION}\n")
+
+
+def test_health_and_refused_endpoints() -> None:
+    assert health_state(200) is Health.READY
+    assert health_state(503) is Health.LOADING
+    assert health_state(404) is Health.FAILED
+    assert _json("health.json") == {"status": "ok"}
+    metrics = (SERVER / "metrics-disabled.json").read_text()
+    assert endpoint_refusal(501, metrics) == (
+        "This server does not support metrics endpoint. Start it with `--metrics`"
+    )
+    assert "Start it with `--slots`" in (
+        endpoint_refusal(501, (SERVER / "slots-disabled.json").read_text()) or ""
+    )
+    assert endpoint_refusal(200, "# HELP ...") is None
+    assert endpoint_refusal(501, "not json") == "not supported (HTTP 501)"
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_serve_args_split_and_depth(arm: str) -> None:
+    argv = ["-m", "target.gguf", "-c", "4096", "--parallel", "4", *SERVE_ARGS[arm], "--metrics"]
+    spec, rest = split_spec_args(argv)
+    assert rest == ("-m", "target.gguf", "-c", "4096", "--parallel", "4", "--metrics")
+    assert spec.speculating is (arm != "none")
+    assert configured_depth(spec) == K[arm]
+
+
+def test_every_spelling_names_one_flag() -> None:
+    for alias in ("-md", "--model-draft", "--spec-draft-model"):
+        spec, rest = split_spec_args(["--spec-type", "draft-simple", alias, "d.gguf"])
+        assert spec.draft_model == "d.gguf" and rest == ()
+        assert spec.flags == (("--spec-type", "draft-simple"), ("--spec-draft-model", "d.gguf"))
+    spec, _ = split_spec_args(["-md", "d.gguf"])
+    assert not spec.speculating  # a draft model alone does not speculate in this version (see /slots)
+    spec, rest = split_spec_args(["--spec-default", "-cmoed", "-ngld", "99", "--draft-p-min", "0.5"])
+    assert spec.preset and rest == () and configured_depth(spec) == 64
+    assert [name for name, _ in spec.flags] == [
+        "--spec-default",
+        "--spec-draft-cpu-moe",
+        "--spec-draft-ngl",
+        "--spec-draft-p-min",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "depth"),
+    [
+        (["--spec-type", "draft-eagle3"], 3),
+        (["--spec-type", "ngram-simple"], 48),
+        (["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "5"], 5),
+        (["--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-m", "7"], 7),
+        (["--spec-type", "ngram-mod"], 64),
+        (["--spec-type", "ngram-cache"], 8),
+        (["--spec-type", "draft-simple,ngram-map-k", "-md", "d", "--spec-draft-n-max", "4"], 48),
+        (["--spec-type", "none"], 0),
+    ],
+)
+def test_configured_depth_follows_each_type_default(argv: list[str], depth: int) -> None:
+    assert configured_depth(split_spec_args(argv)[0]) == depth
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--draft-max", "3"], "--draft-max was removed from llama-server; use --spec-draft-n-max"),
+        (["--spec-type", "bogus"], "--spec-type 'bogus' is not a speculative type (none, draft-simple"),
+        (["--spec-type"], "--spec-type needs a value"),
+        (["--spec-draft-n-max", "two"], "--spec-draft-n-max 'two' is not a whole number"),
+    ],
+)
+def test_bad_serve_args_are_one_clear_error(argv: list[str], message: str) -> None:
+    with pytest.raises(CampaignError) as caught:
+        split_spec_args(argv, source="campaign.toml")
+    assert str(caught.value.problems[0]).startswith(f"campaign.toml: {message}")
+
+
+def test_every_flag_spelling_is_in_the_recorded_help() -> None:
+    """The flag tables are this version's: each spelling appears in `llama-server --help`."""
+    help_text = (SERVER / "help.txt").read_text()
+    listed = set(re.findall(r"(?<![\w-])(-{1,2}[A-Za-z][\w-]*)", help_text))
+    spellings = {a for names in (*SPEC_VALUE_FLAGS.values(), *SPEC_SWITCH_FLAGS.values()) for a in names}
+    assert spellings | set(REMOVED_FLAGS) <= listed
+    for kind in SpecType:
+        assert kind.value in help_text
+    section = help_text[
+        help_text.index("----- speculative params -----") : help_text.index("----- example-specific")
+    ]
+    in_section = set(re.findall(r"^(-{1,2}[A-Za-z][\w-]*)", section, re.MULTILINE))
+    assert in_section <= spellings | set(REMOVED_FLAGS)
+    assert set(SPEC_ENV_VARS) <= set(re.findall(r"LLAMA_ARG_\w+", help_text))
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_props_and_slots(arm: str) -> None:
+    props = read_props(_json(f"props-{arm}.json"))
+    assert (props.total_slots, props.n_ctx_slot, props.version) == (4, 1024, "1 (0c1e570)")
+    assert (props.endpoint_metrics, props.endpoint_slots) == (True, True)
+    assert kv_capacity(props) == KvCapacity(window_tokens=1024, slots=4)
+    before, after = (
+        read_slots(_json(f"slots-{arm}-before.json")),
+        read_slots(_json(f"slots-{arm}-after.json")),
+    )
+    assert before.n_ctx == after.n_ctx == (1024,) * 4
+    assert before.speculating is after.speculating is (arm != "none")
+    assert before.spec_types == () and not any(after.processing)
+    wanted = {"none": "none", "ngram-mod-k2": "none,ngram-mod"}.get(arm, "none,draft-simple")
+    assert after.spec_types == (wanted,)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_depth_in_force_from_metrics_and_slots(arm: str) -> None:
+    before = parse_metrics((SERVER / f"metrics-{arm}-before.txt").read_text())
+    after = parse_metrics((SERVER / f"metrics-{arm}-after.txt").read_text())
+    slots = read_slots(_json(f"slots-{arm}-after.json"))
+    assert depth_in_force(after, slots) == K[arm]
+    assert depth_in_force(before, slots) == (0 if arm == "none" else None)  # no draft verified yet
+    assert depth_in_force(after, None) == (None if arm == "none" else K[arm])
+
+
+def test_bad_props_and_slots_name_the_key() -> None:
+    with pytest.raises(EngineTextError, match="total_slots"):
+        read_props({"default_generation_settings": {"n_ctx": 1024}})
+    with pytest.raises(EngineTextError, match="default_generation_settings.n_ctx"):
+        read_props({"total_slots": 4, "default_generation_settings": {}})
+    with pytest.raises(EngineTextError, match=r"\[1\].n_ctx"):
+        read_slots([{"n_ctx": 1024}, {"n_ctx": "x"}])
+    with pytest.raises(EngineTextError, match="non-empty JSON list"):
+        read_slots({"id": 0})
+
+
+def test_the_recorded_metric_names_are_the_listed_ones() -> None:
+    for arm in ARMS:
+        text = (SERVER / f"metrics-{arm}-after.txt").read_text()
+        names = set(re.findall(r"^llamacpp:(\w+)", text, re.MULTILINE))
+        expected = set(METRIC_COUNTERS) | set(METRIC_GAUGES)
+        assert names - {METRIC_PER_POSITION} == expected
+        assert (METRIC_PER_POSITION in names) is (arm != "none")
+
+
+@pytest.mark.parametrize(
+    ("arm", "counts"),
+    [("draft-copy-k2", (31, 31)), ("draft-random-k2", (91, 0)), ("ngram-mod-k2", (22, 21)), ("none", None)],
+)
+def test_response_acceptance_from_the_last_stream_chunk(arm: str, counts: tuple[int, int] | None) -> None:
+    chunk = _last_sse_chunk(f"sse-{arm}.txt")
+    reading = response_acceptance(chunk)
+    if counts is None:
+        assert reading is None
+    else:
+        assert reading == AcceptanceReading(
+            source="response",
+            scoped="run",
+            kind="response",
+            draft_tokens=counts[0],
+            accepted_tokens=counts[1],
+        )
+    assert cached_prompt_tokens(chunk) == 21  # the same prompt again: all but the last token cached
+    assert cached_prompt_tokens(_json(f"completion-{arm}.json")) == 0
+    assert build_version(chunk["system_fingerprint"]) == "1 (0c1e570)"
+
+
+def test_build_version_refuses_other_text() -> None:
+    assert build_version("b7315-4a1b2c3d") == "7315 (4a1b2c3d)"
+    assert build_version("vllm-0.32.0-abc") is None
+    assert SpecArgs().speculating is False
+
+
+def test_the_shipped_campaign_arms_differ_only_in_speculation_at_their_k() -> None:
+    """collectors/llamacpp-cpu/campaign.toml: each arm's serve_args are speculative flags only, and the
+    depth they configure is the arm's k (the depth the per-position series then show)."""
+    from mtpverdict.collect import load_campaign_file
+
+    plan = load_campaign_file(RECORDED.parents[2] / "collectors" / "llamacpp-cpu" / "campaign.toml")
+    assert plan.server.engine == "llamacpp"
+    for arm in plan.arms:
+        spec, rest = split_spec_args(list(arm.serve_args), source=f"arm {arm.name}")
+        assert rest == ()
+        assert configured_depth(spec) == (arm.k or 0)
+        assert spec.speculating is (arm.role == "candidate")
+    command = list(plan.server.command)
+    assert command[command.index("--parallel") + 1] == "4" and "--metrics" in command
