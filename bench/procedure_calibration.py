@@ -19,10 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.plan import Design, welch_floor
 from mtpverdict.simulate import BootArm, BootBatch, BootScenario, ChainModel, simulate_boots, simulate_chain
+from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance_ci import ratio_interval
 from mtpverdict.stats.drift import failing, fit_shapes
 from mtpverdict.stats.procedure import OUTCOMES, Outcome, batch_procedure
@@ -141,6 +143,37 @@ def decide_batch(batch: BootBatch, min_effect: float | None) -> Decided:
     return Decided(arrays.outcome, arrays.cell_outcome, ~fail, shift)
 
 
+def old_promotes(batch: BootBatch, i: int) -> bool:
+    """Campaign i decided the way decide/evidence.py used stats/compare.py before the family procedure:
+    one variance pooled over the controls and every arm booted twice or more, Holm per cell, an arm
+    better at every cell it measured (missing cells not counted), and the old drift control (slope
+    significant at alpha and beyond max_drift)."""
+    better = np.ones(len(batch.candidates), dtype=bool)
+    for j in range(batch.control.shape[1]):
+        base = batch.control[i, j][~np.isnan(batch.control[i, j])]
+        arms = [batch.arm[i, a, j][~np.isnan(batch.arm[i, a, j])] for a in range(len(batch.candidates))]
+        present = [a for a, v in enumerate(arms) if v.size]
+        if base.size == 0 or not present:
+            continue
+        variance = cmp.pooled_variance([("controls", base), *((str(a), arms[a]) for a in present)])
+        raw = [
+            cmp.compare_boots(
+                arms[a], base, variance, alpha=ALPHA, family_size=len(present), equivalence_margin=MARGIN
+            )
+            for a in present
+        ]
+        for a, comp in zip(present, cmp.classify(raw, alpha=ALPHA), strict=True):
+            better[a] &= comp.outcome == cmp.BETTER
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        residual = np.nanmean(batch.control[i] - np.nanmean(batch.control[i], axis=1, keepdims=True), axis=0)
+    keep = ~np.isnan(residual)
+    x, y = batch.control_order[keep], residual[keep]
+    fit = sps.linregress(x, y)
+    drift_fails = fit.pvalue < ALPHA and abs(fit.slope * np.ptp(x)) > math.log1p(MAX_DRIFT)
+    return bool(better.any()) and not drift_fails
+
+
 def _rate(count: int, total: int) -> str:
     low, high = proportion_confint(count, total, alpha=CONFIDENCE_ALPHA, method="beta")
     return f"{count / total:.3f} [{low:.3f}, {high:.3f}]"
@@ -148,21 +181,25 @@ def _rate(count: int, total: int) -> str:
 
 def null_rows(boots: list[int], campaigns: int) -> list[str]:
     rows = [
-        "| null scenario | boots | mode | false promotions [95% CP] | controls fail | arms inconclusive |",
-        "|---|---|---|---|---|---|",
+        "| null scenario | boots | false promotions, margin mode | zero mode | old method | controls fail | "
+        "arms inconclusive (margin) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s, (name, (text, build)) in enumerate(NULLS.items()):
         for b in boots:
             batch = simulate_boots(build(b), np.random.default_rng([SEED, s, b]), campaigns)
-            for mode, min_effect in MODES.items():
+            rates = []
+            for min_effect in MODES.values():
                 d = decide_batch(batch, min_effect)
                 truly = (batch.truth > d.shift).all(axis=1)
                 promoted = (d.outcome == BETTER) & d.controls_pass[:, None]
-                false = int((promoted & ~truly[None, :]).any(axis=1).sum())
-                rows.append(
-                    f"| {name}: {text} | {b} | {mode} | {_rate(false, campaigns)} | "
-                    f"{1 - d.controls_pass.mean():.3f} | {(d.outcome == INCONCLUSIVE).mean():.3f} |"
-                )
+                rates.append(_rate(int((promoted & ~truly[None, :]).any(axis=1).sum()), campaigns))
+            old = _rate(sum(old_promotes(batch, i) for i in range(campaigns)), campaigns)
+            margin = decide_batch(batch, MODES["margin"])
+            rows.append(
+                f"| {name}: {text} | {b} | {rates[0]} | {rates[1]} | {old} | "
+                f"{1 - margin.controls_pass.mean():.3f} | {(margin.outcome == INCONCLUSIVE).mean():.3f} |"
+            )
     return rows
 
 
