@@ -133,3 +133,21 @@ def test_without_per_position_counts_a_round_counts_as_one_trial() -> None:
     assert acceptance_intervals([AcceptanceCounts(0, 0, 0)], unit=ClusterUnit.WINDOW, alpha=ALPHA) is None
     with pytest.raises(ValueError, match="accepted of"):
         acceptance_intervals([AcceptanceCounts(1, 3, 4)], unit=ClusterUnit.WINDOW, alpha=ALPHA)
+
+
+def test_acceptance_records_become_window_clusters_with_the_same_rate() -> None:
+    from mtpverdict.results.load import results_from_records
+    from mtpverdict.simulate import SCENARIOS, simulate_campaign
+    from mtpverdict.stats.acceptance import arm_acceptance
+    from mtpverdict.stats.acceptance_ci import counts_from_rows
+
+    campaign, records = simulate_campaign(SCENARIOS["clean-win"], np.random.default_rng(8))
+    results = results_from_records(campaign, records, label="sim")
+    rows = results.acceptance[results.acceptance["arm"] == "k2"]
+    counts, unit = counts_from_rows(rows)
+    assert unit == ClusterUnit.WINDOW and len(counts) == len(rows)
+    out = acceptance_intervals(counts, unit=unit, alpha=ALPHA)
+    wilson = arm_acceptance(results.acceptance, "k2", ALPHA).primary
+    assert out is not None and wilson is not None and wilson.ci_low is not None and wilson.ci_high is not None
+    assert out.overall.rate == pytest.approx(wilson.rate)
+    assert out.overall.clusters == len(rows) and len(out.per_position) == 2

@@ -33,6 +33,7 @@ from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from scipy import stats as sps
 
 Array = npt.NDArray[np.float64]
@@ -129,26 +130,12 @@ def round_histogram(drafts: int, accepted_per_position: Sequence[int]) -> npt.ND
     return counts
 
 
-def _interval(
-    rate: float,
-    low: float,
-    high: float,
-    num: int,
-    den: int,
-    n: int,
-    unit: ClusterUnit,
-    deff: float,
-    n_eff: float,
-) -> RateInterval:
-    return RateInterval(rate, low, high, num, den, n, unit, deff, n_eff)
-
-
 def _clustered(counts: Sequence[AcceptanceCounts], unit: ClusterUnit, alpha: float) -> ChainedAcceptance:
     a = np.array([c.accepted for c in counts], dtype=float)
     d = np.array([c.draft_tokens for c in counts], dtype=float)
     rate, low, high, deff, n_eff = ratio_interval(a, d, alpha)
     n = int((d > 0).sum())
-    overall = _interval(
+    overall = RateInterval(
         float(rate), float(low), float(high), int(a.sum()), int(d.sum()), n, unit, float(deff), float(n_eff)
     )
     positions: list[RateInterval] = []
@@ -164,7 +151,7 @@ def _clustered(counts: Sequence[AcceptanceCounts], unit: ClusterUnit, alpha: flo
         for i in range(matrix.shape[1]):
             r, lo, hi, de, ne = ratio_interval(matrix[:, i], drafts, alpha)
             positions.append(
-                _interval(
+                RateInterval(
                     float(r),
                     float(lo),
                     float(hi),
@@ -183,19 +170,18 @@ def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAccep
     """Pooled counters: draft rounds as clusters (from the per-position histogram), or a round bound."""
     from statsmodels.stats.proportion import proportion_confint
 
+    if any(c.drafts is None for c in counts):
+        return None
     accepted = sum(c.accepted for c in counts)
     tokens = sum(c.draft_tokens for c in counts)
-    rounds = [c.drafts for c in counts]
-    if any(r is None for r in rounds):
-        return None
-    drafts = sum(r or 0 for r in rounds)
+    drafts = sum(c.drafts or 0 for c in counts)
     per_pos = [c.accepted_per_position for c in counts]
     if drafts == 0:
         return None
-    k = tokens / drafts
     if any(p is None for p in per_pos) or len({len(p or ()) for p in per_pos}) != 1:
+        k = tokens / drafts
         low, high = proportion_confint(accepted / k, drafts, alpha=alpha, method="beta")
-        overall = _interval(
+        overall = RateInterval(
             accepted / tokens,
             float(low),
             float(high),
@@ -204,14 +190,14 @@ def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAccep
             drafts,
             ClusterUnit.ROUND_BOUND,
             k,
-            float(drafts),
+            drafts,
         )
         return ChainedAcceptance(overall, (), alpha)
     pooled = np.sum(np.array(per_pos, dtype=np.int64), axis=0)
     hist = round_histogram(drafts, [int(x) for x in pooled])
     lengths = np.repeat(np.arange(hist.size, dtype=float), hist)
     rate, low, high, deff, n_eff = ratio_interval(lengths, np.full(lengths.size, float(hist.size - 1)), alpha)
-    overall = _interval(
+    overall = RateInterval(
         float(rate),
         float(low),
         float(high),
@@ -223,22 +209,36 @@ def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAccep
         float(n_eff),
     )
     positions = []
-    for hits in pooled:
-        lo, hi = proportion_confint(int(hits), drafts, alpha=alpha, method="beta")
+    for hits in (int(x) for x in pooled):
+        lo, hi = proportion_confint(hits, drafts, alpha=alpha, method="beta")
         positions.append(
-            _interval(
-                int(hits) / drafts,
-                float(lo),
-                float(hi),
-                int(hits),
-                drafts,
-                drafts,
-                ClusterUnit.ROUND,
-                1.0,
-                float(drafts),
+            RateInterval(
+                hits / drafts, float(lo), float(hi), hits, drafts, drafts, ClusterUnit.ROUND, 1.0, drafts
             )
         )
     return ChainedAcceptance(overall, tuple(positions), alpha)
+
+
+def counts_from_rows(rows: pd.DataFrame) -> tuple[list[AcceptanceCounts], ClusterUnit]:
+    """The acceptance records of one surface (an arm's, or a cell's) as clusters, and their unit.
+
+    Each ok record with counts is one cluster: a request when every record is scoped to a request,
+    a window (a run's /metrics delta or a log window) otherwise.
+    """
+    ok = rows[(rows["status"] == "ok") & rows["draft_tokens"].notna() & rows["accepted_tokens"].notna()]
+    counts = [
+        AcceptanceCounts(
+            drafts=None if drafts is None or drafts != drafts else int(drafts),
+            draft_tokens=int(tokens),
+            accepted=int(accepted),
+            accepted_per_position=tuple(int(x) for x in pos) if isinstance(pos, tuple | list) else None,
+        )
+        for drafts, tokens, accepted, pos in zip(
+            ok["drafts"], ok["draft_tokens"], ok["accepted_tokens"], ok["accepted_per_position"], strict=True
+        )
+    ]
+    request = len(ok) > 0 and bool((ok["scoped"] == "request").all())
+    return counts, ClusterUnit.REQUEST if request else ClusterUnit.WINDOW
 
 
 def acceptance_intervals(

@@ -457,6 +457,52 @@ def _f(a: Array, *index: int) -> float:
     return float(a[(0, *index)])
 
 
+def _cell_comparison(
+    i: int,
+    j: int,
+    name: str,
+    cell: Cell,
+    tests: CellTests,
+    arrays: ArmArrays,
+    rows: tuple[list[BootValue], list[BootValue]],
+    history: ArchivedVariance | None,
+    min_sd: float,
+) -> CellComparison:
+    """The typed comparison of arm i at design cell j; rows are (arm boots, control boots) there."""
+    method = Method(int(tests.method[0, i, j]))
+    drop = int(tests.loo_drop[0, i, j])
+    loo_p = _f(tests.loo_p, i, j)
+    dropped = None
+    if not math.isnan(loo_p):
+        boot = rows[0][drop] if drop >= 0 else rows[1][-1 - drop]
+        dropped = f"{boot.arm} boot {boot.boot}"
+    return CellComparison(
+        arm=name,
+        cell=cell,
+        n_arm=int(tests.n_arm[0, i, j]),
+        n_control=int(tests.n_control[0, i, j]),
+        estimate=_f(tests.estimate, i, j),
+        se=_f(tests.se, i, j),
+        sd_arm=_f(tests.sd_arm, i, j),
+        sd_control=_f(tests.sd_control, i, j),
+        df=_f(tests.df, i, j),
+        ci_low=_f(tests.ci_low, i, j),
+        ci_high=_f(tests.ci_high, i, j),
+        p_better=_f(tests.p_better, i, j),
+        p_worse=_f(tests.p_worse, i, j),
+        p_equivalent=_f(tests.p_equivalent, i, j),
+        p_below_min_effect=_f(tests.p_short, i, j),
+        floor_first=_f(tests.floor_first, i, j),
+        floor_last=_f(tests.floor_last, i, j),
+        variance=_METHOD_NAMES[method],
+        variance_reason=variance_reason(method, rows[0], rows[1], history, min_sd),
+        loo_p=loo_p,
+        loo_estimate=_f(tests.loo_estimate, i, j),
+        loo_boot=dropped,
+        cell_outcome=OUTCOMES[int(arrays.cell_outcome[0, i, j])],
+    )
+
+
 def _arm_outcome(
     i: int,
     name: str,
@@ -468,44 +514,13 @@ def _arm_outcome(
     history: Mapping[Cell, ArchivedVariance],
     th: Thresholds,
 ) -> ArmOutcome:
-    cells: list[CellComparison] = []
-    for j, cell in enumerate(design):
-        method = Method(int(tests.method[0, i, j]))
-        if method == Method.MISSING:
-            continue
-        drop = int(tests.loo_drop[0, i, j])
-        loo_p = _f(tests.loo_p, i, j)
-        dropped = None
-        if not math.isnan(loo_p):
-            boot = rows[j][drop] if drop >= 0 else ctrl_rows[j][-1 - drop]
-            dropped = f"{boot.arm} boot {boot.boot}"
-        cells.append(
-            CellComparison(
-                arm=name,
-                cell=cell,
-                n_arm=int(tests.n_arm[0, i, j]),
-                n_control=int(tests.n_control[0, i, j]),
-                estimate=_f(tests.estimate, i, j),
-                se=_f(tests.se, i, j),
-                sd_arm=_f(tests.sd_arm, i, j),
-                sd_control=_f(tests.sd_control, i, j),
-                df=_f(tests.df, i, j),
-                ci_low=_f(tests.ci_low, i, j),
-                ci_high=_f(tests.ci_high, i, j),
-                p_better=_f(tests.p_better, i, j),
-                p_worse=_f(tests.p_worse, i, j),
-                p_equivalent=_f(tests.p_equivalent, i, j),
-                p_below_min_effect=_f(tests.p_short, i, j),
-                floor_first=_f(tests.floor_first, i, j),
-                floor_last=_f(tests.floor_last, i, j),
-                variance=_METHOD_NAMES[method],
-                variance_reason=variance_reason(method, rows[j], ctrl_rows[j], history.get(cell), th.min_sd),
-                loo_p=loo_p,
-                loo_estimate=_f(tests.loo_estimate, i, j),
-                loo_boot=dropped,
-                cell_outcome=OUTCOMES[int(arrays.cell_outcome[0, i, j])],
-            )
+    cells = [
+        _cell_comparison(
+            i, j, name, cell, tests, arrays, (rows[j], ctrl_rows[j]), history.get(cell), th.min_sd
         )
+        for j, cell in enumerate(design)
+        if int(tests.method[0, i, j]) != Method.MISSING
+    ]
     measured = {c.cell for c in cells}
     loo_p = float(arrays.loo_p[0, i])
     loo_cell = None if math.isnan(loo_p) else design[int(arrays.loo_cell[0, i])]

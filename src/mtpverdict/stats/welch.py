@@ -125,21 +125,11 @@ def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: T
     s2_c, df_c, pooled = _control_variance(n_c, ss_c, h_s2, h_df, th.min_sd)
     s2_c, df_c, pooled = s2_c[:, None, :], df_c[:, None, :], pooled[:, None, :]
     n_cb, mean_cb = n_c[:, None, :], mean_c[:, None, :]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        own_s2 = ss_a / (n_a - 1)
-    own_ok = (n_a >= 2) & (own_s2 >= th.min_sd**2)
-    hist_ok = (h_df[:, None, :] > 0) & (h_s2[:, None, :] >= th.min_sd**2)
-    borrow = ~own_ok & hist_ok & (n_a >= 1)
-    s2_a = np.where(own_ok, own_s2, np.where(borrow, h_s2[:, None, :], np.nan))
-    df_a = np.where(own_ok, n_a - 1.0, np.where(borrow, h_df[:, None, :], np.nan))
+    s2_a, df_a, method = _arm_variance(n_a, ss_a, h_s2[:, None, :], h_df[:, None, :], th.min_sd)
     method = np.where(
-        n_a == 0,
-        Method.MISSING,
-        np.where(
-            np.isnan(s2_a) | np.isnan(s2_c) | (n_cb == 0),
-            Method.UNKNOWN,
-            np.where(borrow, Method.HISTORY, np.where(pooled, Method.POOLED, Method.WELCH)),
-        ),
+        (method <= Method.HISTORY) & (np.isnan(s2_c) | (n_cb == 0)),
+        Method.UNKNOWN,
+        np.where((method == Method.WELCH) & pooled, Method.POOLED, method),
     ).astype(np.int64)
     known = method <= Method.HISTORY
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -147,18 +137,7 @@ def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: T
         se = np.where(known, np.sqrt(v_a + v_c), np.nan)
         df = np.where(known, _satterthwaite(v_a, df_a, v_c, df_c), np.nan)
     estimate = np.where(n_a > 0, mean_a - mean_cb, np.nan)
-    good = th.sign * estimate
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells stay NaN
-        z_shift = (good - th.shift) / se
-        p_better = sps.t.sf(z_shift, df)
-        p_short = sps.t.cdf(z_shift, df)
-        p_worse = sps.t.cdf(good / se, df)
-        p_equiv = np.maximum(
-            sps.t.sf((estimate + th.margin) / se, df), sps.t.cdf((estimate - th.margin) / se, df)
-        )
-        t_ci = sps.t.ppf(1.0 - th.alpha, df)
-        t_first = sps.t.ppf(1.0 - th.alpha / max(th.family_size, 1), df)
+    p_better, p_short, p_worse, p_equiv, t_ci, t_first = _t_tests(estimate, se, df, th)
     loo_p, loo_est, loo_drop = _leave_one_out(
         arm, control[:, None, :, :], (n_a, sum_a, s2_a), (n_cb, sum_c[:, None, :], s2_c), df, th
     )
@@ -172,10 +151,10 @@ def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: T
         df=df,
         ci_low=estimate - t_ci * se,
         ci_high=estimate + t_ci * se,
-        p_better=np.asarray(p_better),
-        p_short=np.asarray(p_short),
-        p_worse=np.asarray(p_worse),
-        p_equivalent=np.asarray(p_equiv),
+        p_better=p_better,
+        p_short=p_short,
+        p_worse=p_worse,
+        p_equivalent=p_equiv,
         floor_first=th.shift + t_first * se,
         floor_last=th.shift + t_ci * se,
         method=method,
@@ -183,6 +162,43 @@ def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: T
         loo_estimate=np.where(known, loo_est, np.nan),
         loo_drop=loo_drop,
     )
+
+
+def _arm_variance(
+    n_a: npt.NDArray[np.int64], ss_a: Array, h_s2: Array, h_df: Array, min_sd: float
+) -> tuple[Array, Array, npt.NDArray[np.int64]]:
+    """The arm's s2 and df: its own boots when credible, else archived history; and the Method."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        own_s2 = ss_a / (n_a - 1)
+    own_ok = (n_a >= 2) & (own_s2 >= min_sd**2)
+    borrow = ~own_ok & (h_df > 0) & (h_s2 >= min_sd**2) & (n_a >= 1)
+    s2_a = np.where(own_ok, own_s2, np.where(borrow, h_s2, np.nan))
+    df_a = np.where(own_ok, n_a - 1.0, np.where(borrow, h_df, np.nan))
+    method = np.where(
+        n_a == 0,
+        Method.MISSING,
+        np.where(np.isnan(s2_a), Method.UNKNOWN, np.where(borrow, Method.HISTORY, Method.WELCH)),
+    )
+    return s2_a, df_a, method.astype(np.int64)
+
+
+def _t_tests(estimate: Array, se: Array, df: Array, th: Thresholds) -> tuple[Array, ...]:
+    """One-sided p-values (better, short, worse), TOST, and the t quantiles of the interval and floor."""
+    good = th.sign * estimate
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells stay NaN
+        z_shift = (good - th.shift) / se
+        p_equiv = np.maximum(
+            sps.t.sf((estimate + th.margin) / se, df), sps.t.cdf((estimate - th.margin) / se, df)
+        )
+        return (
+            np.asarray(sps.t.sf(z_shift, df)),
+            np.asarray(sps.t.cdf(z_shift, df)),
+            np.asarray(sps.t.cdf(good / se, df)),
+            np.asarray(p_equiv),
+            np.asarray(sps.t.ppf(1.0 - th.alpha, df)),
+            np.asarray(sps.t.ppf(1.0 - th.alpha / max(th.family_size, 1), df)),
+        )
 
 
 def _leave_one_out(
