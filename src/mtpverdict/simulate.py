@@ -59,6 +59,10 @@ class Scenario:
     workloads: tuple[str, ...] = ("chat",)  # workload ids; every arm's effect is the same in each
     description: str = ""
     extra_notes: tuple[str, ...] = field(default=())
+    # True: a run's draft rounds accept as a chain (position i only after i-1; its count is a binomial
+    # of position i-1's). False keeps the earlier draws (independent binomials, clamped), which the
+    # committed synthetic fixtures were generated with.
+    chain_acceptance: bool = False
 
 
 def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
@@ -68,6 +72,15 @@ def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _chain_counts(rng: np.random.Generator, drafts: int, first: float, decay: float, k: int) -> list[int]:
+    """Rounds reaching each position when position 0 accepts with `first` and each later one, given
+    the one before, with `decay` (so position i accepts first x decay^i of the rounds, as a chain)."""
+    counts = [int(rng.binomial(drafts, min(1.0, first)))]
+    for _ in range(1, k):
+        counts.append(int(rng.binomial(counts[-1], min(1.0, decay))))
+    return counts
 
 
 def simulate_campaign(
@@ -198,9 +211,14 @@ def simulate_campaign(
                         rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
                         mean_len = 1.0 + sum(rates)
                         drafts_total = max(1, round(conc * ct / mean_len))
-                        per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
-                        for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
-                            per_pos[i] = min(per_pos[i], per_pos[i - 1])
+                        if scenario.chain_acceptance:
+                            per_pos = _chain_counts(
+                                rng, drafts_total, arm.first_position_rate, arm.position_decay, arm.k
+                            )
+                        else:
+                            per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
+                            for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
+                                per_pos[i] = min(per_pos[i], per_pos[i - 1])
                         records.append(
                             {
                                 "kind": "acceptance",
