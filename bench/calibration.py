@@ -18,6 +18,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
     python bench/calibration.py [--campaigns 1000] [--workers 2] [--policies default,strict-ci]
         [--boots 1,3,5] [--save FILE.json]
     python bench/calibration.py --table-from LOG   # the table of the scenarios a run's log holds
+    python bench/calibration.py --procedure [--campaigns 1000] [--boots 3,5]
+        # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
 """
 
 from __future__ import annotations
@@ -226,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boots", default="1,3,5")
     parser.add_argument("--save", type=Path, help="write every count as JSON here")
     parser.add_argument("--table-from", type=Path, help="print the table of a run's log and exit")
+    parser.add_argument(
+        "--procedure", action="store_true", help="calibrate the family procedure on per-boot statistics"
+    )
     args = parser.parse_args(argv)
+    if args.procedure:
+        return _procedure(args, argv)
     if args.table_from:
         print(table(cells_from_log(args.table_from)))
         return 0
@@ -250,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
             for c in sorted(cells, key=lambda c: (c.policy, c.boots, KINDS.index(c.kind)))
         ]
         args.save.write_text(json.dumps(payload, indent=1) + "\n")
+    return 0
+
+
+def _procedure(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import procedure_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    boots = [int(b) for b in args.boots.split(",") if b] if args.boots != "1,3,5" else [3, 5]
+    started = time.monotonic()
+    print(procedure_calibration.run(boots, args.campaigns))
+    print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -59,6 +59,10 @@ class Scenario:
     workloads: tuple[str, ...] = ("chat",)  # workload ids; every arm's effect is the same in each
     description: str = ""
     extra_notes: tuple[str, ...] = field(default=())
+    # True: a run's draft rounds accept as a chain (position i only after i-1; its count is a binomial
+    # of position i-1's). False keeps the earlier draws (independent binomials, clamped), which the
+    # committed synthetic fixtures were generated with.
+    chain_acceptance: bool = False
 
 
 def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
@@ -68,6 +72,15 @@ def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _chain_counts(rng: np.random.Generator, drafts: int, first: float, decay: float, k: int) -> list[int]:
+    """Rounds reaching each position when position 0 accepts with `first` and each later one, given
+    the one before, with `decay` (so position i accepts first x decay^i of the rounds, as a chain)."""
+    counts = [int(rng.binomial(drafts, min(1.0, first)))]
+    for _ in range(1, k):
+        counts.append(int(rng.binomial(counts[-1], min(1.0, decay))))
+    return counts
 
 
 def simulate_campaign(
@@ -198,9 +211,14 @@ def simulate_campaign(
                         rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
                         mean_len = 1.0 + sum(rates)
                         drafts_total = max(1, round(conc * ct / mean_len))
-                        per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
-                        for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
-                            per_pos[i] = min(per_pos[i], per_pos[i - 1])
+                        if scenario.chain_acceptance:
+                            per_pos = _chain_counts(
+                                rng, drafts_total, arm.first_position_rate, arm.position_decay, arm.k
+                            )
+                        else:
+                            per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
+                            for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
+                                per_pos[i] = min(per_pos[i], per_pos[i - 1])
                         records.append(
                             {
                                 "kind": "acceptance",
@@ -613,3 +631,163 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int, start:
         keep_disabled=keep,
         keep_reference=reference,
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# boot-level campaigns for the procedure-level calibration: per-boot log statistics, vectorised
+
+
+@dataclass(frozen=True, slots=True)
+class BootArm:
+    """One arm of a boot-level scenario: its true log effect per design cell and its boot noise."""
+
+    name: str
+    control: bool = False
+    effects: tuple[float, ...] = ()  # true log effect at each design cell; empty = 0 everywhere
+    sd_scale: float = 1.0  # multiplies the boot-to-boot sd (variance x12 is sqrt(12))
+    boots: int | None = None  # None: the scenario's boots per arm
+    missing_cells: tuple[int, ...] = ()  # design cells this arm never measures (indices)
+
+
+@dataclass(frozen=True, slots=True)
+class BootScenario:
+    """A design (arms in round order, cells, boots) and the truth behind its per-boot statistics.
+
+    A boot's log statistic in a cell = the arm's effect there + the boot's shift (sd boot_sd x the
+    arm's sd_scale, shared by the boot's cells; Student t with boot_tail_df when set) + cell noise
+    (sd cell_sd: the runs of that boot and cell) + drift and slow-ends terms by boot position.
+    """
+
+    name: str
+    arms: tuple[BootArm, ...]
+    cells: tuple[tuple[str, int], ...] = (("chat", 1), ("chat", 4))
+    boots: int = 3
+    boot_sd: float = 0.02  # the simulator's default (Scenario.boot_sd)
+    cell_sd: float = math.sqrt(0.01**2 + 0.005**2)  # one counted run of one stream (Scenario run/request sd)
+    boot_tail_df: float | None = None
+    drift_total: float = 0.0  # log drift from the first boot to the last
+    ends_slow: float = 0.0  # log shift of the campaign's first and last boots
+    outlier_arm: str | None = None  # one boot of this arm (drawn at random) is shifted
+    outlier_shift: float = 0.0
+    keep_slow: float = 1.0  # probability a candidate's measurement slower than its truth is kept
+    keep: float = 1.0  # probability any other measurement is kept
+    spread_controls: bool = False  # rotate each round, so control boots sit through the campaign
+    description: str = ""
+
+    def arm_boots(self, arm: BootArm) -> int:
+        return self.boots if arm.boots is None else arm.boots
+
+
+@dataclass(frozen=True, slots=True)
+class BootBatch:
+    """Per-boot log statistics of many campaigns, shaped for stats.procedure.batch_procedure."""
+
+    arm: Any  # (B, A, C, Na) float array, NaN = not measured
+    control: Any  # (B, C, Nc)
+    control_order: Any  # (Nc,) boot positions of the control slots
+    candidates: tuple[str, ...]
+    truth: Any  # (A, C) true log effects of the candidates
+
+
+def boot_orders(scenario: BootScenario) -> dict[tuple[str, int], int]:
+    """(arm, boot) -> position in boot order: round-robin, rotated each round when spread_controls."""
+    rounds = max(scenario.arm_boots(a) for a in scenario.arms)
+    order: dict[tuple[str, int], int] = {}
+    arms = list(scenario.arms)
+    for r in range(rounds):
+        shift = r % len(arms) if scenario.spread_controls else 0
+        for arm in arms[shift:] + arms[:shift]:
+            if r < scenario.arm_boots(arm):
+                order[(arm.name, r + 1)] = len(order) + 1
+    return order
+
+
+def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> BootBatch:
+    """Draw `campaigns` campaigns of per-boot log statistics at once."""
+    import numpy as np
+
+    orders = boot_orders(scenario)
+    last = max(orders.values())
+    cells = len(scenario.cells)
+    slots = {a.name: scenario.arm_boots(a) for a in scenario.arms}
+    values: dict[str, Any] = {}
+    for arm in scenario.arms:
+        n = slots[arm.name]
+        if scenario.boot_tail_df is None:
+            shift = rng.normal(0.0, 1.0, (campaigns, n))
+        else:
+            shift = rng.standard_t(scenario.boot_tail_df, (campaigns, n))
+        shift = shift * scenario.boot_sd * arm.sd_scale
+        pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
+        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
+        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
+        noise = rng.normal(0.0, scenario.cell_sd, (campaigns, n, cells))
+        deviation = shift[:, :, None] + noise
+        if scenario.outlier_arm == arm.name:
+            hit = rng.integers(0, n, campaigns)
+            deviation[np.arange(campaigns), hit, :] += scenario.outlier_shift
+        value = effects[None, None, :] + deviation + trend[None, :, None]
+        keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
+        value = np.where(rng.random(value.shape) < keep, value, np.nan)
+        value[:, :, list(arm.missing_cells)] = np.nan
+        values[arm.name] = np.transpose(value, (0, 2, 1))  # (B, C, n)
+    controls = [a for a in scenario.arms if a.control]
+    candidates = [a for a in scenario.arms if not a.control]
+    width = max(slots[a.name] for a in candidates)
+    stacked = np.full((campaigns, len(candidates), cells, width), np.nan)
+    for i, a in enumerate(candidates):
+        stacked[:, i, :, : slots[a.name]] = values[a.name]
+    control = np.concatenate([values[a.name] for a in controls], axis=2)
+    control_order = np.array(
+        [orders[(a.name, b + 1)] for a in controls for b in range(slots[a.name])], dtype=float
+    )
+    truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
+    return BootBatch(stacked, control, control_order, tuple(a.name for a in candidates), truth)
+
+
+# --------------------------------------------------------------------------------------------------
+# chained acceptance: position i is accepted only if position i-1 was
+
+
+@dataclass(frozen=True, slots=True)
+class ChainModel:
+    """Draft rounds of k tokens accepted as a chain, with a per-request acceptance rate.
+
+    Each request draws its per-position rate q from Beta(rate * concentration, (1 - rate) *
+    concentration) (None: every request has q = rate); each of its rounds accepts position i with
+    probability q given position i-1 was accepted. Requests run `rounds` rounds each, grouped
+    `requests_per_window` to a window (a run's /metrics delta).
+    """
+
+    k: int = 3
+    rate: float = 0.9
+    concentration: float | None = None
+    requests: int = 16
+    rounds: int = 40
+    requests_per_window: int = 4
+
+    def truth(self) -> tuple[float, tuple[float, ...]]:
+        """True acceptance rate and per-position rates: E[q^i] from the Beta moments."""
+        moments = []
+        for i in range(1, self.k + 1):
+            if self.concentration is None:
+                moments.append(self.rate**i)
+                continue
+            a, b = self.rate * self.concentration, (1 - self.rate) * self.concentration
+            moments.append(math.prod((a + j) / (a + b + j) for j in range(i)))
+        return sum(moments) / self.k, tuple(moments)
+
+
+def simulate_chain(model: ChainModel, rng: np.random.Generator, campaigns: int) -> Any:
+    """Per-request accepted counts by position, (campaigns, requests, k) integers, drawn as chains."""
+    import numpy as np
+
+    shape = (campaigns, model.requests)
+    if model.concentration is None:
+        q = np.full(shape, model.rate)
+    else:
+        q = rng.beta(model.rate * model.concentration, (1 - model.rate) * model.concentration, shape)
+    draws = rng.random((*shape, model.rounds, model.k)) < q[..., None, None]
+    chain = np.cumprod(draws, axis=-1)  # a position counts only when every earlier one was accepted
+    return chain.sum(axis=2)

@@ -86,3 +86,25 @@ def test_calibration_in_pieces_adds_up_to_one_run() -> None:
     assert whole.false_promotions == whole.promotions - whole.correct_promotions
     with pytest.raises(ValueError):
         combine([])
+
+
+def test_chain_acceptance_draws_each_position_from_the_one_before() -> None:
+    import dataclasses
+
+    import numpy as np
+
+    from mtpverdict.simulate import SCENARIOS, simulate_campaign
+
+    base = SCENARIOS["clean-win"]
+    chained = dataclasses.replace(base, chain_acceptance=True)
+    old = [r for r in simulate_campaign(base, np.random.default_rng(3))[1] if r["kind"] == "acceptance"]
+    new = [r for r in simulate_campaign(chained, np.random.default_rng(3))[1] if r["kind"] == "acceptance"]
+    assert len(old) == len(new)
+    for rec in new:
+        pos = rec["accepted_per_position"]
+        assert all(b <= a for a, b in zip(pos, pos[1:], strict=False))
+        assert rec["accepted_tokens"] == sum(pos)
+    k3 = [r["accepted_per_position"] for r in new if r["arm"] == "k3"]
+    drafts = sum(r["drafts"] for r in new if r["arm"] == "k3")
+    totals = np.sum(k3, axis=0) / drafts
+    assert totals == pytest.approx([0.9, 0.81, 0.729], abs=0.03)  # first_position_rate x decay^i
