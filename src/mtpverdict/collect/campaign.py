@@ -101,7 +101,12 @@ SERVER_FIELDS = (
         enum=("launch", "external"),
     ),
     _f("command", "str_list", "Serve argv template (launch mode).", required=False),
-    _f("shell", "bool", "Run command[0] through /bin/sh -c (explicit opt-in).", required=False),
+    _f(
+        "shell",
+        "bool",
+        "Run command[0] through /bin/sh -c (explicit opt-in); every substituted value is quoted.",
+        required=False,
+    ),
     _f("env", "str_map", "Extra environment for the server.", required=False),
     _f("host", "str", "Host collect talks to.", required=False),
     _f("port", "int", "Port for launched servers.", required=False, minimum=1, maximum=65535),

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from mtpverdict._describe import describe_exception
+from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan
@@ -39,6 +40,7 @@ UNREADABLE_NOTE = (
     "what was known of the boot is lost, its runs are kept"
 )
 STARTED_DIR = "boots"  # under raw/: one JSON file per boot started, so an interrupted boot is known
+MAX_STARTED_BYTES = 1 << 20  # a start file holds one boot record and a process mark: a few KB
 STARTED_NAME = re.compile(r"^(?P<arm>[A-Za-z0-9][A-Za-z0-9_.+-]{0,63})-boot(?P<boot>[1-9][0-9]{0,8})\.json$")
 
 
@@ -148,8 +150,8 @@ def read_started(results: Path) -> list[StartedBoot]:
         if name is None:
             continue
         try:
-            data = json.loads(path.read_bytes()[: 1 << 20])
-        except (OSError, ValueError):
+            data = json.loads(read_regular(path, MAX_STARTED_BYTES, "a start file"))
+        except (NotReadable, ValueError):
             data = None
         if not _started_shape(data):
             found.append(StartedBoot(path, name["arm"], int(name["boot"]), None))
