@@ -169,26 +169,37 @@ def _started_shape(data: object) -> bool:
     )
 
 
-def interrupted_record(arm: str, boot: int, order: int, note: str, log: str | None) -> dict[str, Any]:
-    """The boot record of a boot collect stopped before it finished, when nothing else is known."""
-    return {
+def boot_record(
+    arm: str,
+    boot: int,
+    order: int,
+    status: str,
+    *,
+    argv: list[str] | None = None,
+    log: str | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """A boot record with nothing measured yet (the boot fills it in as it learns)."""
+    record: dict[str, Any] = {
         "kind": "boot",
         "arm": arm,
         "boot": boot,
         "order": order,
-        "status": INTERRUPTED,
+        "status": status,
         "ready_seconds": None,
         "kv_cache_tokens": None,
         "block_size": None,
         "num_blocks": None,
         "max_model_len": None,
         "engine_version": None,
-        "argv": None,
+        "argv": argv,
         "error": None,
         "observed_k": None,
         "log": log,
-        "note": note,
     }
+    if note is not None:
+        record["note"] = note
+    return record
 
 
 def plan_boots(
@@ -225,7 +236,9 @@ def plan_boots(
             max_order += 1
             log = f"raw/logs/{found.arm}-boot{found.boot}.log"
             kept = log if (writer.root / log).is_file() else None
-            owed_records.append(interrupted_record(found.arm, found.boot, max_order, UNREADABLE_NOTE, kept))
+            owed_records.append(
+                boot_record(found.arm, found.boot, max_order, INTERRUPTED, log=kept, note=UNREADABLE_NOTE)
+            )
         else:
             owed_records.append({**found.data["record"], "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
     settled: dict[str, int] = {}
@@ -410,7 +423,9 @@ class Collector:
         except ValueError as exc:  # the start file held a record the results format refuses
             kept = log if isinstance(log, str) and (self.results / str(log)).is_file() else None
             note = f"{INTERRUPTED_NOTE}; its start file held an invalid record ({exc})"
-            self._append(interrupted_record(arm.name, record["boot"], record["order"], note[:500], kept))
+            self._append(
+                boot_record(arm.name, record["boot"], record["order"], INTERRUPTED, log=kept, note=note[:500])
+            )
         self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
 
     def _run_rounds(self, owed: list[PlannedBoot]) -> None:
@@ -498,28 +513,15 @@ class Collector:
             if plan.server.mode == "external" and arm.base_url
             else f"http://{plan.server.host}:{plan.server.port}"
         )
-        record: dict[str, Any] = {
-            "kind": "boot",
-            "arm": arm.name,
-            "boot": planned.boot,
-            "order": planned.order,
-            "status": "ready",
-            "ready_seconds": None,
-            "kv_cache_tokens": None,
-            "block_size": None,
-            "num_blocks": None,
-            "max_model_len": None,
-            "engine_version": None,
-            "argv": argv or None,
-            "error": None,
-            "observed_k": None,
-            "log": log_rel if plan.server.mode == "launch" else None,
-        }
+        launch = plan.server.mode == "launch"
+        record = boot_record(
+            arm.name, planned.boot, planned.order, "ready", argv=argv or None, log=log_rel if launch else None
+        )
         started = _started_path(self.results, arm.name, planned.boot)
         _write_started(started, planned, record, None)
         self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
         server = None
-        if plan.server.mode == "launch":
+        if launch:
             server = LaunchedServer(argv, plan.server_env(self.variables), self.results / log_rel, started)
         self.summary.boots += 1
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
@@ -536,7 +538,7 @@ class Collector:
         finally:
             if server is not None:
                 server.stop(plan.server.grace_seconds)
-            if plan.server.mode == "launch":
+            if launch:
                 self._log_surface(arm, planned.boot, log_rel, record)
             if record["status"] == "failed":
                 self.summary.failed_boots += 1
