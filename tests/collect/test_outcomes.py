@@ -68,18 +68,33 @@ def _wait_for_server(out: Path, name: str = "off_A-boot1.json", timeout: float =
 # --- item 3 of the boot-safety issue: a torn start file ------------------------------------------
 
 
-def test_a_truncated_start_file_is_an_interrupted_boot(tmp_path: Path, port: int) -> None:
+BAD_START_FILES = {
+    "torn": ('{"arm": "off_A", "boot": 1, "ord', "unreadable"),
+    "not-an-object": ("[1, 2]", "unreadable"),
+    # whole JSON, but the record it holds is not a boot record of this arm
+    "invalid-record": (
+        json.dumps({"arm": "off_A", "boot": 1, "order": 1, "record": {"kind": "request", "arm": "x"}}),
+        "invalid record",
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_START_FILES))
+def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
+    tmp_path: Path, port: int, bad: str
+) -> None:
+    text, said = BAD_START_FILES[bad]
     campaign = _write(tmp_path, small_campaign(port))
     out = tmp_path / "results"
     (out / "raw" / "boots").mkdir(parents=True)
     plan = load_campaign_file(campaign)
     (out / "campaign.json").write_text(canonical(plan.results_campaign({}, str(out))))
-    (out / "raw" / "boots" / "off_A-boot1.json").write_text('{"arm": "off_A", "boot": 1, "ord')
+    (out / "raw" / "boots" / "off_A-boot1.json").write_text(text)
     done = _collect(campaign, out, "--resume")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     boots = {b["boot"]: b for b in _boots(out)}
-    assert boots[1]["status"] == "interrupted" and "unreadable" in boots[1]["note"]
+    assert boots[1]["status"] == "interrupted" and said in boots[1]["note"]
     assert boots[2]["status"] == "ready" and boots[2]["order"] > boots[1]["order"]
 
 

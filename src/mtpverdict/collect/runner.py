@@ -240,7 +240,9 @@ def plan_boots(
                 boot_record(found.arm, found.boot, max_order, INTERRUPTED, log=kept, note=UNREADABLE_NOTE)
             )
         else:
-            owed_records.append({**found.data["record"], "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
+            record = found.data["record"]
+            where = {"kind": "boot", "arm": found.arm, "boot": found.boot, "order": found.data["order"]}
+            owed_records.append({**record, **where, "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
     settled: dict[str, int] = {}
     for (arm, _boot), rec in boot_records.items():
         interrupted = rec["status"] == INTERRUPTED or rec.get("note") == INTERRUPTED_NOTE
