@@ -157,7 +157,9 @@ def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port
         wait_for_request(out, "off_A", proc=first)
         second = _collect(campaign, out, "--resume")
         assert second.returncode == 2, second.stderr
-        assert "another collect" in second.stderr and "Traceback" not in second.stderr
+        assert f"another collect (pid {first.pid})" in second.stderr and "Traceback" not in second.stderr
+        dry = _collect(campaign, out, "--resume", "--dry-run")
+        assert dry.returncode == 0 and f"another collect (pid {first.pid}) is running" in dry.stdout
         _, err = first.communicate(timeout=120)
         assert first.returncode == 0, err  # the running collect and its server were left alone
     finally:

@@ -78,6 +78,11 @@ def preflight(
         )
     elif results.is_dir():
         warnings.append(f"{results} exists; a real run writes the campaign into it")
+    holder = _lock_holder(results)
+    if holder is not None:
+        warnings.append(
+            f"another collect (pid {holder}) is running on {results}: a real run would be refused"
+        )
     return Preflight(campaign, mismatch, api_key, tuple(warnings))
 
 
@@ -123,6 +128,21 @@ def _boot_records(results: Path) -> int:
             return sum(1 for line in fh if BOOT_RECORD_MARK in line)
     except OSError:
         return 0
+
+
+def _lock_holder(results: Path) -> str | None:
+    """The pid written by a collect that holds the directory's lock now, without taking it."""
+    try:
+        fd = os.open(results / RAW_DIR / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+    finally:
+        os.close(fd)  # closing drops the shared lock if it was taken
+    return None
 
 
 def lock_results(results: Path) -> int:
