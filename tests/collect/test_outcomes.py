@@ -262,3 +262,28 @@ def test_a_campaign_that_is_not_a_bounded_regular_file_is_refused(tmp_path: Path
     assert done.stderr.startswith(f"Error: {path}: ") and "Traceback" not in done.stderr
     expected = "bytes" if kind == "oversized" else "not a regular file"
     assert expected in done.stderr, done.stderr
+
+
+def test_a_transport_error_fails_the_boot_with_its_type_and_a_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from mtpverdict.collect import Collector
+
+    async def read_error(*args: object) -> None:
+        raise httpx.ReadError("")  # httpx raises its network errors with an empty message
+
+    monkeypatch.setattr("mtpverdict.collect.runner.Collector._boot_async", read_error)
+    text = small_campaign(8000).replace('mode = "launch"', 'mode = "external"')
+    text = text.replace('name = "off_A"', 'name = "off_A"\nbase_url = "http://127.0.0.1:9"')
+    plan = load_campaign_file(_write(tmp_path, text))
+    out = tmp_path / "results"
+    summary = Collector(
+        plan, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
+    ).run()
+    assert summary.outcome == "boots_failed" and summary.failed_boots == 1
+    [boot] = _boots(out)
+    assert boot["status"] == "failed"
+    assert boot["error"].startswith("ReadError: ") and len(boot["error"]) > len("ReadError: ") + 10
+    assert summary.failed == [f"off_A boot 1: {boot['error']}"]

@@ -123,8 +123,11 @@ def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:
 
 
 def _boot_records(results: Path) -> int:
+    path = results / RECORDS_FILE
+    if not path.is_file():  # only a regular file is opened: a FIFO would block the dry run
+        return 0
     try:
-        with (results / RECORDS_FILE).open("rb") as fh:
+        with path.open("rb") as fh:
             return sum(1 for line in fh if BOOT_RECORD_MARK in line)
     except OSError:
         return 0
