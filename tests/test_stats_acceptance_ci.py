@@ -136,7 +136,7 @@ def test_without_per_position_counts_a_round_counts_as_one_trial() -> None:
 
 
 def test_acceptance_records_become_window_clusters_with_the_same_rate() -> None:
-    from mtpverdict.results.load import results_from_records
+    from mtpverdict.formats.results_io import results_from_records
     from mtpverdict.simulate import SCENARIOS, simulate_campaign
     from mtpverdict.stats.acceptance import arm_acceptance
     from mtpverdict.stats.acceptance_ci import counts_from_rows

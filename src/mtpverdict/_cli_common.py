@@ -13,6 +13,7 @@ EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 EXIT_INCOMPLETE = 4
+EXIT_BOOTS_FAILED = 5  # collect ran to the end, but a boot failed or was refused
 EXIT_INTERRUPTED = 130
 MAX_ERRORS_SHOWN = 20
 

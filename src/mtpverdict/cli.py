@@ -1,7 +1,8 @@
 """The command line: each command parses options, calls one library function, renders, and exits.
 
 Exit codes: 0 done (a decision was written, inconclusive included), 1 the gate refused, 2 bad input,
-3 inconclusive under --strict, 4 a campaign could not be completed (resume it), 130 interrupted.
+3 inconclusive under --strict, 4 a campaign could not be completed (resume it), 5 collect ran but a
+boot failed or was refused, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 
 from mtpverdict._cli_common import (
     EXIT_BAD_INPUT,
+    EXIT_BOOTS_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
@@ -137,7 +139,9 @@ def collect(
     ] = 120.0,
 ) -> None:
     """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
-    from mtpverdict.collect import Collector, Event, dry_run_plan, load_campaign_file
+    from mtpverdict._describe import describe_exception
+    from mtpverdict.collect import Collector, CollectOutcome, Event, dry_run_report, load_campaign_file
+    from mtpverdict.errors import CollectError
 
     try:
         plan = load_campaign_file(campaign)
@@ -161,8 +165,22 @@ def collect(
         except InputError as exc:
             _fail_input(exc)
     if dry_run:
-        for line in dry_run_plan(plan, stream_tps=assume_tps, boot_seconds=assume_boot):
-            typer.echo(line)
+        try:
+            lines = dry_run_report(
+                plan,
+                out,
+                variables=variables,
+                resume=resume,
+                allow_argv_mismatch=allow_argv_mismatch,
+                until_resolved=until_resolved,
+                stream_tps=assume_tps,
+                boot_seconds=assume_boot,
+            )
+        except CollectError as exc:
+            _fail(str(exc))
+        except InputError as exc:
+            _fail_input(exc)
+        typer.echo("\n".join(lines))
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -194,8 +212,6 @@ def collect(
                 markup=False,
             )
 
-    from mtpverdict.errors import CollectError
-
     try:
         with progress:
             collector = Collector(
@@ -215,7 +231,8 @@ def collect(
         _fail_input(exc)
     except OSError as exc:
         _fail(
-            f"{out}: {exc.strerror or exc}; the records written so far are valid, resume with --resume",
+            f"{out}: {exc.strerror or describe_exception(exc)}; the records written so far are valid, "
+            "resume with --resume",
             EXIT_INCOMPLETE,
         )
     if summary.skipped_boots or summary.stopped_early:
@@ -227,9 +244,13 @@ def collect(
         f"{summary.boots} boots ({summary.failed_boots} failed), {summary.requests} requests "
         f"({summary.request_errors} errors), {summary.records} records written to {out}"
     )
-    if summary.interrupted:
+    if summary.outcome == CollectOutcome.INTERRUPTED:
         typer.echo("interrupted: the results directory is valid; continue with --resume", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.outcome == CollectOutcome.BOOTS_FAILED:
+        for line in summary.failed:
+            typer.echo(f"failed boot: {line}", err=True)
+        raise typer.Exit(EXIT_BOOTS_FAILED)
 
 
 @app.command()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -18,10 +20,30 @@ ARMS = {  # name -> (role, method, k, fake acceptance)
 }
 
 
+# "LOW-HIGH": draw the fake servers' ports from this range instead of the kernel's ephemeral ports, on
+# a host where other work owns the rest
+TEST_PORTS_ENV = "MTPVERDICT_TEST_PORTS"
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on now: from $MTPVERDICT_TEST_PORTS when set, else one the kernel picks."""
+    span = os.environ.get(TEST_PORTS_ENV, "")
+    if not span:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    low, _, high = span.partition("-")
+    ports = list(range(int(low), int(high or low) + 1))
+    random.shuffle(ports)  # consecutive tests rarely draw a port whose last server is still closing
+    for candidate in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is free
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    raise RuntimeError(f"{TEST_PORTS_ENV}={span}: every port in the range is in use")
 
 
 def campaign_text(
@@ -101,3 +123,55 @@ text = "The capital of France is Paris."
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+def small_campaign(
+    port: int,
+    *,
+    arms: tuple[tuple[str, str], ...] = (("off_A", "[]"),),
+    command: str | None = None,
+    shell: bool = False,
+    tps: int = 400,
+    reps: int = 1,
+    server_extra: str = "",
+    top_extra: str = "",
+) -> str:
+    """A short campaign on the fake server: the given (name, serve_args TOML) arms, one workload at c=1.
+
+    An arm whose serve_args hold a speculative config is a candidate (ngram, its k); the others are
+    controls. `command` replaces the serve command (TOML list text); `shell` sets shell = true.
+    """
+    blocks = []
+    for name, serve in arms:
+        k = json.loads(json.loads(serve)[1])["num_speculative_tokens"] if "speculative" in serve else None
+        role = f'role = "candidate"\nmethod = "ngram"\nk = {k}' if k else 'role = "control"'
+        blocks.append(f'[[arms]]\nname = "{name}"\n{role}\nserve_args = {serve}')
+    if command is None:
+        command = json.dumps([sys.executable, str(FAKE), "--port", "{port}", "--tps", str(tps), "{spec}"])
+    return f"""
+campaign_version = 1
+id = "small"
+title = "a short campaign on the fake server"
+concurrency = [1]
+reps = {reps}
+warmup_runs = 1
+{top_extra}
+
+[server]
+mode = "launch"
+command = {command}
+shell = {"true" if shell else "false"}
+port = {port}
+boot_timeout = 30
+grace_seconds = 5
+stall_seconds = 5
+{server_extra}
+
+{chr(10).join(blocks)}
+
+[[workloads]]
+id = "short"
+prompt = "Write about rivers."
+max_tokens = 24
+ignore_eos = true
+"""

@@ -23,6 +23,7 @@ from ..conftest import wait_for_request
 from .conftest import campaign_text
 
 CLI = [sys.executable, "-m", "mtpverdict"]
+EXIT_BOOTS_FAILED = 5  # README: collect ran to the end, but a boot failed or was refused
 
 
 def _write(tmp: Path, text: str) -> Path:
@@ -144,7 +145,7 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
     wait_for_request(out, "ngram_k2")
     started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
     os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
-    assert proc.wait(timeout=180) == 0
+    assert proc.wait(timeout=180) == EXIT_BOOTS_FAILED
     before = (out / "records.jsonl").read_bytes()
     results = load_results(out)
     boots = results.boots.set_index("arm")
@@ -212,7 +213,7 @@ def test_server_faults_are_recorded_and_the_campaign_goes_on(
     campaign = _write(tmp_path, campaign_text(port, faults={"ngram_k2": fault}, reps=1, concurrency="[1, 2]"))
     out = tmp_path / "results"
     done = _collect(campaign, out, "--allow-argv-mismatch")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == (EXIT_BOOTS_FAILED if fault.startswith("die") else 0), done.stderr
     results = load_results(out)
     req = results.requests
     errors = req[(req["arm"] == "ngram_k2") & (req["status"] == "error")]
@@ -248,7 +249,7 @@ def test_missing_metrics_and_a_failed_boot(tmp_path: Path, port: int) -> None:
         ),
     )
     out = tmp_path / "results"
-    assert _collect(campaign, out, "--allow-argv-mismatch").returncode == 0
+    assert _collect(campaign, out, "--allow-argv-mismatch").returncode == EXIT_BOOTS_FAILED
     results = load_results(out)
     boots = results.boots.set_index("arm")
     assert boots.loc["ngram_k2", "status"] == "ready" and boots.loc["ngram_k2", "observed_k"] != 2
@@ -268,7 +269,7 @@ def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path
         squatter.bind(("127.0.0.1", port))
         squatter.listen(16)
         done = _collect(_write(tmp_path, text), out)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_BOOTS_FAILED, done.stderr
     results = load_results(out)
     assert (results.boots["status"] == "failed").all() and len(results.boots) == 4
     assert all("already in use" in str(e) for e in results.boots["error"])
@@ -283,7 +284,7 @@ def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) ->
     assert "Traceback" not in refused.stderr and not (tmp_path / "r1").exists()
     wrong_k = text.replace('method = "ngram"\nk = 2', 'method = "ngram"\nk = 3')
     out = tmp_path / "r2"
-    assert _collect(_write(tmp_path, wrong_k), out, "--allow-argv-mismatch").returncode == 0
+    assert _collect(_write(tmp_path, wrong_k), out, "--allow-argv-mismatch").returncode == EXIT_BOOTS_FAILED
     boot = load_results(out).boots.set_index("arm").loc["ngram_k2"]
     assert boot["status"] == "failed" and "does not match the arm (k=3)" in boot["error"]
 

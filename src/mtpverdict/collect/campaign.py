@@ -3,18 +3,20 @@
 A campaign file is data: the serve command is an argv list whose elements (and the env values and the
 arms' serve_args) may hold placeholders ({port}, {arm}, {boot}, {results} and names from [vars] or
 --var); the element "{spec}" splices the arm's speculative arguments. Nothing is passed to a shell
-unless `shell = true` is set explicitly.
+unless `shell = true` is set explicitly, and then every substituted value is quoted for the shell.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtpverdict._files import NotReadable, read_regular
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.results.spec import METHODS, RESULTS_FORMAT, Field, check_object
 from mtpverdict.rules.policy import toml_error_line
@@ -23,6 +25,9 @@ CAMPAIGN_VERSION = 1
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 SPEC_PLACEHOLDER = "{spec}"
 BUILTIN_VARS = ("port", "arm", "boot", "results")
+SHELL = "/bin/sh"  # what `shell = true` runs the command with, as subprocess's shell=True does
+# A campaign is a few tables and prompts (the shipped ones are 3 KB); anything near this size is not one.
+MAX_CAMPAIGN_BYTES = 4 << 20
 
 # Flags that carry the speculative configuration, per engine; anything else in an arm's serve_args
 # breaks harness parity (the arms would differ in more than speculation).
@@ -96,7 +101,12 @@ SERVER_FIELDS = (
         enum=("launch", "external"),
     ),
     _f("command", "str_list", "Serve argv template (launch mode).", required=False),
-    _f("shell", "bool", "Run command[0] through /bin/sh -c (explicit opt-in).", required=False),
+    _f(
+        "shell",
+        "bool",
+        "Run command[0] through /bin/sh -c (explicit opt-in); every substituted value is quoted.",
+        required=False,
+    ),
     _f("env", "str_map", "Extra environment for the server.", required=False),
     _f("host", "str", "Host collect talks to.", required=False),
     _f("port", "int", "Port for launched servers.", required=False, minimum=1, maximum=65535),
@@ -261,7 +271,12 @@ class CampaignPlan:
         return sorted(found - defined)
 
     def serve_argv(self, arm: ArmPlan, extra_vars: dict[str, str], boot: int, results: str) -> list[str]:
-        """The argv of one boot of an arm, placeholders filled, {spec} spliced."""
+        """The argv of one boot of an arm, placeholders filled, {spec} spliced.
+
+        In shell mode the argv is [/bin/sh, -c, LINE]: every placeholder in LINE is replaced by its
+        value quoted for the shell, and {spec} (or the end of LINE) by the arm's serve_args, each
+        quoted, so no value can run as a command and the arm's arguments reach the server.
+        """
         values = {
             **dict(self.vars),
             **extra_vars,
@@ -271,6 +286,8 @@ class CampaignPlan:
             "results": results,
         }
         spec = [self.fill(a, values) for a in arm.serve_args]
+        if self.server.shell:
+            return [SHELL, "-c", self._shell_line(values, spec)]
         argv: list[str] = []
         for element in self.server.command:
             if element == SPEC_PLACEHOLDER:
@@ -280,6 +297,14 @@ class CampaignPlan:
         if SPEC_PLACEHOLDER not in self.server.command:
             argv.extend(spec)
         return argv
+
+    def _shell_line(self, values: dict[str, str], spec: list[str]) -> str:
+        quoted = {name: shlex.quote(value) for name, value in values.items()}
+        quoted["spec"] = shlex.join(spec)
+        line = self.server.command[0]
+        if SPEC_PLACEHOLDER not in line and spec:
+            line = f"{line} {SPEC_PLACEHOLDER}"
+        return self.fill(line, quoted)
 
     def server_env(self, extra_vars: dict[str, str]) -> dict[str, str]:
         """The server's extra environment, placeholders filled."""
@@ -515,16 +540,13 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
 
 
 def load_campaign_file(path: str | Path) -> CampaignPlan:
-    """Read and validate a campaign file."""
+    """Read and validate a campaign file (a regular file of at most MAX_CAMPAIGN_BYTES)."""
     source = str(path)
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CampaignError(
-            [Problem(source, "not found; pass a campaign TOML (see docs/campaign-format.md)")]
-        ) from None
-    except OSError as exc:
-        raise CampaignError([Problem(source, f"cannot be read: {exc.strerror}")]) from None
+        data = read_regular(path, MAX_CAMPAIGN_BYTES, "a campaign file")
+    except NotReadable as exc:
+        hint = "; pass a campaign TOML (see docs/campaign-format.md)" if str(exc) == "not found" else ""
+        raise CampaignError([Problem(source, f"{exc}{hint}")]) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -10,26 +10,38 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from mtpverdict._describe import describe_exception
+from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, parity_problems
+from mtpverdict.collect.campaign import ArmPlan, CampaignPlan
+from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
+from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.results_io import ResultsWriter
 from mtpverdict.rules.policy import Policy
 
 HEALTH_POLL_SECONDS = 1.0
-ORPHAN_WAIT_SECONDS = 30.0
+INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
 INTERRUPTED_NOTE = "interrupted: collect stopped before this boot finished; its runs are kept"
+UNREADABLE_NOTE = (
+    "interrupted: collect stopped while writing this boot's start file, which is unreadable; "
+    "what was known of the boot is lost, its runs are kept"
+)
 STARTED_DIR = "boots"  # under raw/: one JSON file per boot started, so an interrupted boot is known
+MAX_STARTED_BYTES = 1 << 20  # a start file holds one boot record and a process mark: a few KB
+STARTED_NAME = re.compile(r"^(?P<arm>[A-Za-z0-9][A-Za-z0-9_.+-]{0,63})-boot(?P<boot>[1-9][0-9]{0,8})\.json$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,14 @@ class PlannedBoot:
     round: int = 1
 
 
+class CollectOutcome(StrEnum):
+    """How a collect run ended; the CLI gives each its exit code (README, Exit codes)."""
+
+    COMPLETE = "complete"  # every boot it ran became ready and ran to the end
+    BOOTS_FAILED = "boots_failed"  # it ran to the end, but a boot failed or was refused
+    INTERRUPTED = "interrupted"  # stopped (Ctrl-C) before the end; --resume continues
+
+
 @dataclass(slots=True)
 class CollectSummary:
     """What a collect run did."""
@@ -67,6 +87,13 @@ class CollectSummary:
     stopped_early: bool = False
     skipped_boots: int = 0
     per_arm: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # "arm boot N: why", one per failed boot
+
+    @property
+    def outcome(self) -> CollectOutcome:
+        if self.interrupted:
+            return CollectOutcome.INTERRUPTED
+        return CollectOutcome.BOOTS_FAILED if self.failed_boots else CollectOutcome.COMPLETE
 
 
 class ServerDied(Exception):
@@ -75,43 +102,6 @@ class ServerDied(Exception):
 
 def _started_path(results: Path, arm: str, boot: int) -> Path:
     return results / "raw" / STARTED_DIR / f"{arm}-boot{boot}.json"
-
-
-def stop_orphan(pid: object, argv0: object) -> bool:
-    """Kill the process group of a server left running by a collect that was killed; True if killed.
-
-    Only a live process whose command line still starts with the recorded program is touched, so a
-    recycled pid is never signalled.
-    """
-    import signal
-
-    if not isinstance(pid, int) or not isinstance(argv0, str):
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if not cmdline or os.path.basename(cmdline[0].decode(errors="replace")) != os.path.basename(argv0):
-        return False
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    _wait_gone(pid, ORPHAN_WAIT_SECONDS)  # its port must be free before the next server starts
-    return True
-
-
-def _wait_gone(pid: int, seconds: float) -> None:
-    """Wait, up to `seconds`, until a process has exited (gone, or a zombie nobody reaps)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return
-        if stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
-            return
-        time.sleep(0.1)
 
 
 async def port_in_use(host: str, port: int, wait_seconds: float) -> bool:
@@ -136,18 +126,94 @@ async def port_in_use(host: str, port: int, wait_seconds: float) -> bool:
         await asyncio.sleep(0.25)
 
 
+@dataclass(frozen=True, slots=True)
+class StartedBoot:
+    """A boot's start file as a resume finds it: its content, or None when unreadable (torn)."""
+
+    path: Path
+    arm: str
+    boot: int
+    data: dict[str, Any] | None
+
+    @property
+    def finished(self) -> bool:
+        return self.path.with_suffix(".done").exists()
+
+
+def read_started(results: Path) -> list[StartedBoot]:
+    """Every start file under raw/boots/, in name order; a file that is not whole JSON of the shape
+    collect writes (a crash while it was written) is kept with data None, named by its file name."""
+    found: list[StartedBoot] = []
+    directory = results / "raw" / STARTED_DIR
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        name = STARTED_NAME.match(path.name)
+        if name is None:
+            continue
+        try:
+            data = json.loads(read_regular(path, MAX_STARTED_BYTES, "a start file"))
+        except (NotReadable, ValueError):
+            data = None
+        if not _started_shape(data):
+            found.append(StartedBoot(path, name["arm"], int(name["boot"]), None))
+            continue
+        found.append(StartedBoot(path, data["arm"], data["boot"], data))
+    return found
+
+
+def _started_shape(data: object) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("arm"), str)
+        and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool) for k in ("boot", "order"))
+        and isinstance(data.get("record"), dict)
+    )
+
+
+def boot_record(
+    arm: str,
+    boot: int,
+    order: int,
+    status: str,
+    *,
+    argv: list[str] | None = None,
+    log: str | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """A boot record with nothing measured yet (the boot fills it in as it learns)."""
+    record: dict[str, Any] = {
+        "kind": "boot",
+        "arm": arm,
+        "boot": boot,
+        "order": order,
+        "status": status,
+        "ready_seconds": None,
+        "kv_cache_tokens": None,
+        "block_size": None,
+        "num_blocks": None,
+        "max_model_len": None,
+        "engine_version": None,
+        "argv": argv,
+        "error": None,
+        "observed_k": None,
+        "log": log,
+    }
+    if note is not None:
+        record["note"] = note
+    return record
+
+
 def plan_boots(
     plan: CampaignPlan, writer: ResultsWriter, *, retry_failed: bool = False
 ) -> tuple[list[PlannedBoot], list[dict[str, Any]]]:
     """Boots still owed (round-robin over the arms), and boot records owed for interrupted boots.
 
-    A boot is settled once its boot record exists (ready or failed) and is not marked interrupted. A
-    boot that was started but has no boot record (collect was killed) gets a record saying it was
-    interrupted, built from its started file; its runs stay as evidence and a fresh boot is owed.
+    A boot is settled once its boot record exists (ready or failed) and is not interrupted. A boot
+    that was started but has no boot record (collect was killed) gets a record saying it was
+    interrupted, built from its start file (or from the file's name when the file is torn: it is
+    then placed after every boot known); its runs stay as evidence and a fresh boot is owed.
     With retry_failed a failed boot is not settled either: a fresh boot is owed, and the failed boot's
     record stays, so the policy's boot_ok rule still sees it.
     """
-    results = writer.root
     records = writer.records
     boot_records = {(r["arm"], r["boot"]): r for r in records if r["kind"] == "boot"}
     used_boots: dict[str, int] = {}
@@ -156,21 +222,31 @@ def plan_boots(
         used_boots[rec["arm"]] = max(used_boots.get(rec["arm"], 0), int(rec.get("boot") or 0))
         if rec["kind"] == "boot":
             max_order = max(max_order, int(rec["order"]))
+    started = read_started(writer.root)
+    for found in started:
+        used_boots[found.arm] = max(used_boots.get(found.arm, 0), found.boot)
+        if found.data is not None:
+            max_order = max(max_order, found.data["order"])
+    arm_names = {a.name for a in plan.arms}
     owed_records: list[dict[str, Any]] = []
-    started_dir = results / "raw" / STARTED_DIR
-    if started_dir.is_dir():
-        for path in sorted(started_dir.glob("*.json")):
-            started = json.loads(path.read_text(encoding="utf-8"))
-            key = (started["arm"], started["boot"])
-            used_boots[key[0]] = max(used_boots.get(key[0], 0), key[1])
-            max_order = max(max_order, int(started["order"]))
-            if not path.with_suffix(".done").exists():
-                stop_orphan(started.get("pid"), started.get("argv0"))
-            if key not in boot_records and started["arm"] in {a.name for a in plan.arms}:
-                owed_records.append({**started["record"], "note": INTERRUPTED_NOTE})
+    for found in started:
+        if (found.arm, found.boot) in boot_records or found.arm not in arm_names:
+            continue
+        if found.data is None:
+            max_order += 1
+            log = f"raw/logs/{found.arm}-boot{found.boot}.log"
+            kept = log if (writer.root / log).is_file() else None
+            owed_records.append(
+                boot_record(found.arm, found.boot, max_order, INTERRUPTED, log=kept, note=UNREADABLE_NOTE)
+            )
+        else:
+            record = found.data["record"]
+            where = {"kind": "boot", "arm": found.arm, "boot": found.boot, "order": found.data["order"]}
+            owed_records.append({**record, **where, "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
     settled: dict[str, int] = {}
     for (arm, _boot), rec in boot_records.items():
-        if rec.get("note") != INTERRUPTED_NOTE and not (retry_failed and rec["status"] == "failed"):
+        interrupted = rec["status"] == INTERRUPTED or rec.get("note") == INTERRUPTED_NOTE
+        if not interrupted and not (retry_failed and rec["status"] == "failed"):
             settled[arm] = settled.get(arm, 0) + 1
     owed: list[PlannedBoot] = []
     order = max_order
@@ -183,6 +259,37 @@ def plan_boots(
             order += 1
             owed.append(PlannedBoot(arm=arm, boot=used_boots[arm.name], order=order, round=round_))
     return owed, owed_records
+
+
+def stop_left_over_servers(results: Path) -> list[Event]:
+    """Stop the servers of unfinished boots that a killed collect left running, where each is proven
+    this collect's (ownership.stop_marked); a notice for each stopped, and for each left alone."""
+    events = []
+    for found in read_started(results):
+        if found.finished:
+            continue
+        if found.data is None:
+            events.append(
+                Event("note", found.arm, found.boot, "its start file is unreadable: no process was signalled")
+            )
+            continue
+        mark = ProcessMark.from_json(found.data, found.path)
+        if mark is None:
+            if found.data.get("pid") is not None:
+                events.append(
+                    Event(
+                        "note",
+                        found.arm,
+                        found.boot,
+                        f"pid {found.data['pid']} was not signalled: its start file carries no proof "
+                        "that collect launched it (token, start time, process group)",
+                    )
+                )
+            continue
+        outcome = stop_marked(mark)
+        if outcome.status != StopStatus.GONE:
+            events.append(Event("note", found.arm, found.boot, outcome.detail))
+    return events
 
 
 def dry_run_plan(plan: CampaignPlan, *, stream_tps: float = 50.0, boot_seconds: float = 120.0) -> list[str]:
@@ -215,6 +322,32 @@ def dry_run_plan(plan: CampaignPlan, *, stream_tps: float = 50.0, boot_seconds: 
     ]
 
 
+def dry_run_report(
+    plan: CampaignPlan,
+    results: str | os.PathLike[str],
+    *,
+    variables: dict[str, str],
+    resume: bool,
+    allow_argv_mismatch: bool,
+    until_resolved: bool,
+    stream_tps: float = 50.0,
+    boot_seconds: float = 120.0,
+) -> list[str]:
+    """What `collect --dry-run` prints: the plan and its cost, then a `warning:` line for each thing
+    a real run would do that the user may not expect. Every check of a real run is made first (the
+    same preflight), so a dry run refuses what a real run refuses; nothing is written."""
+    checked = preflight(
+        plan,
+        Path(results),
+        variables=variables,
+        resume=resume,
+        allow_argv_mismatch=allow_argv_mismatch,
+        until_resolved=until_resolved,
+    )
+    lines = dry_run_plan(plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
+    return lines + [f"warning: {w}" for w in checked.warnings]
+
+
 class Collector:
     """Runs one campaign into one results directory."""
 
@@ -236,37 +369,24 @@ class Collector:
         self.variables = variables
         self.on_event = on_event
         self.until_resolved = until_resolved
-        if until_resolved is not None and plan.boots < 2:
-            raise CollectError(f"{plan.source}: --until-resolved needs boots >= 2 (the budget of rounds)")
-        if (self.results / "campaign.json").exists() and not resume:
-            raise CollectError(
-                f"{self.results}: already holds a campaign; pass --resume to continue it or "
-                "choose a new results directory"
-            )
-        undefined = plan.undefined(variables)
-        if undefined:
-            raise CollectError(
-                f"{plan.source}: server.command needs a value for {', '.join(undefined)} "
-                "(define it in [vars] or pass --var NAME=VALUE)"
-            )
-        mismatch = parity_problems(plan.arms)
-        if mismatch and not allow_argv_mismatch:
-            raise CollectError("; ".join(mismatch))
-        self.mismatch = mismatch
-        self.api_key = os.environ.get(plan.server.api_key_env, "") if plan.server.api_key_env else ""
-        if plan.server.api_key_env and not self.api_key:
-            raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
+        checked = preflight(
+            plan,
+            self.results,
+            variables=variables,
+            resume=resume,
+            allow_argv_mismatch=allow_argv_mismatch,
+            until_resolved=until_resolved is not None,
+        )
+        self.mismatch = list(checked.mismatch)
+        self.api_key = checked.api_key
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.clock = cl.Clock()
-        campaign = plan.results_campaign(variables, str(self.results))
-        if mismatch:
-            campaign["notes"] = (
-                (campaign.get("notes") or "") + " Harness parity not held (recorded by "
-                "--allow-argv-mismatch): " + "; ".join(mismatch)
-            ).strip()
-        if until_resolved is not None:
-            campaign["sequential_looks"] = plan.boots  # decide spends alpha over this many looks
-        self.writer = ResultsWriter(self.results, campaign)
+        self._lock = lock_results(self.results)  # held until run() ends (or this process does)
+        try:
+            self.writer = ResultsWriter(self.results, checked.campaign)
+        except BaseException:
+            os.close(self._lock)
+            raise
         self.summary = CollectSummary()
 
     # --- records -------------------------------------------------------------------------------------
@@ -281,14 +401,36 @@ class Collector:
     # --- the loop ------------------------------------------------------------------------------------
 
     def run(self) -> CollectSummary:
-        owed, owed_records = plan_boots(self.plan, self.writer, retry_failed=self.retry_failed)
-        arms = {a.name: a for a in self.plan.arms}
-        for record in owed_records:
-            if record.get("log"):  # the engine log of an interrupted boot still holds its windows
-                self._log_surface(arms[record["arm"]], record["boot"], record["log"], record)
+        try:
+            for event in stop_left_over_servers(self.results):
+                self.on_event(event)
+            owed, owed_records = plan_boots(self.plan, self.writer, retry_failed=self.retry_failed)
+            for record in owed_records:
+                self._record_interrupted(record)
+            self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+            self._run_rounds(owed)
+        finally:
+            self.writer.close()
+            os.close(self._lock)
+        return self.summary
+
+    def _record_interrupted(self, record: dict[str, Any]) -> None:
+        """Append the boot record of a boot a killed collect left unfinished (its start file's)."""
+        arm = next(a for a in self.plan.arms if a.name == record["arm"])
+        log = record.get("log")
+        if isinstance(log, str) and log == f"raw/logs/{arm.name}-boot{record['boot']}.log":
+            self._log_surface(arm, record["boot"], log, record)  # its engine log still holds windows
+        try:
             self._append(record)
-            self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
-        self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+        except ValueError as exc:  # the start file held a record the results format refuses
+            kept = log if isinstance(log, str) and (self.results / str(log)).is_file() else None
+            note = f"{INTERRUPTED_NOTE}; its start file held an invalid record ({exc})"
+            self._append(
+                boot_record(arm.name, record["boot"], record["order"], INTERRUPTED, log=kept, note=note[:500])
+            )
+        self.on_event(Event("note", record["arm"], record["boot"], "recorded an interrupted boot"))
+
+    def _run_rounds(self, owed: list[PlannedBoot]) -> None:
         done = 0
         try:
             for round_ in sorted({p.round for p in owed}):
@@ -335,9 +477,6 @@ class Collector:
                     )
         except KeyboardInterrupt:
             self.summary.interrupted = True
-        finally:
-            self.writer.close()
-        return self.summary
 
     def _settled(self) -> dict[str, str]:
         """Candidates whose verdict no further boot would change the kind of: eligible, rejected, void.
@@ -376,45 +515,36 @@ class Collector:
             if plan.server.mode == "external" and arm.base_url
             else f"http://{plan.server.host}:{plan.server.port}"
         )
-        record: dict[str, Any] = {
-            "kind": "boot",
-            "arm": arm.name,
-            "boot": planned.boot,
-            "order": planned.order,
-            "status": "ready",
-            "ready_seconds": None,
-            "kv_cache_tokens": None,
-            "block_size": None,
-            "num_blocks": None,
-            "max_model_len": None,
-            "engine_version": None,
-            "argv": argv or None,
-            "error": None,
-            "observed_k": None,
-            "log": log_rel if plan.server.mode == "launch" else None,
-        }
+        launch = plan.server.mode == "launch"
+        record = boot_record(
+            arm.name, planned.boot, planned.order, "ready", argv=argv or None, log=log_rel if launch else None
+        )
         started = _started_path(self.results, arm.name, planned.boot)
         _write_started(started, planned, record, None)
         self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
         server = None
-        if plan.server.mode == "launch":
-            server = LaunchedServer(
-                argv, plan.server_env(self.variables), self.results / log_rel, shell=plan.server.shell
-            )
+        if launch:
+            server = LaunchedServer(argv, plan.server_env(self.variables), self.results / log_rel, started)
         self.summary.boots += 1
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
         try:
             asyncio.run(self._boot_async(planned, record, server, base_url, started))
-        except KeyboardInterrupt:
+        except httpx.HTTPError as exc:  # a transport failure no request helper turned into a record
+            record["status"] = "failed"
+            record["error"] = self._redact(describe_exception(exc))
+        except BaseException:  # Ctrl-C, or an error that stops the campaign: the boot did not finish
+            if record["status"] != "failed":
+                record["status"] = INTERRUPTED
             record["note"] = INTERRUPTED_NOTE
             raise
         finally:
             if server is not None:
                 server.stop(plan.server.grace_seconds)
-            if plan.server.mode == "launch":
+            if launch:
                 self._log_surface(arm, planned.boot, log_rel, record)
             if record["status"] == "failed":
                 self.summary.failed_boots += 1
+                self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
             self._append(record)
             atomic_write(started.with_suffix(".done"), "")
             self.summary.per_arm.append(
@@ -503,7 +633,7 @@ class Collector:
                     await asyncio.sleep(plan.server.settle_seconds)
             except ServerDied as exc:
                 record["status"] = "failed"
-                record["error"] = self._redact(str(exc))
+                record["error"] = self._redact(str(exc) or describe_exception(exc))
 
     async def _wait_ready(
         self, client: httpx.AsyncClient, base_url: str, server: LaunchedServer | None
@@ -863,8 +993,10 @@ def _write_started(
         "order": planned.order,
         "record": record,
     }
-    if server is not None:
-        started.update(pid=server.pid, argv0=server.argv[0])
+    if server is not None and server.mark is not None:
+        started.update(server.mark.as_json())
+    elif server is not None and server.pid is not None:
+        started["pid"] = server.pid  # it exited at once: no mark, so it is never signalled
     atomic_write(path, json.dumps(started, sort_keys=True))
 
 

@@ -9,40 +9,46 @@ import time
 from pathlib import Path
 from typing import IO
 
+from mtpverdict.collect.ownership import ProcessMark, launch_env, mark_launched, new_token
+
 LOG_TAIL_BYTES = 4000
 
 
 class LaunchedServer:
     """One server process in its own process group, its output appended to a log file.
 
-    The command is an argv list executed directly (no shell) unless `shell` was opted into, in which
-    case the single string is run by /bin/sh -c. Stopping sends SIGTERM to the whole group, waits the
-    grace period, then SIGKILLs what is left, so no child (e.g. an engine core process) outlives it.
+    The argv is executed directly, never through a shell (a campaign's shell mode arrives here as
+    [/bin/sh, -c, LINE], its values already quoted). The server and its children carry a fresh
+    per-boot token and the path of the boot's start file (`owner`) in their environment, so that
+    `mark` proves later which processes are this server's (mtpverdict.collect.ownership). Stopping
+    sends SIGTERM to the whole group, waits the grace period, then SIGKILLs what is left, so no child
+    (e.g. an engine core process) outlives it.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, shell: bool = False) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, owner: Path) -> None:
         self.argv = argv
         self.log_path = log_path
+        self.owner = owner
         self._log: IO[bytes] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._env = {**os.environ, **env}
-        self._shell = shell
+        self._token = new_token()
+        self._env = {**os.environ, **env, **launch_env(self._token, owner)}
         self.started_at = 0.0
+        self.mark: ProcessMark | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self.started_at = time.monotonic()
-        command: list[str] | str = self.argv[0] if self._shell else self.argv
         self._proc = subprocess.Popen(  # noqa: S603 - an argv list from the campaign file, no shell
-            command,
+            self.argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=self._env,
-            start_new_session=True,
-            shell=self._shell,
+            start_new_session=True,  # its own session and process group: pgid == pid
         )
+        self.mark = mark_launched(self._proc.pid, self._token, self.owner)
 
     @property
     def pid(self) -> int | None:

@@ -204,7 +204,13 @@ RECORD_FIELDS: dict[str, tuple[Field, ...]] = {
         _ARM,
         _BOOT,
         _f("order", "int", "Position of this boot in the whole campaign, from 1.", minimum=1),
-        _f("status", "str", "ready, or failed when the server never served.", enum=("ready", "failed")),
+        _f(
+            "status",
+            "str",
+            "ready; failed when the server never served or was refused; interrupted when collect "
+            "stopped before the boot finished.",
+            enum=("ready", "failed", "interrupted"),
+        ),
         _f("ready_seconds", "num", "Seconds from launch to ready.", nullable=True, minimum=0),
         _f(
             "kv_cache_tokens",
