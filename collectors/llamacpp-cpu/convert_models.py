@@ -69,7 +69,9 @@ def _patch_pre_tokenizer_check(tree: Path) -> None:
     def gpt2_pre_tokenizer(self: Any, tokenizer: Any) -> str:
         return PRE_TOKENIZER
 
-    classes = [cls for cls in vars(base).values() if isinstance(cls, type) and "get_vocab_base_pre" in vars(cls)]
+    classes = [
+        cls for cls in vars(base).values() if isinstance(cls, type) and "get_vocab_base_pre" in vars(cls)
+    ]
     if not classes:
         raise SystemExit("error: the converter has no get_vocab_base_pre to patch; its layout changed")
     for cls in classes:

@@ -96,20 +96,39 @@ def main() -> int:
     save(f"props-{arm}.json", "/props")
     save(f"slots-{arm}-before.json", "/slots")
     save(f"metrics-{arm}-before.txt", "/metrics")
-    plain = json.loads(save(f"completion-{arm}.json", "/v1/completions", "POST",
-                            completion_body(RECORDED_PROMPT, RECORDED_MAX_TOKENS, stream=False)))
-    summary["completion"] = {"text": plain["choices"][0]["text"], "usage": plain["usage"],
-                             "timings": plain.get("timings")}
-    streamed = save(f"sse-{arm}.txt", "/v1/completions", "POST",
-                    completion_body(RECORDED_PROMPT, RECORDED_MAX_TOKENS, stream=True))
+    plain = json.loads(
+        save(
+            f"completion-{arm}.json",
+            "/v1/completions",
+            "POST",
+            completion_body(RECORDED_PROMPT, RECORDED_MAX_TOKENS, stream=False),
+        )
+    )
+    summary["completion"] = {
+        "text": plain["choices"][0]["text"],
+        "usage": plain["usage"],
+        "timings": plain.get("timings"),
+    }
+    streamed = save(
+        f"sse-{arm}.txt",
+        "/v1/completions",
+        "POST",
+        completion_body(RECORDED_PROMPT, RECORDED_MAX_TOKENS, stream=True),
+    )
     summary["stream"] = stream_summary(streamed)
     with ThreadPoolExecutor(max_workers=len(PROMPTS)) as pool:
         bodies = [completion_body(p, PARALLEL_MAX_TOKENS, stream=True) for p in PROMPTS]
         results = list(pool.map(lambda b: fetch("POST", base + "/v1/completions", b), bodies))
     summary["parallel"] = [dict(stream_summary(data), status=status) for status, data in results]
     if args.record_info:
-        native = json.loads(save(f"completion-native-{arm}.json", "/completion", "POST",
-                                 {"prompt": RECORDED_PROMPT, "n_predict": RECORDED_MAX_TOKENS, "temperature": 0}))
+        native = json.loads(
+            save(
+                f"completion-native-{arm}.json",
+                "/completion",
+                "POST",
+                {"prompt": RECORDED_PROMPT, "n_predict": RECORDED_MAX_TOKENS, "temperature": 0},
+            )
+        )
         summary["native_timings"] = native.get("timings")
     save(f"slots-{arm}-after.json", "/slots")
     save(f"metrics-{arm}-after.txt", "/metrics")

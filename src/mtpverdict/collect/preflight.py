@@ -17,7 +17,7 @@ from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, parity_problems
 from mtpverdict.errors import CollectError, Problem, ResultsError
-from mtpverdict.results.load import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
 
 LOCK_FILE = "collect.lock"  # under raw/: held (flock) by the one collect writing the directory
 # campaign.json restates the campaign file's arms and workloads as JSON: a few times its size at most

@@ -13,7 +13,6 @@ import functools
 import json
 import math
 import os
-import stat
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -51,36 +50,20 @@ Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 # reading files
 
 
-def read_document(path: str | os.PathLike[str], *, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; raise InputError naming the limit.
+def read_document(
+    path: str | os.PathLike[str], *, limit: int = MAX_DOCUMENT_BYTES, what: str = "this file"
+) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; raise InputError saying which limit.
 
-    Opened non-blocking and checked with fstat before any read, so a FIFO, a device (a symlink to
-    /dev/zero) or a directory is refused at once instead of hanging or reading forever.
+    A FIFO, a device (a symlink to /dev/zero) or a directory is refused at once (mtpverdict._files).
     """
+    from mtpverdict._files import NotReadable, read_regular
     from mtpverdict.errors import InputError
 
-    source = str(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise InputError([Problem(source, "not found")]) from None
-    except OSError as exc:
-        raise InputError([Problem(source, f"cannot be read: {exc.strerror or type(exc).__name__}")]) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(
-                [Problem(source, "is not a regular file (a device, FIFO or directory); refused")]
-            )
-        if info.st_size > limit:
-            raise InputError([Problem(source, f"is {info.st_size:,} bytes, over the {limit:,}-byte limit")])
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise InputError([Problem(source, f"grew past the {limit:,}-byte limit while being read")])
-    return data
+        return read_regular(path, limit, what)
+    except NotReadable as exc:
+        raise InputError([Problem(str(path), str(exc))]) from None
 
 
 def text_of(data: bytes, source: str) -> str:

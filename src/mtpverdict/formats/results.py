@@ -311,7 +311,11 @@ class BootRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kin
     boot: BootNumber
     order: Annotated[PositiveInt, Meta(description="Position of this boot in the whole campaign, from 1.")]
     status: Annotated[
-        Literal["ready", "failed"], Meta(description="ready, or failed when the server never served.")
+        Literal["ready", "failed", "interrupted"],
+        Meta(
+            description="ready; failed when the server never served or was refused; interrupted when collect "
+            "stopped before the boot finished."
+        ),
     ]
     ready_seconds: Annotated[Nonneg | None, Meta(description="Seconds from launch to ready.")]
     kv_cache_tokens: Annotated[

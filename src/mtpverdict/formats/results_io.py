@@ -218,7 +218,7 @@ def load_campaign(directory: Path) -> tuple[Campaign, str]:
     path = directory / CAMPAIGN_FILE
     source = str(path)
     try:
-        data = _check.read_document(path)
+        data = _check.read_document(path, what="campaign.json")
     except InputError as exc:
         if exc.problems[0].message == "not found":
             raise ResultsError(
