@@ -43,7 +43,9 @@ def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
-def _compose(tmp: Path, command: list[str] | str, image: str | None = None, name: str = "compose.yaml") -> Path:
+def _compose(
+    tmp: Path, command: list[str] | str, image: str | None = None, name: str = "compose.yaml"
+) -> Path:
     import yaml
 
     service: dict[str, object] = {"command": command}
@@ -135,7 +137,9 @@ def test_an_engine_image_newer_than_the_evidence_is_stale(tmp_path: Path) -> Non
     )
     done = _gate(str(results), "--proposed", "k=2", "--serve-config", str(newer), "--service", "seat")
     assert done.returncode == 1 and "engine version: evidence 0.31.0 vs proposed image" in done.stdout
-    floating = _compose(tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:latest")
+    floating = _compose(
+        tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:latest"
+    )
     done = _gate(str(results), "--serve-config", str(floating), "--service", "seat")
     assert done.returncode == 1 and "names no engine version" in done.stdout
 
@@ -166,7 +170,7 @@ def test_proposed_is_read_from_the_serve_config_in_every_form(tmp_path: Path) ->
         ["--model", "synthetic", "--speculative-config", K2],
         ["--model", "synthetic", f"--speculative-config={K2}"],
         f"--model synthetic --speculative-config '{K2}'",
-        f"--model synthetic --speculative-config={K2}",
+        f"--model synthetic --speculative-config='{K2}'",
         "--model synthetic --speculative_config.method mtp --speculative_config.num_speculative_tokens 2",
     ]
     for i, command in enumerate(forms):
@@ -177,7 +181,7 @@ def test_proposed_is_read_from_the_serve_config_in_every_form(tmp_path: Path) ->
 
 
 def test_a_serve_config_speculation_cannot_be_read_from_is_refused_with_the_reason(tmp_path: Path) -> None:
-    compose = _compose(tmp_path, "--model synthetic --speculative-config '{\"method\": \"mtp\"}'")
+    compose = _compose(tmp_path, '--model synthetic --speculative-config \'{"method": "mtp"}\'')
     done = _gate(str(WIN), "--serve-config", str(compose), "--service", "seat")
     assert done.returncode == 1
     assert "num_speculative_tokens must be an integer" in done.stdout
@@ -196,7 +200,7 @@ def test_a_refusal_cites_the_proposed_arms_own_failing_rules(tmp_path: Path) -> 
     done = _gate(str(results), "--proposed", "k=3")
     assert done.returncode == 1
     assert "k3 (mtp k=3): rejected" in done.stdout
-    assert "boot_ok (veto, fail): k3: 2/3 boots ready" in done.stdout
+    assert "boot_ok (veto, fail): k3: 1 of 3 boots failed (server exited" in done.stdout
 
 
 def test_a_configuration_never_measured_has_no_evidence(tmp_path: Path) -> None:
@@ -208,11 +212,11 @@ def test_a_configuration_never_measured_has_no_evidence(tmp_path: Path) -> None:
     assert done.returncode == 1 and "no evidence for this configuration" in done.stdout
     drafted = _compose(
         tmp_path,
-        ["--model", "synthetic", "--speculative-config", '{"method":"mtp","num_speculative_tokens":2,"model":"x"}'],
+        ["--model", "synthetic", "--speculative-config", K2.replace("}", ',"model":"x"}')],
         name="drafted.yaml",
     )
     done = _gate(str(WIN), "--serve-config", str(drafted), "--service", "seat")
-    assert done.returncode == 1 and "model: evidence (absent) vs proposed \"x\"" in done.stdout
+    assert done.returncode == 1 and 'model: evidence (absent) vs proposed "x"' in done.stdout
 
 
 def test_bad_input_is_written_to_the_step_summary(tmp_path: Path) -> None:
@@ -227,7 +231,8 @@ def test_ci_outputs_are_written(tmp_path: Path) -> None:
     output = tmp_path / "output"
     done = _gate(str(WIN), "--proposed", "k=2", env={"GITHUB_OUTPUT": str(output)})
     assert done.returncode == 0
-    assert output.read_text().splitlines() == ["supported=true", "decision=promote", "selected=k2", "spec=mtp k=2"]
+    lines = output.read_text().splitlines()
+    assert lines == ["supported=true", "decision=promote", "selected=k2", "spec=mtp k=2"]
 
 
 # ---- issue 15 items 6-8: hostile serve configs are refused, fast, with the limit named -------------------
@@ -266,12 +271,15 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
     assert "compose.yaml:1: a YAML anchor (&name)" in done.stderr
 
 
-def test_deep_nesting_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("levels", [40, 100_000])
+def test_deep_nesting_is_refused(tmp_path: Path, levels: int) -> None:
     deep = tmp_path / "compose.yaml"
-    deep.write_text("services:\n  seat:\n    command: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    deep.write_text("services:\n  seat:\n    command: " + "[" * levels + "]" * levels + "\n")
     done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(deep), "--service", "seat")
     assert done.returncode == 2, done.stderr[-400:]
-    assert "nested deeper than 32 levels" in done.stderr and "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr
+    # ours at 32 levels; libyaml's own limit (1000) can stop a deeper document while it scans ahead
+    assert "nested deeper than 32 levels" in done.stderr or "maximum nesting depth" in done.stderr
 
 
 @pytest.mark.parametrize(
