@@ -478,7 +478,12 @@ def normalise_flag(name: str) -> str:
 
 
 def _in_namespace(name: str) -> bool:
-    return name.startswith(("--spec", "--draft")) or name.endswith("-draft") or "-draft-" in name
+    """Long flags that name speculation or drafting (vLLM's --specialize-active-lora does not)."""
+    return (
+        name.startswith(("--spec-", "--speculative", "--draft"))
+        or name.endswith("-draft")
+        or "-draft-" in name
+    )
 
 
 def is_speculative_flag(name: str) -> bool:
@@ -543,7 +548,9 @@ def _unknown(name: str, norm: str) -> str:
     return f"{name}: an unknown speculative flag; the gate cannot say what it changes"
 
 
-_ENV_SPEC = re.compile(r"^(LLAMA_ARG_(SPEC|DRAFT)|LLAMA_ARG_.*DRAFT|SGLANG_.*SPEC|VLLM_.*SPEC)")
+# llama.cpp reads every flag from LLAMA_ARG_* (common/arg.cpp set_env); SGLang's SGLANG_ENABLE_SPEC_V2
+# switches its speculative scheduler.
+_ENV_SPEC = re.compile(r"^(LLAMA_ARG_(SPEC|DRAFT)\w*|LLAMA_ARG_\w*_DRAFT\w*|SGLANG_\w*_SPEC(_\w*)?)$")
 _INTERPOLATION = re.compile(r"(?:^|[^$])(?:\$\$)*\$(?:\{|[A-Za-z_])")
 
 
