@@ -251,7 +251,8 @@ def test_the_example_installs_and_runs_from_a_pin(tmp_path: Path) -> None:
     if os.environ.get("MTPVERDICT_EXAMPLE_INSTALL") != "1":
         pytest.skip("MTPVERDICT_EXAMPLE_INSTALL=1 runs the install step (a wheel build and its dependencies)")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-    pin = {"MTPVERDICT_REPOSITORY": f"file://{ROOT}", "MTPVERDICT_COMMIT": head.stdout.strip()}
+    # file://localhost/PATH: the form of a local git URL that pip's requirement parser accepts
+    pin = {"MTPVERDICT_REPOSITORY": f"file://localhost{ROOT}", "MTPVERDICT_COMMIT": head.stdout.strip()}
     workspace = _workspace(tmp_path, ["--model", "synthetic", "--speculative-config", K2])
     job = run_job(workspace, tmp_path, install=True, pin=pin)
     assert job.passed, job.stdout
