@@ -39,6 +39,29 @@ from mtpverdict.serveconfig import (
 if TYPE_CHECKING:
     from mtpverdict.results.model import Results
 
+__all__ = [
+    "ArmEvidence",
+    "FailingRule",
+    "GateEvidence",
+    "GateResult",
+    "Proposal",
+    "ProposedSpec",
+    "argv_differences",
+    "check_fresh",
+    "evaluate",
+    "evidence_from",
+    "gate",
+    "image_version",
+    "normalise_argv",
+    "parse_spec",
+    "read_serve_config",  # re-exported: the reader lives in mtpverdict.serveconfig
+    "resolve_proposal",
+    "step_summary",
+    "support",
+    "write_ci_error",
+    "write_ci_files",
+]
+
 # Flags allowed to differ between the evidence and the proposal besides the speculative ones: where
 # the server listens, which cannot change what it computes.
 LISTEN_FLAGS = ("--host", "--port")
