@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.errors import InputError
-from mtpverdict.gate import argv_differences, image_version, parse_spec
+from mtpverdict.gate import (
+    ArmEvidence,
+    FailingRule,
+    GateEvidence,
+    argv_differences,
+    evaluate,
+    image_version,
+    parse_spec,
+)
+from mtpverdict.serveconfig import ServeConfig
 
 from .conftest import FIXTURES
 
@@ -81,7 +90,7 @@ def test_parse_spec_forms() -> None:
     spec = parse_spec('{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}')
     assert (spec.method, spec.k) == ("ngram", 4)
     assert parse_spec('{"model": "/m/draft", "num_speculative_tokens": 2}').method == "draft_model"
-    for bad in ("k=three", "{not json", '{"method": "mtp"}', "fast"):
+    for bad in ("k=three", "{not json", '{"method": "mtp"}', "fast", "mtp:k=0"):
         with pytest.raises(InputError):
             parse_spec(bad)
 
@@ -326,3 +335,43 @@ def test_argv_normalisation() -> None:
     assert image_version("vllm/vllm-openai:v0.32.0") == "0.32.0"
     assert image_version("registry:5000/vllm") is None
     assert json.loads(K2)["num_speculative_tokens"] == 2
+
+
+def _arm(
+    name: str,
+    method: str | None = None,
+    k: int | None = None,
+    argv: tuple[str, ...] = (),
+    failing: tuple[FailingRule, ...] = (),
+) -> ArmEvidence:
+    control = method is None
+    verdict = "control" if control else ("rejected" if failing else "eligible")
+    return ArmEvidence(name, control, method, k, verdict, failing, argv, argv, ("0.32.0",))
+
+
+def test_the_gate_over_typed_evidence() -> None:
+    a, b = ("--model", "a"), ("--model", "b")
+    slower = FailingRule("faster_than_off", "veto", "fail", "b_k2: slower than off")
+    evidence = GateEvidence(
+        decision="keep_mtp_disabled",
+        selected=None,
+        reasons=("keep speculation disabled under policy p",),
+        arms=(
+            _arm("a_off", argv=a),
+            _arm("b_off", argv=b),
+            _arm("b_k2", "mtp", 2, (*b, "--speculative-config", K2), (slower,)),
+        ),
+        engine_version=None,
+    )
+    off = evaluate(evidence, None, ServeConfig(b, "vllm/vllm-openai:v0.32.0", "b.argv"))
+    assert off.supported, off.reasons  # freshness against the control this deployment is: b_off
+    assert "b.argv matches the serve arguments b_off was collected with" in off.reasons[-1]
+    k2 = evaluate(evidence, None, ServeConfig((*b, "--speculative-config", K2), None, "b.argv"))
+    assert not k2.supported and k2.spec == "mtp k=2"
+    assert "  faster_than_off (veto, fail): b_k2: slower than off" in k2.reasons
+    assert k2.reasons[-1] == "decision reason: keep speculation disabled under policy p"
+
+
+def test_a_summary_that_cannot_be_written_is_bad_input(tmp_path: Path) -> None:
+    done = _gate(str(WIN), "--proposed", "k=2", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "summary")})
+    assert done.returncode == 2 and "cannot be written" in done.stderr and "Traceback" not in done.stderr

@@ -271,8 +271,10 @@ def gate(
             ignore=tuple(ignore_arg or ()),
         )
     except InputError as exc:
-        write_ci_error(exc, os.environ)
-        _fail_input(exc)
+        try:
+            write_ci_error(exc, os.environ)
+        finally:
+            _fail_input(exc)
     head = "supported" if result.supported else "refused"
     typer.echo(
         f"{result.label}: {head} (decision {result.decision}"
@@ -280,7 +282,10 @@ def gate(
     )
     for reason in result.reasons:
         typer.echo(f"  {reason}")
-    write_ci_files(result, os.environ)
+    try:
+        write_ci_files(result, os.environ)
+    except InputError as exc:
+        _fail_input(exc)
     if not result.supported:
         raise typer.Exit(EXIT_REFUSED)
 

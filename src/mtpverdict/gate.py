@@ -104,6 +104,10 @@ def parse_spec(text: str) -> ProposedSpec:
         raise InputError(
             [Problem("--proposed", f"{raw!r}: write off, k=N, METHOD:k=N or the speculative config JSON")]
         )
+    if found.group(1) and int(found.group(2)) == 0:
+        raise InputError(
+            [Problem("--proposed", f"{raw!r}: a method needs k >= 1; write off for no speculation")]
+        )
     return ProposedSpec(found.group(1), int(found.group(2)), raw)
 
 
@@ -459,6 +463,10 @@ def evaluate(
     if isinstance(proposal, list):
         return GateResult(False, tuple(proposal), evidence.decision, evidence.selected, label, label)
     ok, reasons, arm = support(evidence, proposal)
+    if proposal.off and config is not None:
+        # the control this deployment is (families can have controls on other models or devices)
+        controls = [a for a in evidence.arms if a.control]
+        arm = min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None)
     if config is not None:
         stale = check_fresh(arm, evidence, config, ignore)
         if stale:
@@ -537,9 +545,13 @@ def bad_input_summary(exc: InputError) -> str:
 
 
 def _append(path: str | None, text: str) -> None:
-    if path:
+    if not path:
+        return
+    try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text)
+    except OSError as exc:
+        raise InputError([Problem(path, f"cannot be written: {exc.strerror or exc}")]) from None
 
 
 def write_ci_files(result: GateResult, environ: Mapping[str, str]) -> None:
