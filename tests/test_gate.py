@@ -375,3 +375,12 @@ def test_the_gate_over_typed_evidence() -> None:
 def test_a_summary_that_cannot_be_written_is_bad_input(tmp_path: Path) -> None:
     done = _gate(str(WIN), "--proposed", "k=2", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "summary")})
     assert done.returncode == 2 and "cannot be written" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_text_from_a_serve_config_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    compose = _compose(tmp_path, ["--model", "synthetic", "--spec-\x1b[2J\nk=2: supported", "1"])
+    done = _gate(str(WIN), "--serve-config", str(compose), "--service", "seat")
+    assert done.returncode == 1
+    assert "\x1b" not in done.stdout and "--spec-\\x1b[2J\\nk: an unknown speculative flag" in done.stdout
+    assert done.stdout.startswith(f"{compose} service seat: refused")
+    assert not any(line.startswith("k=2: supported") for line in done.stdout.splitlines())

@@ -457,11 +457,10 @@ def evaluate(
     """The gate over typed evidence: proposal, evidence and support, then freshness."""
     serve = spec_of(config) if config is not None else None
     proposal = resolve_proposal(proposed, serve, config.source if config else "")
-    label = (
-        proposed.text if proposed is not None else (serve.label() if isinstance(serve, ServeSpec) else "?")
-    )
+    source = config.source if config else ""
+    label = proposed.text if proposed else (serve.label() if isinstance(serve, ServeSpec) else source)
     if isinstance(proposal, list):
-        return GateResult(False, tuple(proposal), evidence.decision, evidence.selected, label, label)
+        return GateResult(False, _lines(proposal), evidence.decision, evidence.selected, _line(label), label)
     ok, reasons, arm = support(evidence, proposal)
     if proposal.off and config is not None:
         # the control this deployment is (families can have controls on other models or devices)
@@ -480,7 +479,16 @@ def evaluate(
     if not ok:
         reasons += [f"decision reason: {r}" for r in evidence.reasons[:SHOWN_DECISION_REASONS]]
     spec = serve.label() if isinstance(serve, ServeSpec) else (arm.label if arm else proposal.label)
-    return GateResult(ok, tuple(reasons), evidence.decision, evidence.selected, label, spec)
+    return GateResult(ok, _lines(reasons), evidence.decision, evidence.selected, _line(label), spec)
+
+
+def _line(text: str) -> str:
+    """Text from the inputs, safe on a terminal: control characters (ESC, newlines, RLO) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
+    return tuple(_line(r) for r in reasons)
 
 
 def gate(
@@ -521,8 +529,7 @@ _OUTPUT_VALUE = re.compile(r"[^A-Za-z0-9_.:=+ ()-]")
 
 def _md(text: str) -> str:
     """Text from data, safe in Markdown: one line, control characters shown escaped, markup escaped."""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return _MARKDOWN.sub(r"\\\1", line)
+    return _MARKDOWN.sub(r"\\\1", _line(text))
 
 
 def step_summary(result: GateResult) -> str:
