@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -405,3 +406,18 @@ def test_the_vllm_flags_are_those_the_installed_vllm_parses() -> None:
     assert {name for name in ours if not FLAGS[name].removed} <= options
     assert not {name for name in ours if FLAGS[name].removed} & options
     assert {o for o in options if is_speculative_flag(o)} <= ours
+
+
+def test_every_speculative_flag_of_the_built_llama_server_is_known() -> None:
+    server = os.environ.get("MTPVERDICT_LLAMA_SERVER")
+    if not server:
+        pytest.skip("MTPVERDICT_LLAMA_SERVER (a built llama-server) is not set")
+    done = subprocess.run([server, "--help"], capture_output=True, text=True, check=False, timeout=60)
+    names = set()
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith("-"):
+            head = re.split(r"\s{2,}|\s(?=[A-Z<{])", line, maxsplit=1)[0]
+            names |= set(re.findall(r"(?:^|,\s*)(-{1,2}[A-Za-z0-9][\w-]*)", head))
+    assert {"--spec-type", "-md", "--spec-draft-n-max", "--spec-default"} <= names
+    unknown = {name for name in names if is_speculative_flag(name) and name not in FLAGS}
+    assert not unknown

@@ -439,6 +439,11 @@ _LLAMACPP_SWITCHES = """
 --no-spec-draft-backend-sampling
 --spec-default
 """
+_LLAMACPP_REMOVED = """
+--spec-ngram-size-n
+--spec-ngram-size-m
+--spec-ngram-min-hits
+"""
 _LLAMACPP_PRESETS = """
 --fim-qwen-7b-spec
 --fim-qwen-14b-spec
@@ -454,6 +459,12 @@ def _table() -> dict[str, _Flag]:
         (Engine.LLAMACPP, _LLAMACPP_FLAGS, 1, None),
         (Engine.LLAMACPP, _LLAMACPP_SWITCHES, 0, None),
         (Engine.LLAMACPP, "--spec-replace", 2, None),
+        (
+            Engine.LLAMACPP,
+            _LLAMACPP_REMOVED,
+            1,
+            "removed from llama.cpp (use the --spec-ngram-<type>-* sizes)",
+        ),
         (Engine.LLAMACPP, _LLAMACPP_PRESETS, 0, "a preset that turns speculation on; write its flags out"),
     )
     for engine, text, values, removed in groups:
