@@ -26,6 +26,26 @@ from typing import Any, TypeGuard
 
 from mtpverdict.errors import InputError, Problem
 
+__all__ = [
+    "FLAGS",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_K",
+    "DepthRange",
+    "Engine",
+    "ServeConfig",
+    "ServeSpec",
+    "SpecRefusal",
+    "extract_spec",
+    "is_speculative_flag",
+    "load_yaml",
+    "normalise_flag",
+    "read_bounded",
+    "read_serve_config",
+    "settings_differences",
+    "spec_of",
+]
+
 MAX_BYTES = 1 << 20  # 1 MiB: a compose or argv file is a few kB; this bounds what a hostile file costs
 MAX_DEPTH = 32  # YAML nesting; a compose file nests about 6 levels (services.NAME.deploy.resources...)
 MAX_K = 1024  # largest depth accepted; llama.cpp bounds its ngram draft lengths to 1024 (common/arg.cpp)
