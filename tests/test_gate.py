@@ -1,8 +1,11 @@
-"""The gate: support, refusal, stale evidence from compose and argv files, bad input, CI summary."""
+"""The gate: support, refusals that cite the arm's own rules, stale evidence, the spec read from the
+serve config, hostile serve configs, bad input and what CI sees (step summary, outputs)."""
 
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -11,35 +14,73 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.errors import InputError
-from mtpverdict.gate import argv_differences, image_version, parse_spec
+from mtpverdict.gate import (
+    ArmEvidence,
+    FailingRule,
+    GateEvidence,
+    argv_differences,
+    evaluate,
+    image_version,
+    parse_spec,
+)
+from mtpverdict.serveconfig import ServeConfig
 
 from .conftest import FIXTURES
 
-WIN = FIXTURES / "synthetic-clean-win"
+WIN = FIXTURES / "synthetic-clean-win"  # decision: promote k2 (mtp k=2) under the default policy
 K2 = '{"method":"mtp","num_speculative_tokens":2}'
+K3 = '{"method":"mtp","num_speculative_tokens":3}'
+# A hostile serve config that the reader would expand stops at this much memory instead of the
+# machine's; the gate itself needs well under 1 GiB.
+MEMORY_LIMIT = 2 << 30
+HOSTILE_SECONDS = 60  # a FIFO that hangs the reader fails the test instead of hanging it
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
     return subprocess.run(
         [sys.executable, "-m", "mtpverdict", "gate", *args],
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, **(env or {})},
+        preexec_fn=_limit_memory,
+        timeout=HOSTILE_SECONDS,
     )
 
 
-def _compose(tmp: Path, command: list[str], image: str | None = None) -> Path:
+def _compose(
+    tmp: Path, command: list[str] | str, image: str | None = None, name: str = "compose.yaml"
+) -> Path:
     import yaml
 
     service: dict[str, object] = {"command": command}
     if image:
         service["image"] = image
-    path = tmp / "compose.yaml"
+    path = tmp / name
     path.write_text(yaml.safe_dump({"services": {"seat": service, "proxy": {"image": "nginx"}}}))
     return path
+
+
+def _server_died(tmp: Path, arm: str = "k3") -> Path:
+    """The clean-win campaign with the third boot of `arm` failed (its server died before ready)."""
+    results = tmp / "died"
+    shutil.copytree(WIN, results)
+    lines = []
+    for line in (results / "records.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["arm"] == arm and record.get("boot") == 3:
+            if record["kind"] != "boot":
+                continue
+            for key in ("ready_seconds", "kv_cache_tokens", "num_blocks", "block_size", "max_model_len"):
+                record[key] = None
+            record.update(status="failed", observed_k=None, error="server exited with code 1 before ready")
+        lines.append(json.dumps(record, sort_keys=True, separators=(",", ":")))
+    (results / "records.jsonl").write_text("\n".join(lines) + "\n")
+    return results
 
 
 def test_parse_spec_forms() -> None:
@@ -49,7 +90,7 @@ def test_parse_spec_forms() -> None:
     spec = parse_spec('{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}')
     assert (spec.method, spec.k) == ("ngram", 4)
     assert parse_spec('{"model": "/m/draft", "num_speculative_tokens": 2}').method == "draft_model"
-    for bad in ("k=three", "{not json", '{"method": "mtp"}', "fast"):
+    for bad in ("k=three", "{not json", '{"method": "mtp"}', "fast", "mtp:k=0"):
         with pytest.raises(InputError):
             parse_spec(bad)
 
@@ -105,6 +146,11 @@ def test_an_engine_image_newer_than_the_evidence_is_stale(tmp_path: Path) -> Non
     )
     done = _gate(str(results), "--proposed", "k=2", "--serve-config", str(newer), "--service", "seat")
     assert done.returncode == 1 and "engine version: evidence 0.31.0 vs proposed image" in done.stdout
+    floating = _compose(
+        tmp_path, ["--model", "synthetic", "--speculative-config", K2], "vllm/vllm-openai:latest"
+    )
+    done = _gate(str(results), "--serve-config", str(floating), "--service", "seat")
+    assert done.returncode == 1 and "names no engine version" in done.stdout
 
 
 def test_a_plain_argv_file_and_the_step_summary(tmp_path: Path) -> None:
@@ -116,6 +162,133 @@ def test_a_plain_argv_file_and_the_step_summary(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout
     assert summary.read_text().startswith("### mtpverdict gate: k=2 supported")
+
+
+# ---- issue 16 item 1: the gate checks what will actually be deployed ---------------------------------
+
+
+def test_a_compose_asking_for_k3_refuses_a_proposed_k2(tmp_path: Path) -> None:
+    compose = _compose(tmp_path, ["--model", "synthetic", "--speculative-config", K3])
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(compose), "--service", "seat")
+    assert done.returncode == 1, done.stdout
+    assert "--proposed k=2 but" in done.stdout and "asks for mtp k=3" in done.stdout
+
+
+def test_proposed_is_read_from_the_serve_config_in_every_form(tmp_path: Path) -> None:
+    forms: list[list[str] | str] = [
+        ["--model", "synthetic", "--speculative-config", K2],
+        ["--model", "synthetic", f"--speculative-config={K2}"],
+        f"--model synthetic --speculative-config '{K2}'",
+        f"--model synthetic --speculative-config='{K2}'",
+        "--model synthetic --speculative_config.method mtp --speculative_config.num_speculative_tokens 2",
+    ]
+    for i, command in enumerate(forms):
+        compose = _compose(tmp_path, command, name=f"compose{i}.yaml")
+        done = _gate(str(WIN), "--serve-config", str(compose), "--service", "seat")
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        assert "mtp k=2: supported" in done.stdout
+
+
+def test_a_serve_config_speculation_cannot_be_read_from_is_refused_with_the_reason(tmp_path: Path) -> None:
+    compose = _compose(tmp_path, '--model synthetic --speculative-config \'{"method": "mtp"}\'')
+    done = _gate(str(WIN), "--serve-config", str(compose), "--service", "seat")
+    assert done.returncode == 1
+    assert "num_speculative_tokens must be an integer" in done.stdout
+
+
+def test_without_proposed_or_a_serve_config_is_bad_input() -> None:
+    done = _gate(str(WIN))
+    assert done.returncode == 2 and "--proposed" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---- issue 16 item 3: refusals say why --------------------------------------------------------------
+
+
+def test_a_refusal_cites_the_proposed_arms_own_failing_rules(tmp_path: Path) -> None:
+    results = _server_died(tmp_path)
+    done = _gate(str(results), "--proposed", "k=3")
+    assert done.returncode == 1
+    assert "k3 (mtp k=3): rejected" in done.stdout
+    assert "boot_ok (veto, fail): k3: 1 of 3 boots failed (server exited" in done.stdout
+
+
+def test_a_configuration_never_measured_has_no_evidence(tmp_path: Path) -> None:
+    done = _gate(str(WIN), "--proposed", "k=5")
+    assert done.returncode == 1
+    assert "no evidence for this configuration" in done.stdout
+    ngram = _compose(tmp_path, ["--model", "synthetic", "--speculative-config", K2.replace("mtp", "ngram")])
+    done = _gate(str(WIN), "--serve-config", str(ngram), "--service", "seat")
+    assert done.returncode == 1 and "no evidence for this configuration" in done.stdout
+    drafted = _compose(
+        tmp_path,
+        ["--model", "synthetic", "--speculative-config", K2.replace("}", ',"model":"x"}')],
+        name="drafted.yaml",
+    )
+    done = _gate(str(WIN), "--serve-config", str(drafted), "--service", "seat")
+    assert done.returncode == 1 and 'model: evidence (absent) vs proposed "x"' in done.stdout
+
+
+def test_bad_input_is_written_to_the_step_summary(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    done = _gate(str(WIN), "--proposed", "fast", env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert done.returncode == 2
+    text = summary.read_text()
+    assert text.startswith("### mtpverdict gate: bad input") and "write off, k=N" in text
+
+
+def test_ci_outputs_are_written(tmp_path: Path) -> None:
+    output = tmp_path / "output"
+    done = _gate(str(WIN), "--proposed", "k=2", env={"GITHUB_OUTPUT": str(output)})
+    assert done.returncode == 0
+    lines = output.read_text().splitlines()
+    assert lines == ["supported=true", "decision=promote", "selected=k2", "spec=mtp k=2"]
+
+
+# ---- issue 15 items 6-8: hostile serve configs are refused, fast, with the limit named -------------------
+
+
+def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
+    link = tmp_path / "compose.yaml"
+    link.symlink_to("/dev/zero")
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(link))
+    assert done.returncode == 2, done.stderr[-400:]
+    assert "is a character device, not a regular file" in done.stderr and "1048576 bytes" in done.stderr
+
+
+def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
+    fifo = tmp_path / "compose.yaml"
+    os.mkfifo(fifo)
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(fifo))
+    assert done.returncode == 2 and "is a FIFO, not a regular file" in done.stderr
+
+
+def test_an_oversized_serve_config_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "serve.argv"
+    big.write_text("--model synthetic " + "#" * (2 << 20) + "\n")
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(big))
+    assert done.returncode == 2 and "at most 1048576 bytes" in done.stderr
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    lines = ['a0: &a0 ["xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]']
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 20)]
+    lines += ["services:", "  seat:", "    command: [--model, synthetic, *a19]"]
+    bomb = tmp_path / "compose.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(bomb), "--service", "seat")
+    assert done.returncode == 2, done.stderr[-400:]
+    assert "compose.yaml:1: a YAML anchor (&name)" in done.stderr
+
+
+@pytest.mark.parametrize("levels", [40, 100_000])
+def test_deep_nesting_is_refused(tmp_path: Path, levels: int) -> None:
+    deep = tmp_path / "compose.yaml"
+    deep.write_text("services:\n  seat:\n    command: " + "[" * levels + "]" * levels + "\n")
+    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(deep), "--service", "seat")
+    assert done.returncode == 2, done.stderr[-400:]
+    assert "Traceback" not in done.stderr
+    # ours at 32 levels; libyaml's own limit (1000) can stop a deeper document while it scans ahead
+    assert "nested deeper than 32 levels" in done.stderr or "maximum nesting depth" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -162,3 +335,52 @@ def test_argv_normalisation() -> None:
     assert image_version("vllm/vllm-openai:v0.32.0") == "0.32.0"
     assert image_version("registry:5000/vllm") is None
     assert json.loads(K2)["num_speculative_tokens"] == 2
+
+
+def _arm(
+    name: str,
+    method: str | None = None,
+    k: int | None = None,
+    argv: tuple[str, ...] = (),
+    failing: tuple[FailingRule, ...] = (),
+) -> ArmEvidence:
+    control = method is None
+    verdict = "control" if control else ("rejected" if failing else "eligible")
+    return ArmEvidence(name, control, method, k, verdict, failing, argv, argv, ("0.32.0",))
+
+
+def test_the_gate_over_typed_evidence() -> None:
+    a, b = ("--model", "a"), ("--model", "b")
+    slower = FailingRule("faster_than_off", "veto", "fail", "b_k2: slower than off")
+    evidence = GateEvidence(
+        decision="keep_mtp_disabled",
+        selected=None,
+        reasons=("keep speculation disabled under policy p",),
+        arms=(
+            _arm("a_off", argv=a),
+            _arm("b_off", argv=b),
+            _arm("b_k2", "mtp", 2, (*b, "--speculative-config", K2), (slower,)),
+        ),
+        engine_version=None,
+    )
+    off = evaluate(evidence, None, ServeConfig(b, "vllm/vllm-openai:v0.32.0", "b.argv"))
+    assert off.supported, off.reasons  # freshness against the control this deployment is: b_off
+    assert "b.argv matches the serve arguments b_off was collected with" in off.reasons[-1]
+    k2 = evaluate(evidence, None, ServeConfig((*b, "--speculative-config", K2), None, "b.argv"))
+    assert not k2.supported and k2.spec == "mtp k=2"
+    assert "  faster_than_off (veto, fail): b_k2: slower than off" in k2.reasons
+    assert k2.reasons[-1] == "decision reason: keep speculation disabled under policy p"
+
+
+def test_a_summary_that_cannot_be_written_is_bad_input(tmp_path: Path) -> None:
+    done = _gate(str(WIN), "--proposed", "k=2", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "summary")})
+    assert done.returncode == 2 and "cannot be written" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_text_from_a_serve_config_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    compose = _compose(tmp_path, ["--model", "synthetic", "--spec-\x1b[2J\nk=2: supported", "1"])
+    done = _gate(str(WIN), "--serve-config", str(compose), "--service", "seat")
+    assert done.returncode == 1
+    assert "\x1b" not in done.stdout and "--spec-\\x1b[2J\\nk: an unknown speculative flag" in done.stdout
+    assert done.stdout.startswith(f"{compose} service seat: refused")
+    assert not any(line.startswith("k=2: supported") for line in done.stdout.splitlines())

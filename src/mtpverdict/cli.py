@@ -257,8 +257,13 @@ def collect(
 def gate(
     results: Annotated[Path, typer.Argument(help="Results directory the decision rests on.")],
     proposed: Annotated[
-        str, typer.Option("--proposed", help="What is promoted: off, k=N, METHOD:k=N, or the config JSON.")
-    ],
+        str | None,
+        typer.Option(
+            "--proposed",
+            help="What is promoted: off, k=N, METHOD:k=N, or the config JSON (default: the spec "
+            "in --serve-config).",
+        ),
+    ] = None,
     rules: Annotated[
         str | None, typer.Option("--rules", "-r", help="Policy TOML file or shipped policy name.")
     ] = None,
@@ -275,7 +280,7 @@ def gate(
     import os
 
     from mtpverdict.gate import gate as run_gate
-    from mtpverdict.gate import step_summary
+    from mtpverdict.gate import write_ci_error, write_ci_files
 
     try:
         result = run_gate(
@@ -287,18 +292,21 @@ def gate(
             ignore=tuple(ignore_arg or ()),
         )
     except InputError as exc:
-        _fail_input(exc)
+        try:
+            write_ci_error(exc, os.environ)
+        finally:
+            _fail_input(exc)
     head = "supported" if result.supported else "refused"
     typer.echo(
-        f"{proposed}: {head} (decision {result.decision}"
+        f"{result.label}: {head} (decision {result.decision}"
         + (f", selected {result.selected})" if result.selected else ")")
     )
     for reason in result.reasons:
         typer.echo(f"  {reason}")
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        with open(summary_path, "a", encoding="utf-8") as fh:
-            fh.write(step_summary(result, proposed))
+    try:
+        write_ci_files(result, os.environ)
+    except InputError as exc:
+        _fail_input(exc)
     if not result.supported:
         raise typer.Exit(EXIT_REFUSED)
 

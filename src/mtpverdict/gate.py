@@ -1,32 +1,84 @@
-"""The promotion gate: does a decision support the speculative config being proposed, on fresh evidence?
+"""The promotion gate: does the evidence support the speculative config a deployment will run, freshly?
 
-Two questions, both must pass. (1) Support: "off" is supported only by keep_mtp_disabled (keeping
-speculation off is a claim that needs evidence too); a depth is supported by promote or keep_reference
-selecting an arm with that method and k. (2) Freshness: the proposed serve arguments (a docker compose
-service or a plain argv file) must equal the arguments the evidence was collected with, except the
-speculative flags (and the listen address): model, image or engine version, batching, memory, parallelism.
+What is proposed comes from `--proposed` (off, k=N, METHOD:k=N or vLLM's config JSON), from the serve
+config itself (serveconfig.extract_spec), or both, which must then agree. Three questions, all must pass.
+(1) Evidence: some arm measured this configuration (method, depth and, when the serve config and the
+boot argv both show them, every speculative setting); otherwise "no evidence for this configuration".
+(2) Support: "off" is supported only by keep_mtp_disabled (keeping speculation off is a claim that needs
+evidence too); a depth only by promote or keep_reference selecting that arm. A refusal cites the arm's
+own failing rules. (3) Freshness: the serve arguments equal those the arm was collected with, except
+the speculative flags (compared in (1)) and the listen address; the image names the engine version the
+evidence recorded.
+
+The logic runs over GateEvidence, a small typed view built in one place (evidence_from) from a
+decision and its results directory.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.serveconfig import (
+    ServeConfig,
+    ServeSpec,
+    SpecRefusal,
+    extract_spec,
+    is_speculative_flag,
+    normalise_flag,
+    read_serve_config,
+    settings_differences,
+    spec_of,
+)
 
-# Flags allowed to differ between the evidence and the proposal: the speculative configuration itself
-# (all engines) and where the server listens, which cannot change what it computes.
+if TYPE_CHECKING:
+    from mtpverdict.results.model import Results
+
+__all__ = [
+    "ArmEvidence",
+    "FailingRule",
+    "GateEvidence",
+    "GateResult",
+    "Proposal",
+    "ProposedSpec",
+    "argv_differences",
+    "check_fresh",
+    "evaluate",
+    "evidence_from",
+    "gate",
+    "image_version",
+    "normalise_argv",
+    "parse_spec",
+    "read_serve_config",  # re-exported: the reader lives in mtpverdict.serveconfig
+    "resolve_proposal",
+    "step_summary",
+    "support",
+    "write_ci_error",
+    "write_ci_files",
+]
+
+# Flags allowed to differ between the evidence and the proposal besides the speculative ones: where
+# the server listens, which cannot change what it computes.
 LISTEN_FLAGS = ("--host", "--port")
 VERSION = re.compile(r"v?(\d+\.\d+(?:\.\d+)?(?:[.\-+]?[A-Za-z0-9]+)*)")
+SUPPORTING = ("promote", "keep_reference")  # decisions that select a speculative arm
+SHOWN_ARMS = 3  # matching arms whose own rules a refusal lists
+SHOWN_MEASURED = 12  # measured configurations listed when there is no evidence
+SHOWN_DECISION_REASONS = 3
+
+
+# --------------------------------------------------------------------------------------------------
+# what is proposed
 
 
 @dataclass(frozen=True, slots=True)
 class ProposedSpec:
-    """What is being promoted: speculation off, or a method at a depth."""
+    """What --proposed says: speculation off, or a depth with or without a method."""
 
     method: str | None
     k: int | None
@@ -37,83 +89,255 @@ class ProposedSpec:
         return self.method is None and not self.k
 
 
-@dataclass(frozen=True, slots=True)
-class GateResult:
-    """The gate's answer and its reasons (one per line)."""
-
-    supported: bool
-    reasons: tuple[str, ...]
-    decision: str
-    selected: str | None
-
-
 def parse_spec(text: str) -> ProposedSpec:
     """`off`, `k=3`, `mtp:k=3` / `ngram:k=2`, or the JSON given to --speculative-config."""
     raw = text.strip()
     if raw.lower() in ("off", "none", "disabled", "k=0"):
         return ProposedSpec(None, None, raw)
     if raw.startswith("{"):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            raise InputError([Problem("--proposed", f"{raw[:60]!r} is not valid JSON")]) from None
-        if not isinstance(obj, dict):
-            raise InputError([Problem("--proposed", "the JSON must be an object")])
-        k = obj.get("num_speculative_tokens")
-        method = obj.get("method") or ("draft_model" if obj.get("model") else None)
-        if not isinstance(k, int) or k < 1:
-            raise InputError([Problem("--proposed", "the JSON needs num_speculative_tokens >= 1")])
-        return ProposedSpec(str(method) if method else None, k, raw)
+        spec = extract_spec(["--speculative-config", raw])
+        if isinstance(spec, SpecRefusal):
+            raise InputError([Problem("--proposed", spec.reasons[0])])
+        return ProposedSpec(spec.method, spec.k, raw)
     found = re.fullmatch(r"(?:([a-z_0-9]+):)?k=(\d+)", raw)
     if not found:
         raise InputError(
             [Problem("--proposed", f"{raw!r}: write off, k=N, METHOD:k=N or the speculative config JSON")]
         )
+    if found.group(1) and int(found.group(2)) == 0:
+        raise InputError(
+            [Problem("--proposed", f"{raw!r}: a method needs k >= 1; write off for no speculation")]
+        )
     return ProposedSpec(found.group(1), int(found.group(2)), raw)
 
 
-def supports(decision: dict[str, Any], proposed: ProposedSpec) -> tuple[bool, list[str]]:
-    """Whether a decision (mtpverdict.decision/1 object) supports the proposed spec, with reasons."""
-    kind = decision["decision"]
-    selected = decision.get("selected") or {}
-    spec = selected.get("spec") or {}
-    name = selected.get("arm")
-    if proposed.off:
-        if kind == "keep_mtp_disabled":
-            return True, ["the decision keeps speculation disabled"]
-        return False, [
-            f"proposing speculation off, but the decision is {kind}"
-            + (f" (selected {name}: {spec.get('method')} k={spec.get('k')})" if name else "")
-            + "; keeping speculation off needs evidence too"
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """What the gate checks: method and depth (method None with a depth: any method), and the full
+    speculative settings when a serve config (or vLLM's config JSON) gives them."""
+
+    method: str | None
+    k: int | None
+    label: str
+    serve: ServeSpec | None = None
+
+    @property
+    def off(self) -> bool:
+        return self.method is None and self.k is None
+
+
+def resolve_proposal(
+    proposed: ProposedSpec | None, serve: ServeSpec | SpecRefusal | None, source: str
+) -> Proposal | list[str]:
+    """The proposal from --proposed and the serve config, or the reasons it is refused."""
+    if isinstance(serve, SpecRefusal):
+        return [f"the speculative config of {source} cannot be read: {r}" for r in serve.reasons]
+    given = None
+    if proposed is not None and proposed.text.startswith("{"):
+        found = extract_spec(["--speculative-config", proposed.text])
+        given = found if isinstance(found, ServeSpec) else None
+    if serve is None:
+        assert proposed is not None  # gate() refuses a call with neither
+        return Proposal(proposed.method, proposed.k, proposed.text, given)
+    if proposed is None:
+        return Proposal(serve.method, serve.k, serve.label(), serve)
+    disagree = (
+        proposed.off != serve.off
+        or (not serve.off and proposed.k != serve.k)
+        or (proposed.method is not None and proposed.method != serve.method)
+    )
+    differences = settings_differences(given, serve) if given and serve.engine == given.engine else []
+    if disagree or differences:
+        return [
+            f"--proposed {proposed.text} but {source} asks for {serve.label()}"
+            + (f" ({'; '.join(differences)})" if differences else "")
+            + ": the gate checks what will be deployed"
         ]
-    if kind not in ("promote", "keep_reference") or not name:
-        return False, [f"proposing {proposed.text}, but the decision is {kind}: no depth is supported"]
-    if spec.get("k") != proposed.k:
-        return False, [f"proposing k={proposed.k}, but the decision selects {name} with k={spec.get('k')}"]
-    if proposed.method is not None and spec.get("method") not in (proposed.method, None):
-        return False, [
-            f"proposing {proposed.method}, but the decision selects {name} with {spec.get('method')}"
-        ]
-    return True, [f"the decision ({kind}) selects {name}: {spec.get('method')} k={spec.get('k')}"]
+    return Proposal(serve.method, serve.k, proposed.text, serve)
 
 
 # --------------------------------------------------------------------------------------------------
-# serve arguments
+# the evidence, as the gate reads it
 
 
-def _spec_flags() -> tuple[str, ...]:
-    from mtpverdict.collect.campaign import SPEC_FLAGS
+@dataclass(frozen=True, slots=True)
+class FailingRule:
+    """A rule an arm did not pass: its outcome and the rule's own words."""
 
-    return SPEC_FLAGS
+    rule: str
+    severity: str  # veto | warn
+    status: str  # fail | inconclusive | missing
+    detail: str
 
 
-def normalise_argv(argv: list[str]) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+@dataclass(frozen=True, slots=True)
+class ArmEvidence:
+    """One arm: its spec and verdict, the rules it failed, and what it was served with."""
+
+    name: str
+    control: bool
+    method: str | None
+    k: int | None
+    verdict: str
+    failing: tuple[FailingRule, ...]
+    serve_argv: tuple[str, ...] | None  # the campaign's serve_argv
+    boot_argv: tuple[str, ...] | None  # the argv of the arm's first boot that recorded one
+    engine_versions: tuple[str, ...]  # as the arm's boots recorded them
+
+    @property
+    def label(self) -> str:
+        if self.method is None and not self.k:
+            return "off"
+        return f"{self.method} k={'?' if self.k is None else self.k}"
+
+    @property
+    def argv(self) -> tuple[str, ...] | None:
+        return self.boot_argv or self.serve_argv
+
+
+@dataclass(frozen=True, slots=True)
+class GateEvidence:
+    """What the gate needs of a decision and its results: kind, selection, reasons, arms."""
+
+    decision: str
+    selected: str | None
+    reasons: tuple[str, ...]
+    arms: tuple[ArmEvidence, ...]
+    engine_version: str | None  # the campaign scope's, used when no boot recorded one
+
+    def arm(self, name: str | None) -> ArmEvidence | None:
+        return next((a for a in self.arms if a.name == name), None)
+
+
+def evidence_from(decision: Mapping[str, Any], results: Results) -> GateEvidence:
+    """The adapter: GateEvidence from a decision (mtpverdict.decision/1 object) and its results."""
+    boots = results.boots
+    arms = []
+    for arm in decision["arms"]:
+        name = arm["name"]
+        rows = boots[boots["arm"] == name].sort_values("boot") if len(boots) else boots
+        argvs = [tuple(a) for a in rows["argv"] if isinstance(a, list | tuple)] if len(rows) else []
+        versions = sorted({str(v) for v in rows["engine_version"].dropna()}) if len(rows) else []
+        failing = tuple(
+            FailingRule(r["rule"], r["severity"], r["status"], r["detail"])
+            for r in sorted(arm["rules"], key=lambda r: r["severity"] != "veto")
+            if not r["passed"]
+        )
+        arms.append(
+            ArmEvidence(
+                name=name,
+                control=arm["role"] == "control",
+                method=arm["spec"]["method"],
+                k=arm["spec"]["k"],
+                verdict=arm["verdict"],
+                failing=failing,
+                serve_argv=results.campaign.arm(name).serve_argv,
+                boot_argv=argvs[0] if argvs else None,
+                engine_versions=tuple(versions),
+            )
+        )
+    return GateEvidence(
+        decision=decision["decision"],
+        selected=(decision.get("selected") or {}).get("arm"),
+        reasons=tuple(decision["reasons"]),
+        arms=tuple(arms),
+        engine_version=results.campaign.scope.engine_version,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# (1) evidence and (2) support
+
+
+def _mismatch(arm: ArmEvidence, proposal: Proposal) -> str | None:
+    """Why an arm did not measure the proposed configuration; None when it did."""
+    if proposal.off:
+        return None if arm.control else "speculates"
+    if arm.control or arm.k != proposal.k or proposal.method not in (None, arm.method):
+        return "another method or depth"
+    if proposal.serve is None or arm.argv is None:
+        return None  # method and depth are all either side shows (freshness then needs the argv)
+    measured = extract_spec(arm.argv)
+    if isinstance(measured, SpecRefusal):
+        return f"its speculative flags cannot be read ({measured.reasons[0]})"
+    differences = settings_differences(measured, proposal.serve)
+    return f"other speculative settings ({'; '.join(differences)})" if differences else None
+
+
+def support(evidence: GateEvidence, proposal: Proposal) -> tuple[bool, list[str], ArmEvidence | None]:
+    """Whether the decision supports the proposal, the reasons, and the arm that measured it."""
+    kind = evidence.decision
+    selected = evidence.arm(evidence.selected)
+    if proposal.off:
+        control = next((a for a in evidence.arms if a.control), None)
+        if kind == "keep_mtp_disabled":
+            return True, ["the decision keeps speculation disabled"], control
+        chosen = f" (selected {selected.name}: {selected.label})" if selected else ""
+        return (
+            False,
+            [
+                f"proposing speculation off, but the decision is {kind}{chosen}; "
+                "keeping speculation off needs evidence too"
+            ],
+            control,
+        )
+    matched = [a for a in evidence.arms if _mismatch(a, proposal) is None]
+    if not matched:
+        return False, _no_evidence(evidence, proposal), None
+    if selected in matched and kind in SUPPORTING:
+        assert selected is not None
+        return True, [f"the decision ({kind}) selects {selected.name}: {selected.label}"], selected
+    return False, _refusal(evidence, proposal, matched), matched[0]
+
+
+def _no_evidence(evidence: GateEvidence, proposal: Proposal) -> list[str]:
+    candidates = [a for a in evidence.arms if not a.control]
+    measured = ", ".join(f"{a.name} ({a.label})" for a in candidates[:SHOWN_MEASURED])
+    more = len(candidates) - SHOWN_MEASURED
+    reasons = [
+        f"no evidence for this configuration: {proposal.label} was never measured; the campaign measured "
+        + (measured or "no speculative arm")
+        + (f" and {more} more" if more > 0 else "")
+    ]
+    for arm in candidates:
+        why = _mismatch(arm, proposal)
+        if why and why != "another method or depth":
+            reasons.append(f"{arm.name} ({arm.label}) ran {why}")
+    return reasons
+
+
+def _refusal(evidence: GateEvidence, proposal: Proposal, matched: Sequence[ArmEvidence]) -> list[str]:
+    kind = evidence.decision
+    selected = evidence.arm(evidence.selected)
+    if kind in SUPPORTING and selected is not None:
+        head = (
+            f"proposing {proposal.label}, but the decision ({kind}) selects {selected.name} "
+            f"with k={selected.k}"
+        )
+    else:
+        head = f"proposing {proposal.label}, but the decision is {kind}: no depth is supported"
+    reasons = [head]
+    for arm in matched[:SHOWN_ARMS]:
+        if not arm.failing:
+            reasons.append(f"{arm.name} ({arm.label}): {arm.verdict}; it fails none of its rules")
+            continue
+        reasons.append(f"{arm.name} ({arm.label}): {arm.verdict}, by its own rules:")
+        reasons += [f"  {r.rule} ({r.severity}, {r.status}): {r.detail}" for r in arm.failing]
+    return reasons
+
+
+# --------------------------------------------------------------------------------------------------
+# (3) freshness
+
+
+def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], list[str]]:
     """Flags (names with _ as -, values in order) and the model positional of a serve command line.
 
     The program part (e.g. `python -m vllm.entrypoints.openai.api_server`, `vllm serve`) is skipped:
     comparison starts at the first `--` flag, except that a positional right after `serve` is the model
     and is compared as --model.
     """
+    argv = list(argv)
     flags: dict[str, list[str]] = {}
     positionals: list[str] = []
     i = 0
@@ -130,7 +354,7 @@ def normalise_argv(argv: list[str]) -> tuple[dict[str, tuple[str, ...]], list[st
         token = argv[i]
         if token.startswith("-"):
             name, eq, value = token.partition("=")
-            name = name.replace("_", "-")
+            name = normalise_flag(name)
             if eq:
                 flags.setdefault(name, []).append(value)
                 i += 1
@@ -146,148 +370,61 @@ def normalise_argv(argv: list[str]) -> tuple[dict[str, tuple[str, ...]], list[st
     return {k: tuple(v) for k, v in flags.items()}, positionals
 
 
-def argv_differences(evidence: list[str], proposed: list[str], ignore: tuple[str, ...] = ()) -> list[str]:
+def argv_differences(
+    evidence: Sequence[str], proposed: Sequence[str], ignore: tuple[str, ...] = ()
+) -> list[str]:
     """Arguments that differ, excluding the speculative flags, the listen address and `ignore`."""
-    skip = {f.replace("_", "-") for f in (*_spec_flags(), *LISTEN_FLAGS, *ignore)}
+    skip = {normalise_flag(f) for f in (*LISTEN_FLAGS, *ignore)}
     ev, ev_pos = normalise_argv(evidence)
     pr, pr_pos = normalise_argv(proposed)
     out = []
     for name in sorted((set(ev) | set(pr)) - skip):
-        if ev.get(name) != pr.get(name):
-            before = " ".join(ev[name]) if name in ev else "(absent)"
-            after = " ".join(pr[name]) if name in pr else "(absent)"
-            out.append(f"{name}: evidence {before or '(set)'} vs proposed {after or '(set)'}")
+        if is_speculative_flag(name) or ev.get(name) == pr.get(name):
+            continue
+        before = " ".join(ev[name]) if name in ev else "(absent)"
+        after = " ".join(pr[name]) if name in pr else "(absent)"
+        out.append(f"{name}: evidence {before or '(set)'} vs proposed {after or '(set)'}")
     if ev_pos != pr_pos:
         out.append(f"positional arguments: evidence {ev_pos} vs proposed {pr_pos}")
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
-    """The serve arguments of the proposal, and the engine image when a compose file names one."""
-
-    argv: tuple[str, ...]
-    image: str | None
-    source: str
-
-
-def read_serve_config(path: str | Path, service: str | None) -> ServeConfig:
-    """A docker compose file (YAML, one service) or a plain argv file (JSON list or one shell line)."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(source, f"cannot be read: {exc}")]) from None
-    stripped = text.strip()
-    if stripped.startswith("["):
-        try:
-            argv = json.loads(stripped)
-        except ValueError as exc:
-            raise InputError([Problem(source, f"not a valid JSON argv list: {exc}")]) from None
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            raise InputError([Problem(source, "must be a JSON list of strings")])
-        return ServeConfig(tuple(argv), None, source)
-    if "services:" not in text:
-        try:
-            return ServeConfig(tuple(shlex.split(text.replace("\\\n", " "), comments=True)), None, source)
-        except ValueError as exc:
-            raise InputError([Problem(source, f"not a valid command line: {exc}")]) from None
-    import yaml
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise InputError(
-            [
-                Problem(
-                    source, f"not valid YAML: {exc}".splitlines()[0], line=None if line is None else line + 1
-                )
-            ]
-        ) from None
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if not isinstance(services, dict) or not services:
-        raise InputError([Problem(source, "no services in the compose file", key="services")])
-    if service is None:
-        if len(services) != 1:
-            raise InputError(
-                [
-                    Problem(
-                        source,
-                        f"several services ({', '.join(sorted(services))}); pass --service NAME",
-                        key="services",
-                    )
-                ]
-            )
-        service = next(iter(services))
-    entry = services.get(service)
-    if not isinstance(entry, dict):
-        raise InputError([Problem(source, f"no service {service!r}", key="services")])
-    command = entry.get("command", [])
-    entrypoint = entry.get("entrypoint", [])
-    parts: list[str] = []
-    for key, value in (("entrypoint", entrypoint), ("command", command)):
-        if isinstance(value, str):
-            try:
-                parts += shlex.split(value)
-            except ValueError as exc:
-                raise InputError(
-                    [Problem(source, f"not a valid command line: {exc}", key=f"services.{service}.{key}")]
-                ) from None
-        elif isinstance(value, list):
-            parts += [str(v) for v in value]
-        elif value is not None:
-            raise InputError([Problem(source, "must be a string or a list", key=f"services.{service}.{key}")])
-    image = entry.get("image")
-    return ServeConfig(tuple(parts), str(image) if image else None, f"{source} service {service}")
-
-
 def image_version(image: str | None) -> str | None:
     """The version in an image tag (vllm/vllm-openai:v0.32.0 -> 0.32.0), if it has one."""
-    if not image or ":" not in image.rsplit("/", 1)[-1]:
+    if not image or "@" in image or ":" not in image.rsplit("/", 1)[-1]:
         return None
     tag = image.rsplit(":", 1)[1]
     found = VERSION.fullmatch(tag)
     return found.group(1) if found else None
 
 
-def evidence_argv(
-    results: Any, decision: dict[str, Any], proposed: ProposedSpec
-) -> tuple[list[str] | None, str]:
-    """The argv the evidence for the proposal was collected with: the selected arm's (or a control's)."""
-    campaign = results.campaign
-    name = (decision.get("selected") or {}).get("arm")
-    arm = None
-    if name and not proposed.off:
-        arm = campaign.arm(name)
-    else:
-        arm = next((a for a in campaign.arms if a.is_control), None)
-    if arm is None:
-        return None, "no arm"
-    boots = results.boots
-    recorded = boots[(boots["arm"] == arm.name) & boots["argv"].notna()]
-    if len(recorded):
-        return list(recorded["argv"].iloc[0]), arm.name
-    return (list(arm.serve_argv) if arm.serve_argv else None), arm.name
+def _same_version(image: str, recorded: str) -> bool:
+    """Equal versions, or one is the other with a local build suffix (0.32.0 and 0.32.0+cpu)."""
+    recorded = recorded.removeprefix("v")
+    return image == recorded or recorded.startswith(image + "+") or image.startswith(recorded + "+")
 
 
 def check_fresh(
-    results: Any,
-    decision: dict[str, Any],
-    proposed: ProposedSpec,
-    config: ServeConfig,
-    ignore: tuple[str, ...] = (),
+    arm: ArmEvidence | None, evidence: GateEvidence, config: ServeConfig, ignore: tuple[str, ...] = ()
 ) -> list[str]:
-    """Reasons the evidence is stale for this proposal (empty when it is fresh)."""
-    argv, arm = evidence_argv(results, decision, proposed)
-    if argv is None:
-        return [f"the evidence records no serve argv for {arm}: freshness cannot be checked"]
-    reasons = [f"stale evidence, {d}" for d in argv_differences(argv, list(config.argv), ignore)]
+    """Reasons the evidence is stale for this serve config (empty when it is fresh)."""
+    if arm is None:
+        return []
+    if arm.argv is None:
+        return [f"the evidence records no serve argv for {arm.name}: freshness cannot be checked"]
+    reasons = [f"stale evidence, {d}" for d in argv_differences(arm.argv, config.argv, ignore)]
+    if config.image is None:
+        return reasons
+    recorded = set(arm.engine_versions) or ({evidence.engine_version} if evidence.engine_version else set())
     version = image_version(config.image)
-    recorded = {str(v) for v in results.boots["engine_version"].dropna()} or (
-        {results.campaign.scope.engine_version} if results.campaign.scope.engine_version else set()
-    )
-    if version and recorded and not any(version in r or r in version for r in recorded):
+    if not recorded:
+        reasons.append(f"the evidence records no engine version: image {config.image} cannot be checked")
+    elif version is None:
+        reasons.append(
+            f"image {config.image} names no engine version (a floating tag or a digest): "
+            "pin a version tag so the gate can compare it with the evidence"
+        )
+    elif not any(_same_version(version, r) for r in recorded):
         reasons.append(
             f"stale evidence, engine version: evidence {', '.join(sorted(recorded))} vs proposed "
             f"image {config.image}"
@@ -295,52 +432,150 @@ def check_fresh(
     return reasons
 
 
+# --------------------------------------------------------------------------------------------------
+# the gate
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    """The gate's answer and its reasons (one per line)."""
+
+    supported: bool
+    reasons: tuple[str, ...]
+    decision: str
+    selected: str | None
+    label: str  # what was proposed, as --proposed says it or the serve config's spec
+    spec: str  # the proposed spec as method and depth (or off), when known
+
+
+def evaluate(
+    evidence: GateEvidence,
+    proposed: ProposedSpec | None,
+    config: ServeConfig | None,
+    ignore: tuple[str, ...] = (),
+) -> GateResult:
+    """The gate over typed evidence: proposal, evidence and support, then freshness."""
+    serve = spec_of(config) if config is not None else None
+    proposal = resolve_proposal(proposed, serve, config.source if config else "")
+    source = config.source if config else ""
+    label = proposed.text if proposed else (serve.label() if isinstance(serve, ServeSpec) else source)
+    if isinstance(proposal, list):
+        return GateResult(False, _lines(proposal), evidence.decision, evidence.selected, _line(label), label)
+    ok, reasons, arm = support(evidence, proposal)
+    if proposal.off and config is not None:
+        # the control this deployment is (families can have controls on other models or devices)
+        controls = [a for a in evidence.arms if a.control]
+        arm = min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None)
+    if config is not None:
+        stale = check_fresh(arm, evidence, config, ignore)
+        if stale:
+            ok = False
+            reasons += stale
+        elif arm is not None:
+            reasons.append(
+                f"evidence is fresh: {config.source} matches the serve arguments {arm.name} was collected "
+                "with, except the speculative flags (checked above) and the listen address"
+            )
+    if not ok:
+        reasons += [f"decision reason: {r}" for r in evidence.reasons[:SHOWN_DECISION_REASONS]]
+    spec = serve.label() if isinstance(serve, ServeSpec) else (arm.label if arm else proposal.label)
+    return GateResult(ok, _lines(reasons), evidence.decision, evidence.selected, _line(label), spec)
+
+
+def _line(text: str) -> str:
+    """Text from the inputs, safe on a terminal: control characters (ESC, newlines, RLO) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
+    return tuple(_line(r) for r in reasons)
+
+
 def gate(
     results_dir: str | Path,
     rules: str | None,
-    proposed_text: str,
+    proposed_text: str | None,
     *,
     serve_config: str | None = None,
     service: str | None = None,
     ignore: tuple[str, ...] = (),
 ) -> GateResult:
-    """Decide on the results with the policy, then check support and (optionally) freshness."""
+    """Read the inputs, decide on the results with the policy, then evaluate the gate."""
     from mtpverdict.decide import decide_directory
     from mtpverdict.formats.results_io import load_results
 
-    proposed = parse_spec(proposed_text)
+    if proposed_text is None and serve_config is None:
+        raise InputError(
+            [
+                Problem(
+                    "--proposed",
+                    "missing: give --proposed SPEC, or --serve-config FILE to read the spec from",
+                )
+            ]
+        )
+    proposed = parse_spec(proposed_text) if proposed_text is not None else None
     config = read_serve_config(serve_config, service) if serve_config else None
     run = decide_directory(results_dir, rules)
-    decision = json.loads(run.json_text)
-    ok, reasons = supports(decision, proposed)
-    if config is not None:
-        stale = check_fresh(load_results(results_dir), decision, proposed, config, ignore)
-        if stale:
-            ok = False
-            reasons += stale
-        else:
-            reasons.append(
-                f"evidence is fresh: {config.source} matches the collected serve arguments except "
-                "the speculative flags"
-            )
-    if not ok:
-        reasons += [f"decision reason: {r}" for r in decision["reasons"][:3]]
-    return GateResult(
-        supported=ok,
-        reasons=tuple(reasons),
-        decision=decision["decision"],
-        selected=(decision.get("selected") or {}).get("arm"),
-    )
+    evidence = evidence_from(json.loads(run.json_text), load_results(results_dir))
+    return evaluate(evidence, proposed, config, ignore)
 
 
-def step_summary(result: GateResult, proposed: str) -> str:
+# --------------------------------------------------------------------------------------------------
+# what CI sees
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_OUTPUT_VALUE = re.compile(r"[^A-Za-z0-9_.:=+ ()-]")
+
+
+def _md(text: str) -> str:
+    """Text from data, safe in Markdown: one line, control characters shown escaped, markup escaped."""
+    return _MARKDOWN.sub(r"\\\1", _line(text))
+
+
+def step_summary(result: GateResult) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY."""
     head = "supported" if result.supported else "refused"
     lines = [
-        f"### mtpverdict gate: {proposed} {head}",
+        f"### mtpverdict gate: {_md(result.label)} {head}",
         "",
-        f"decision: `{result.decision}`" + (f", selected `{result.selected}`" if result.selected else ""),
+        f"decision: {_md(result.decision)}"
+        + (f", selected {_md(result.selected)}" if result.selected else ""),
         "",
     ]
-    lines += [f"- {r}" for r in result.reasons]
+    lines += [f"- {_md(r.strip())}" for r in result.reasons]
     return "\n".join(lines) + "\n"
+
+
+def bad_input_summary(exc: InputError) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY when the gate could not run (exit 2)."""
+    return "### mtpverdict gate: bad input\n\n" + "".join(f"- {_md(str(p))}\n" for p in exc.problems)
+
+
+def _append(path: str | None, text: str) -> None:
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise InputError([Problem(path, f"cannot be written: {exc.strerror or exc}")]) from None
+
+
+def write_ci_files(result: GateResult, environ: Mapping[str, str]) -> None:
+    """The step summary, and `supported`, `decision`, `selected`, `spec` as step outputs."""
+    _append(environ.get("GITHUB_STEP_SUMMARY"), step_summary(result))
+    outputs = {
+        "supported": "true" if result.supported else "false",
+        "decision": result.decision,
+        "selected": result.selected or "",
+        "spec": result.spec,
+    }
+    # values from closed vocabularies; anything else is dropped so no value can forge another line
+    _append(
+        environ.get("GITHUB_OUTPUT"), "".join(f"{k}={_OUTPUT_VALUE.sub('', v)}\n" for k, v in outputs.items())
+    )
+
+
+def write_ci_error(exc: InputError, environ: Mapping[str, str]) -> None:
+    """The one-line errors of bad input, in the step summary."""
+    _append(environ.get("GITHUB_STEP_SUMMARY"), bad_input_summary(exc))
