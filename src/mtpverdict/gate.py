@@ -37,7 +37,7 @@ from mtpverdict.serveconfig import (
 )
 
 if TYPE_CHECKING:
-    from mtpverdict.results.model import Results
+    from mtpverdict.formats.results_io import Results
 
 __all__ = [
     "ArmEvidence",

@@ -1,0 +1,338 @@
+"""Decision format (mtpverdict.decision/1): the typed decision `decide` returns, writes and reads back.
+
+One model serves every consumer: `decide` builds it, `decision_json` writes it canonically (sorted keys,
+six significant digits, no NaN), `load_decision` reads a file back into it (refusing other formats,
+unknown keys and duplicate keys), and report, gate and verify use it. The JSON Schema is generated
+from it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from mtpverdict._jsonio import canonical
+from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats import _check
+from mtpverdict.formats.policy import Severity
+from mtpverdict.formats.results import Spec
+
+DECISION_FORMAT = "mtpverdict.decision/1"
+
+
+class DecisionKind(StrEnum):
+    """What the decision says the seat should run."""
+
+    PROMOTE = "promote"
+    KEEP_MTP_DISABLED = "keep_mtp_disabled"
+    KEEP_REFERENCE = "keep_reference"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Verdict(StrEnum):
+    """An arm's verdict under the policy."""
+
+    ELIGIBLE = "eligible"
+    REJECTED = "rejected"
+    VOID = "void"
+    CONTROL = "control"
+    INCONCLUSIVE = "inconclusive"
+
+
+class RuleStatus(StrEnum):
+    """What a rule found before the policy's on_missing was applied."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    MISSING = "missing"  # the evidence the rule needs is not in the results
+    INCONCLUSIVE = "inconclusive"  # the evidence exists but does not settle the question
+
+
+class ControlStatus(StrEnum):
+    """How a campaign-level control came out."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    UNTESTABLE = "untestable"
+    INFO = "info"
+
+
+Number = int | float
+Threshold = Number | tuple[str, ...] | dict[str, Number | None] | None
+
+
+class RuleResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One rule applied to one arm: its numbers and the sentence that states them."""
+
+    rule: Annotated[str, Meta(description="Rule id (the kind unless the policy names it).")]
+    kind: Annotated[str, Meta(description="Rule kind.")]
+    severity: Severity
+    passed: Annotated[bool | None, Meta(description="True passed, false failed, null unsettled.")]
+    status: RuleStatus
+    value: Annotated[Number | None, Meta(description="The number the rule judged (null when none).")]
+    threshold: Annotated[Threshold, Meta(description="The bar it was judged against.")]
+    detail: Annotated[str, Meta(description="The rule's finding in words.")]
+
+
+class SurfaceSummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """Acceptance as one surface reports it, pooled over that surface's windows."""
+
+    source: str
+    scoped: str
+    windows: int
+    drafts: int | None
+    draft_tokens: int | None
+    accepted_tokens: int | None
+    acceptance_rate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mean_acceptance_length: float | None
+    per_position_rate: tuple[float, ...] | None
+    void_windows: int
+
+
+class AcceptanceSummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm's acceptance: the primary surface, every surface, the wasted-draft fraction."""
+
+    primary: SurfaceSummary
+    surfaces: tuple[SurfaceSummary, ...]
+    wasted_fraction: float | None
+
+
+class KvSummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm's KV pool and the concurrency ceiling it allows (pool / window: a ceiling, not measured)."""
+
+    kv_cache_tokens: int | None
+    window_tokens: int | None
+    ceiling: float | None
+    ratio_to_control: float | None
+
+
+class ArmDecision(Struct, frozen=True, forbid_unknown_fields=True):
+    """One arm: its verdict, every rule's outcome, acceptance and KV."""
+
+    name: str
+    role: str
+    family: str
+    spec: Spec
+    verdict: Verdict
+    void_reason: str | None
+    rules: tuple[RuleResult, ...]
+    acceptance: AcceptanceSummary | None
+    kv: KvSummary
+
+    @property
+    def is_control(self) -> bool:
+        return self.role == "control"
+
+    @property
+    def label(self) -> str:
+        """The spec as `decide` prints it: `off`, `mtp k=3`, `ngram k=?`."""
+        return self.spec.label()
+
+    def rules_of(self, kind: str) -> tuple[RuleResult, ...]:
+        return tuple(r for r in self.rules if r.kind == kind)
+
+
+class ControlResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One campaign-level control (floor, drift, blind harness, void arms, failed boots, harness)."""
+
+    name: str
+    status: ControlStatus
+    detail: str
+    value: float | None
+
+
+class FloorResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """The sensitivity floor of one family at one cell."""
+
+    family: str
+    workload: str
+    concurrency: int
+    metric: str
+    df: int
+    boot_sd: float | None
+    floor: float | None
+    multiplier_vs_pair: float | None
+    pair_difference: float | None
+    variance_sources: tuple[str, ...]
+    candidates: int
+
+
+class ComparisonResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm against its family's control at one cell: ratio, interval, floor, outcome."""
+
+    arm: str
+    workload: str
+    concurrency: int
+    metric: str
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    method: str
+    df: int
+    n_arm_boots: int
+    n_base_boots: int
+    p_better: float | None
+    p_better_holm: float | None
+    p_worse: float | None
+    p_equivalent: float | None
+    floor: float | None
+    outcome: str
+    bootstrap_ci: tuple[float | None, float | None] | None
+
+
+class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """The spread of one metric in one (arm, workload, concurrency) cell, as the decision counted it."""
+
+    arm: str
+    workload: str
+    concurrency: int
+    metric: str
+    n: int
+    n_boots: int
+    n_cold: int
+    median: float
+    min: float
+    max: float
+    iqr: float
+    runs_known: bool
+    origin: str
+
+
+class SelectedArm(Struct, frozen=True, forbid_unknown_fields=True):
+    """The arm the decision selects and how to serve it."""
+
+    arm: str
+    spec: Spec
+    serve_argv: tuple[str, ...] | None
+
+
+class PolicySummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """The policy the decision applied."""
+
+    name: str
+    file: str
+    alpha: float
+    selection: str
+
+
+class CampaignSummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """What the evidence is and what it may claim."""
+
+    id: str
+    title: str
+    synthetic: bool
+    claim: str | None
+    device: str | None
+    engine: str | None
+    engine_version: str | None
+    model: str | None
+
+
+class HistoryInput(Struct, frozen=True, forbid_unknown_fields=True):
+    """An archived A/A campaign whose control boots tightened the floor."""
+
+    label: str
+    records_sha256: str
+
+
+class Inputs(Struct, frozen=True, forbid_unknown_fields=True):
+    """Hashes of everything the decision read, so `verify` can re-derive it."""
+
+    campaign_sha256: str
+    records_sha256: str
+    rules_sha256: str
+    noise_history: tuple[HistoryInput, ...]
+    tool_version: str
+
+
+class Decision(Struct, frozen=True, forbid_unknown_fields=True):
+    """The decision, its stated reasons, and everything needed to re-derive it."""
+
+    format: Literal["mtpverdict.decision/1"]
+    decision: DecisionKind
+    selected: SelectedArm | None
+    provisional: bool
+    reasons: tuple[str, ...]
+    policy: PolicySummary
+    arms: tuple[ArmDecision, ...]
+    controls: tuple[ControlResult, ...]
+    floors: tuple[FloorResult, ...]
+    comparisons: tuple[ComparisonResult, ...]
+    cells: tuple[CellResult, ...]
+    campaign: CampaignSummary
+    inputs: Inputs
+
+    def arm(self, name: str) -> ArmDecision:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+    def comparison(self, arm: str, workload: str, concurrency: int, metric: str) -> ComparisonResult | None:
+        for c in self.comparisons:
+            if (c.arm, c.workload, c.concurrency, c.metric) == (arm, workload, concurrency, metric):
+                return c
+        return None
+
+    def arm_cells(self, arm: str, metric: str) -> tuple[CellResult, ...]:
+        """An arm's cells for one metric, in the order they are stored (campaign workload order)."""
+        return tuple(c for c in self.cells if c.arm == arm and c.metric == metric)
+
+
+def finite(value: float | None) -> float | None:
+    """A float, or None when it is missing, NaN or infinite (JSON has no NaN)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def decision_json(decision: Decision) -> str:
+    """Canonical decision JSON text: sorted keys, 6 significant digits, no NaN, trailing newline."""
+    return canonical(msgspec.to_builtins(decision))
+
+
+def parse_decision(text: str, source: str) -> Decision:
+    """A decision from its JSON text; refuse another format, unknown or duplicate keys, bad types."""
+    try:
+        obj = _check.loads_strict(text)
+    except ValueError as exc:
+        raise InputError([Problem(source, str(exc), line=_check.json_line(exc))]) from None
+    if not isinstance(obj, dict):
+        raise InputError([Problem(source, f"not a decision file: it must hold a {DECISION_FORMAT} object")])
+    found = obj.get("format")
+    if found != DECISION_FORMAT:
+        raise InputError(
+            [
+                Problem(
+                    source,
+                    f"format is {found!r}, expected {DECISION_FORMAT!r}; "
+                    "pass a file written by mtpverdict decide",
+                    key="format",
+                )
+            ]
+        )
+    return _check.convert(obj, Decision, source)
+
+
+def load_decision(path: str | os.PathLike[str]) -> Decision:
+    """Read a decision file (a bounded regular file of UTF-8 JSON)."""
+    source = str(path)
+    data = _check.read_document(path, limit=_check.MAX_DECISION_BYTES, what="a decision file")
+    return parse_decision(_check.text_of(data, source), source)
+
+
+def decision_schema() -> dict[str, Any]:
+    """JSON Schema of a decision file."""
+    return _check.json_schema(
+        Decision,
+        schema_id="https://mtpverdict.dev/schemas/decision-1.json",
+        title=f"{DECISION_FORMAT} decision",
+    )

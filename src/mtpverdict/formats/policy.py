@@ -1,0 +1,332 @@
+"""Policy format (TOML, policy_version 1): the typed policy a rules file becomes, and its strict reader.
+
+A policy is data only: nothing in it is evaluated, imported or expanded. The rule kinds and their
+parameters are not known here: the caller passes the registry (kind -> parameter model, contradiction
+check), so the format stays below the rules that interpret it. Every problem names the file, the rule
+and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, TypeAlias
+
+import msgspec
+from msgspec import Meta, Struct
+
+from mtpverdict.errors import InputError, PolicyError, Problem
+from mtpverdict.formats import _check
+from mtpverdict.formats._check import Count, Fraction, Int, Nonneg, PositiveInt
+from mtpverdict.formats.results import Metric
+
+POLICY_VERSION = 1
+
+
+class Severity(StrEnum):
+    """veto: a failing rule rejects the arm; warn: it is reported."""
+
+    VETO = "veto"
+    WARN = "warn"
+
+
+class OnMissing(StrEnum):
+    """What missing evidence means for a rule."""
+
+    INCONCLUSIVE = "inconclusive"
+    REJECT = "reject"
+    ACCEPT = "accept"
+
+
+class ColdMode(StrEnum):
+    """Whether the first run after each boot counts."""
+
+    INCLUDE = "include"
+    EXCLUDE = "exclude"
+
+
+class FloorMode(StrEnum):
+    """What comparisons do when the boot-to-boot variance is unknown."""
+
+    INCONCLUSIVE = "inconclusive"
+    WITHIN_BOOT = "within_boot"
+    ASSUME = "assume"
+
+
+class ControlAction(StrEnum):
+    """What a failed drift or blind-harness control does to the decision."""
+
+    INCONCLUSIVE = "inconclusive"
+    WARN = "warn"
+
+
+class SelectionMode(StrEnum):
+    """How the selected arm is picked among the eligible ones."""
+
+    FASTEST = "fastest"
+    BORING = "boring"
+    REFERENCE = "reference"
+
+
+class Fallback(StrEnum):
+    """What selection does when the reference arm is not eligible."""
+
+    FASTEST = "fastest"
+    BORING = "boring"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Runs(Struct, frozen=True, forbid_unknown_fields=True):
+    """[runs]: which runs count."""
+
+    cold: Annotated[
+        ColdMode, Meta(description="The first run after each boot: counted or only reported.")
+    ] = ColdMode.INCLUDE
+
+    @property
+    def include_cold(self) -> bool:
+        return self.cold is ColdMode.INCLUDE
+
+
+class Floor(Struct, frozen=True, forbid_unknown_fields=True):
+    """[floor]: what to do when the boot-to-boot variance is unknown."""
+
+    when_unknown: FloorMode = FloorMode.INCONCLUSIVE
+    assumed: Annotated[Fraction | None, Meta(description="The floor assumed by when_unknown = assume.")] = (
+        None
+    )
+
+
+class Controls(Struct, frozen=True, forbid_unknown_fields=True):
+    """[controls]: the campaign-level controls' thresholds."""
+
+    void_max_acceptance: Fraction = 0.05
+    void_min_drafted: Count = 50
+    blind_min_gain: Nonneg = 0.10
+    max_drift: Fraction = 0.05
+    on_drift: ControlAction = ControlAction.INCONCLUSIVE
+    on_blind: ControlAction = ControlAction.INCONCLUSIVE
+
+
+class Selection(Struct, frozen=True, forbid_unknown_fields=True):
+    """[selection]: how the selected arm is chosen among the eligible ones."""
+
+    mode: SelectionMode = SelectionMode.FASTEST
+    metric: Metric = Metric.DECODE_TPS
+    workload: str | None = None
+    concurrency: PositiveInt | None = None
+    tolerance: Fraction = 0.10
+    reference: str | None = None
+    fallback: Fallback = Fallback.FASTEST
+
+
+class _Top(Struct, frozen=True, forbid_unknown_fields=True):
+    """The top-level keys of a policy file."""
+
+    policy_version: Int
+    name: str
+    description: str = ""
+    alpha: Fraction = 0.05
+    equivalence_margin: Fraction = 0.03
+    seed: Int = 20260910
+    runs: Runs = Runs()
+    floor: Floor = Floor()
+    controls: Controls = Controls()
+    selection: Selection = Selection()
+    rules: tuple[dict[str, Any], ...] = ()
+
+
+class RuleCommon(Struct, frozen=True):
+    """The keys every rule has, whatever its kind."""
+
+    kind: str
+    id: str | None = None
+    severity: Severity = Severity.VETO
+    on_missing: OnMissing = OnMissing.INCONCLUSIVE
+    arms: tuple[str, ...] | None = None
+    families: tuple[str, ...] | None = None
+    why: str | None = None
+
+
+COMMON_KEYS = RuleCommon.__struct_fields__
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule: its kind, severity, what missing evidence means, selectors and typed parameters."""
+
+    id: str
+    kind: str
+    severity: Severity
+    on_missing: OnMissing
+    arms: tuple[str, ...] | None
+    families: tuple[str, ...] | None
+    why: str | None
+    params: Struct
+
+    def applies_to(self, arm: str, family: str) -> bool:
+        if self.arms is not None and arm not in self.arms:
+            return False
+        return self.families is None or family in self.families
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated policy file."""
+
+    name: str
+    description: str
+    source: str
+    sha256: str
+    alpha: float
+    equivalence_margin: float
+    seed: int
+    runs: Runs
+    floor: Floor
+    controls: Controls
+    selection: Selection
+    rules: tuple[Rule, ...]
+
+    @property
+    def include_cold(self) -> bool:
+        return self.runs.include_cold
+
+
+ParamCheck: TypeAlias = Callable[[Any], list[_check.Located]]
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """What the format needs to know about one rule kind: its parameter model and contradiction check."""
+
+    params: type[Struct]
+    check: ParamCheck
+
+
+def toml_error_line(exc: tomllib.TOMLDecodeError) -> tuple[int | None, str]:
+    """(line, message) of a TOML error; Python 3.11 keeps the line only in the message text."""
+    text = str(exc)
+    found = re.search(r" \(at line (\d+), column \d+\)", text)
+    if found:
+        return int(found.group(1)), text[: found.start()]
+    return getattr(exc, "lineno", None), text.split(" (at ")[0]
+
+
+def load_toml(text: str, source: str, error: type[InputError] = InputError) -> dict[str, Any]:
+    """TOML text as Python values, or an `error` naming the line; deep nesting is refused."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line, message = toml_error_line(exc)
+        raise error([Problem(source, f"not valid TOML: {message}", line=line)]) from None
+    except RecursionError:
+        raise error(
+            [Problem(source, f"not valid TOML: nested deeper than {_check.MAX_DEPTH} levels")]
+        ) from None
+
+
+def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: str | None = None) -> Policy:
+    """Validate policy text against the rule kinds given; raise PolicyError listing every problem."""
+    data = load_toml(text, source, PolicyError)
+    located = _check.check(data, _Top)
+    if located:
+        raise PolicyError([Problem(source, message, key=key) for key, message in located])
+    top = msgspec.convert(data, _Top, strict=True)
+    problems = _top_problems(top)
+    rules: list[Rule] = []
+    ids: set[str] = set()
+    for i, raw in enumerate(top.rules):
+        rule, found = _rule(i, raw, kinds)
+        problems.extend(found)
+        if rule is not None:
+            if rule.id in ids:
+                where = _where(i, raw)
+                problems.append(
+                    (f"{where}id", f"rule id {rule.id!r} is used twice; give each rule its own id")
+                )
+            ids.add(rule.id)
+            rules.append(rule)
+    if problems:
+        raise PolicyError([Problem(source, message, key=key) for key, message in problems])
+    digest = sha256 if sha256 is not None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return Policy(
+        name=top.name,
+        description=top.description,
+        source=source,
+        sha256=digest,
+        alpha=top.alpha,
+        equivalence_margin=top.equivalence_margin,
+        seed=top.seed,
+        runs=top.runs,
+        floor=top.floor,
+        controls=top.controls,
+        selection=top.selection,
+        rules=tuple(rules),
+    )
+
+
+def _top_problems(top: _Top) -> list[_check.Located]:
+    out: list[_check.Located] = []
+    if top.policy_version != POLICY_VERSION:
+        out.append(
+            (
+                "policy_version",
+                f"policy_version {top.policy_version} is not supported; this mtpverdict reads policy_version "
+                f"{POLICY_VERSION}",
+            )
+        )
+    if top.selection.mode is SelectionMode.REFERENCE and not top.selection.reference:
+        out.append(("selection.reference", "mode reference needs selection.reference (the arm to keep)"))
+    if top.floor.when_unknown is FloorMode.ASSUME and top.floor.assumed is None:
+        out.append(("floor.assumed", 'when_unknown = "assume" needs floor.assumed (a fraction, e.g. 0.05)'))
+    return out
+
+
+def _where(i: int, raw: Mapping[str, Any]) -> str:
+    rule_id = raw.get("id")
+    return f"rules[{i}]" + (f" ({rule_id})" if isinstance(rule_id, str) else "") + "."
+
+
+def _rule(
+    i: int, raw: Mapping[str, Any], kinds: Mapping[str, KindSpec]
+) -> tuple[Rule | None, list[_check.Located]]:
+    """One [[rules]] table: its common keys, then its kind's parameters; (rule or None, problems)."""
+    where = _where(i, raw)
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or kind not in kinds:
+        return None, [(f"{where}kind", f"unknown rule kind {kind!r}; kinds are {', '.join(kinds)}")]
+    spec = kinds[kind]
+    param_keys = spec.params.__struct_fields__
+    allowed = ", ".join(sorted({*COMMON_KEYS, *param_keys}))
+    problems: list[_check.Located] = [
+        (f"{where}{key}", f"unknown key; allowed keys are {allowed}")
+        for key in raw
+        if key not in COMMON_KEYS and key not in param_keys
+    ]
+    common = {k: v for k, v in raw.items() if k in COMMON_KEYS}
+    params = {k: v for k, v in raw.items() if k in param_keys}
+    problems += _check.check(common, RuleCommon, where) + _check.check(params, spec.params, where)
+    if problems:
+        return None, problems
+    head = msgspec.convert(common, RuleCommon, strict=True)
+    typed = msgspec.convert(params, spec.params, strict=True)
+    contradictions: list[_check.Located] = [
+        (f"{where}{key}" if key else where.rstrip("."), msg) for key, msg in spec.check(typed)
+    ]
+    if contradictions:
+        return None, contradictions
+    rule = Rule(
+        id=head.id or head.kind,
+        kind=head.kind,
+        severity=head.severity,
+        on_missing=head.on_missing,
+        arms=head.arms,
+        families=head.families,
+        why=head.why,
+        params=typed,
+    )
+    return rule, []
