@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from mtpverdict.decide.engine import decide
+from mtpverdict.decide import decide
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
@@ -80,7 +80,7 @@ def one(args: tuple[Scenario, int, int]) -> tuple[int, int, str, str | None, str
         kept |= {(a.name, round_) for a in scenario.arms if a.name not in settled}
         subset = [r for r in records if (r["arm"], r["boot"]) in kept]
         decision = decide(results_from_records(sequential, subset), policy)
-        settled = {v.arm.name for v in decision.arms if not v.arm.is_control and v.verdict in SETTLED}
+        settled = {a.name for a in decision.arms if not a.is_control and a.verdict in SETTLED}
         if all(c in settled for c in candidates):
             break
     assert decision is not None
@@ -88,9 +88,9 @@ def one(args: tuple[Scenario, int, int]) -> tuple[int, int, str, str | None, str
         len(kept),
         len(scenario.arms) * rounds,
         decision.decision,
-        None if decision.selected is None else decision.selected.name,
+        None if decision.selected is None else decision.selected.arm,
         fixed.decision,
-        None if fixed.selected is None else fixed.selected.name,
+        None if fixed.selected is None else fixed.selected.arm,
     )
 
 

@@ -36,9 +36,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import msgspec
+
 import mtpverdict.decide.engine  # noqa: F401  (loaded before the workers fork, not per task)
+from mtpverdict.formats.policy import Policy
 from mtpverdict.plan import Design, boot_level_sd, design_df, design_floor
-from mtpverdict.rules import Policy, load_policy, shipped_policies
+from mtpverdict.rules import load_policy, shipped_policies
 from mtpverdict.simulate import Calibration, Scenario, SimArm, calibrate, combine
 
 ALPHA = 0.05  # every shipped policy's family-wise alpha; the floor is computed at it
@@ -87,14 +90,14 @@ def policy_shape(policy: Policy) -> tuple[tuple[str, ...], float]:
     named: set[str] = set()
     targets = [0.0]
     for rule in policy.rules:
-        params = dict(rule.params)
+        params = msgspec.structs.asdict(rule.params)
         named.update(params.get("workloads") or ())
         if params.get("workload"):
             named.add(params["workload"])
         if rule.kind == "beats_target" and params.get("target") is not None:
             targets.append(float(params["target"]))
-    if policy.selection_workload:
-        named.add(policy.selection_workload)
+    if policy.selection.workload:
+        named.add(policy.selection.workload)
     return tuple(sorted(named)) or ("chat",), max(60.0, 1.5 * max(targets))
 
 

@@ -25,7 +25,7 @@ import yaml
 from .conftest import FIXTURES, ROOT
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
-POLICY = ROOT / "src" / "mtpverdict" / "rules" / "policies" / "default.toml"
+POLICY = ROOT / "rules" / "default.toml"
 WIN = FIXTURES / "synthetic-clean-win"  # promote k2 (mtp k=2) under the default policy
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 SHA = re.compile(r"^[0-9a-f]{40}$")

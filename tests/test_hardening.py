@@ -18,7 +18,7 @@ from mtpverdict.collect.campaign import parse_campaign
 from mtpverdict.errors import CampaignError, InputError, PolicyError, ResultsError
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.gate import read_serve_config
-from mtpverdict.rules.policy import parse_policy
+from mtpverdict.rules import parse_rules as parse_policy
 
 from .conftest import DATA, FIXTURES, ROOT
 

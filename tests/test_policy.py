@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mtpverdict.errors import PolicyError
-from mtpverdict.rules import load_policy, shipped_policies
-from mtpverdict.rules.policy import RULE_KINDS, parse_policy
+from mtpverdict.rules import RULE_KINDS, load_policy, shipped_policies
+from mtpverdict.rules import parse_rules as parse_policy
 
 from .conftest import DATA, ROOT
 
@@ -23,10 +23,10 @@ CASES: dict[str, tuple[str | None, str]] = {
     "contradictory_acceptance": ("rules[0].max_wasted_fraction", "contradict"),
     "reference_without_arm": ("selection.reference", "needs selection.reference"),
     "assume_without_floor": ("floor.assumed", "needs floor.assumed"),
-    "alpha_out_of_range": ("alpha", "must lie between 0 and 1"),
+    "alpha_out_of_range": ("alpha", "(a fraction between 0 and 1)"),
     "duplicate_id": ("rules[1] (a).id", "used twice"),
     "not_toml": (None, "not valid TOML"),
-    "bad_severity": ("rules[0].severity", "'fatal' is not one of veto, warn"),
+    "bad_severity": ("rules[0].severity", "must be one of veto, warn; got 'fatal'"),
     "missing_version": ("policy_version", "missing"),
     "ttft_as_speed": ("rules[0].metric", "lower-is-better"),
     "window_and_workload": ("rules[0].window_tokens", "not both"),

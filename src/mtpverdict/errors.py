@@ -30,10 +30,10 @@ class Problem:
         where = self.source if self.line is None else f"{self.source}:{self.line}"
         if self.key:
             where = f"{where}: {self.key}"
-        return _printable(f"{where}: {self.message}")
+        return printable(f"{where}: {self.message}")
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """One line whatever the input held: control characters (newlines, escapes) shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 

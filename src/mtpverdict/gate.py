@@ -16,14 +16,15 @@ decision and its results directory.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats.decision import Decision
+from mtpverdict.formats.policy import Severity
 from mtpverdict.serveconfig import (
     ServeConfig,
     ServeSpec,
@@ -209,37 +210,41 @@ class GateEvidence:
         return next((a for a in self.arms if a.name == name), None)
 
 
-def evidence_from(decision: Mapping[str, Any], results: Results) -> GateEvidence:
-    """The adapter: GateEvidence from a decision (mtpverdict.decision/1 object) and its results."""
-    boots = results.boots
+def evidence_from(decision: Decision, results: Results) -> GateEvidence:
+    """The adapter: GateEvidence from a decision and the results it was made on."""
+    argvs: dict[str, list[tuple[str, ...]]] = {}
+    versions: dict[str, set[str]] = {}
+    boots = results.boots.sort_values(["arm", "boot"]) if len(results.boots) else results.boots
+    for name, argv, version in zip(boots["arm"], boots["argv"], boots["engine_version"], strict=True):
+        if isinstance(argv, list | tuple):
+            argvs.setdefault(str(name), []).append(tuple(argv))
+        if isinstance(version, str):
+            versions.setdefault(str(name), set()).add(version)
     arms = []
-    for arm in decision["arms"]:
-        name = arm["name"]
-        rows = boots[boots["arm"] == name].sort_values("boot") if len(boots) else boots
-        argvs = [tuple(a) for a in rows["argv"] if isinstance(a, list | tuple)] if len(rows) else []
-        versions = sorted({str(v) for v in rows["engine_version"].dropna()}) if len(rows) else []
+    for arm in decision.arms:
         failing = tuple(
-            FailingRule(r["rule"], r["severity"], r["status"], r["detail"])
-            for r in sorted(arm["rules"], key=lambda r: r["severity"] != "veto")
-            if not r["passed"]
+            FailingRule(r.rule, str(r.severity), str(r.status), r.detail)
+            for r in sorted(arm.rules, key=lambda r: r.severity is not Severity.VETO)
+            if not r.passed
         )
+        measured = argvs.get(arm.name, [])
         arms.append(
             ArmEvidence(
-                name=name,
-                control=arm["role"] == "control",
-                method=arm["spec"]["method"],
-                k=arm["spec"]["k"],
-                verdict=arm["verdict"],
+                name=arm.name,
+                control=arm.is_control,
+                method=None if arm.spec.method is None else str(arm.spec.method),
+                k=arm.spec.k,
+                verdict=str(arm.verdict),
                 failing=failing,
-                serve_argv=results.campaign.arm(name).serve_argv,
-                boot_argv=argvs[0] if argvs else None,
-                engine_versions=tuple(versions),
+                serve_argv=results.campaign.arm(arm.name).serve_argv,
+                boot_argv=measured[0] if measured else None,
+                engine_versions=tuple(sorted(versions.get(arm.name, ()))),
             )
         )
     return GateEvidence(
-        decision=decision["decision"],
-        selected=(decision.get("selected") or {}).get("arm"),
-        reasons=tuple(decision["reasons"]),
+        decision=str(decision.decision),
+        selected=decision.selected_arm,
+        reasons=decision.reasons,
         arms=tuple(arms),
         engine_version=results.campaign.scope.engine_version,
     )
@@ -502,7 +507,6 @@ def gate(
 ) -> GateResult:
     """Read the inputs, decide on the results with the policy, then evaluate the gate."""
     from mtpverdict.decide import decide_directory
-    from mtpverdict.formats.results_io import load_results
 
     if proposed_text is None and serve_config is None:
         raise InputError(
@@ -516,8 +520,7 @@ def gate(
     proposed = parse_spec(proposed_text) if proposed_text is not None else None
     config = read_serve_config(serve_config, service) if serve_config else None
     run = decide_directory(results_dir, rules)
-    evidence = evidence_from(json.loads(run.json_text), load_results(results_dir))
-    return evaluate(evidence, proposed, config, ignore)
+    return evaluate(evidence_from(run.decision, run.results), proposed, config, ignore)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -605,7 +605,7 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int, start:
     """
     import numpy as np
 
-    from mtpverdict.decide.engine import decide
+    from mtpverdict.decide import decide
     from mtpverdict.formats.results_io import results_from_records
 
     truth = {a.name: a.effect for a in scenario.arms}
@@ -615,7 +615,7 @@ def calibrate(scenario: Scenario, policy: Any, campaigns: int, seed: int, start:
         decision = decide(results_from_records(campaign, records, label=f"sim-{i}"), policy)
         if decision.decision == "promote" and decision.selected is not None:
             promotions += 1
-            correct += truth[decision.selected.name] > 0
+            correct += truth[decision.selected.arm] > 0
         elif decision.decision == "inconclusive":
             inconclusive += 1
         elif decision.decision == "keep_mtp_disabled":

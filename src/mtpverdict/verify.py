@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from mtpverdict.decide import decide_results
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats import _check
+from mtpverdict.formats.decision import Decision, decision_json, parse_decision
+from mtpverdict.formats.results_io import load_results
+from mtpverdict.rules.registry import load_policy, shipped_policies
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,62 +22,54 @@ class Verification:
     lines: tuple[str, ...]
 
 
-def verify(decision_path: str | Path, results: str | Path, rules: str | None = None) -> Verification:
+def verify(
+    decision_path: str | os.PathLike[str], results: str | os.PathLike[str], rules: str | None = None
+) -> Verification:
     """Check a decision file against a results directory (and the policy it names, or `rules`)."""
-    from mtpverdict.decide import decide_directory
-    from mtpverdict.decide.engine import DECISION_FORMAT
-    from mtpverdict.formats.results_io import load_results
-    from mtpverdict.rules import load_policy, shipped_policies
-
     source = str(decision_path)
-    try:
-        text = Path(decision_path).read_text(encoding="utf-8")
-        recorded = json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError([Problem(source, f"cannot be read as JSON: {exc}")]) from None
-    if not isinstance(recorded, dict) or recorded.get("format") != DECISION_FORMAT:
-        raise InputError([Problem(source, f"not a {DECISION_FORMAT} file", key="format")])
-    inputs = recorded.get("inputs") or {}
-    policy_name = (recorded.get("policy") or {}).get("name")
-    if rules is None:
-        if policy_name not in shipped_policies():
-            raise InputError(
-                [
-                    Problem(
-                        source, f"policy {policy_name!r} is not shipped; pass --rules FILE", key="policy.name"
-                    )
-                ]
-            )
-        rules = policy_name
-    policy = load_policy(rules)
+    text = _check.text_of(_check.read_document(decision_path, limit=_check.MAX_DECISION_BYTES), source)
+    recorded = parse_decision(text, source)
+    policy = load_policy(_policy_of(recorded, source) if rules is None else rules)
     loaded = load_results(results)
+    inputs = recorded.inputs
     lines: list[str] = []
     ok = True
-    for key, now in (
-        ("campaign_sha256", loaded.campaign_sha256),
-        ("records_sha256", loaded.records_sha256),
-        ("rules_sha256", policy.sha256),
+    for key, was, now in (
+        ("campaign_sha256", inputs.campaign_sha256, loaded.campaign_sha256),
+        ("records_sha256", inputs.records_sha256, loaded.records_sha256),
+        ("rules_sha256", inputs.rules_sha256, policy.sha256),
     ):
-        if inputs.get(key) == now:
-            lines.append(f"{key}: matches")
-        else:
-            ok = False
-            lines.append(f"{key}: differs (decision {inputs.get(key)}, now {now})")
-    history = inputs.get("noise_history") or []
-    if history:
+        ok = ok and was == now
+        lines.append(f"{key}: matches" if was == now else f"{key}: differs (decision {was}, now {now})")
+    if inputs.noise_history:
         ok = False
         lines.append(
             "the decision used --noise-history; verify cannot recompute it without those directories"
         )
-    run = decide_directory(results, rules)
-    if run.json_text == text:
+    again = decide_results(loaded, policy).decision
+    again_text = decision_json(again)
+    if again_text == text:
         lines.append("decision: reproduces byte for byte")
     else:
         ok = False
-        again = json.loads(run.json_text)
         lines.append(
-            f"decision: does not reproduce (recorded {recorded.get('decision')}, now {again['decision']}; "
-            f"sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]} vs "
-            f"{hashlib.sha256(run.json_text.encode()).hexdigest()[:12]})"
+            f"decision: does not reproduce (recorded {recorded.decision}, now {again.decision}; "
+            f"sha256 {_short(text)} vs {_short(again_text)})"
         )
     return Verification(matches=ok, lines=tuple(lines))
+
+
+def _policy_of(decision: Decision, source: str) -> str:
+    name = decision.policy.name
+    if name not in shipped_policies():
+        raise InputError(
+            [Problem(source, f"policy {name!r} is not shipped; pass --rules FILE", key="policy.name")]
+        )
+    return name
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+__all__ = ["Verification", "verify"]

@@ -14,9 +14,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from mtpverdict.cli_report import register
+from mtpverdict.cli.report import register
 from mtpverdict.errors import InputError
-from mtpverdict.report import DecisionDoc, load_report_data, parse_decision, write_report
+from mtpverdict.formats.decision import Decision, parse_decision
+from mtpverdict.report import load_report_data, write_report
 
 from ..conftest import FIXTURES
 
@@ -61,10 +62,10 @@ def _report(name: str, out: Path, *extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, DecisionDoc]]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Decision]]:
     """Every campaign's report, written once through the library: (directory, the decision shown)."""
     root = tmp_path_factory.mktemp("reports")
-    out: dict[str, tuple[Path, DecisionDoc]] = {}
+    out: dict[str, tuple[Path, Decision]] = {}
     for name, rules in CAMPAIGNS.items():
         data = load_report_data(FIXTURES / name, rules=rules)
         write_report(data, root / name)
@@ -73,7 +74,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Dec
 
 
 @pytest.fixture(scope="module")
-def reports(built: dict[str, tuple[Path, DecisionDoc]]) -> dict[str, Path]:
+def reports(built: dict[str, tuple[Path, Decision]]) -> dict[str, Path]:
     return {name: path for name, (path, _) in built.items()}
 
 
@@ -85,7 +86,7 @@ def test_every_campaign_with_records_is_covered() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CAMPAIGNS))
-def test_report_files(built: dict[str, tuple[Path, DecisionDoc]], name: str) -> None:
+def test_report_files(built: dict[str, tuple[Path, Decision]], name: str) -> None:
     out, decision = built[name]
     md = (out / "report.md").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -192,11 +193,11 @@ def test_bad_results_and_rules_are_one_line_each(tmp_path: Path) -> None:
 def test_parse_decision_names_bad_keys() -> None:
     text = (Path(__file__).resolve().parent.parent / "golden" / "synthetic-drift@default.json").read_text()
     obj = json.loads(text)
-    assert parse_decision(obj, "d.json").decision == obj["decision"]
+    assert parse_decision(text, "d.json").decision == obj["decision"]
     obj["arms"][0]["kv"]["ceiling"] = "wide"
     del obj["reasons"]
     with pytest.raises(InputError) as caught:
-        parse_decision(obj, "d.json")
+        parse_decision(json.dumps(obj), "d.json")
     problems = [str(p) for p in caught.value.problems]
     assert any(p.startswith("d.json: arms[0].kv.ceiling: must be a number") for p in problems)
     assert any(p.startswith("d.json: reasons: missing") for p in problems)
@@ -204,7 +205,7 @@ def test_parse_decision_names_bad_keys() -> None:
 
 def test_the_cli_does_not_import_matplotlib() -> None:
     code = (
-        "import sys, mtpverdict.cli, mtpverdict.cli_report, mtpverdict.report; "
+        "import sys, mtpverdict.cli, mtpverdict.cli.report, mtpverdict.report; "
         "sys.exit('matplotlib' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

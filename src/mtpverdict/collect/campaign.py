@@ -18,8 +18,8 @@ from typing import Any
 
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict.errors import CampaignError, Problem
+from mtpverdict.formats.policy import toml_error_line
 from mtpverdict.results.spec import METHODS, RESULTS_FORMAT, Field, check_object
-from mtpverdict.rules.policy import toml_error_line
 
 CAMPAIGN_VERSION = 1
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")

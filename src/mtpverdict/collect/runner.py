@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -30,7 +30,6 @@ from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.results_io import ResultsWriter
-from mtpverdict.rules.policy import Policy
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
@@ -42,6 +41,11 @@ UNREADABLE_NOTE = (
 STARTED_DIR = "boots"  # under raw/: one JSON file per boot started, so an interrupted boot is known
 MAX_STARTED_BYTES = 1 << 20  # a start file holds one boot record and a process mark: a few KB
 STARTED_NAME = re.compile(r"^(?P<arm>[A-Za-z0-9][A-Za-z0-9_.+-]{0,63})-boot(?P<boot>[1-9][0-9]{0,8})\.json$")
+
+
+# --until-resolved: given the results directory, the candidate arms already settled (name -> verdict);
+# the caller decides how (mtpverdict.decide.settled_arms applies a policy), so collect stays below decide
+SettledArms = Callable[[Path], Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +364,7 @@ class Collector:
         resume: bool,
         allow_argv_mismatch: bool,
         on_event: Callable[[Event], None],
-        until_resolved: Policy | None = None,
+        until_resolved: SettledArms | None = None,
         retry_failed: bool = False,
     ) -> None:
         self.plan = plan
@@ -434,7 +438,7 @@ class Collector:
         done = 0
         try:
             for round_ in sorted({p.round for p in owed}):
-                settled: dict[str, str] = {}
+                settled: Mapping[str, str] = {}
                 if self.until_resolved is not None:
                     settled = self._settled()
                     open_arms = [
@@ -478,29 +482,10 @@ class Collector:
         except KeyboardInterrupt:
             self.summary.interrupted = True
 
-    def _settled(self) -> dict[str, str]:
-        """Candidates whose verdict no further boot would change the kind of: eligible, rejected, void.
-
-        The decision at each look uses alpha / sequential_looks (the campaign records the number of
-        looks), so the false-promotion rate over every look stays at the policy's alpha (Bonferroni).
-        """
-        from mtpverdict.decide.engine import decide
-        from mtpverdict.errors import InputError
-        from mtpverdict.formats.results_io import load_results
-
+    def _settled(self) -> Mapping[str, str]:
+        """Candidates no further boot would change the verdict of, as the campaign's callback judges them."""
         assert self.until_resolved is not None
-        try:
-            results = load_results(self.results)
-        except InputError:
-            return {}
-        if results.requests.empty and results.summaries.empty:
-            return {}
-        decision = decide(results, self.until_resolved)
-        return {
-            v.arm.name: v.verdict
-            for v in decision.arms
-            if not v.arm.is_control and v.verdict in ("eligible", "rejected", "void")
-        }
+        return self.until_resolved(self.results)
 
     def _boot(self, planned: PlannedBoot) -> None:
         arm, plan = planned.arm, self.plan

@@ -7,32 +7,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtpverdict.decide.engine import DECISION_FORMAT, DECISIONS, Decision, decide
-from mtpverdict.decide.evidence import NoiseHistory, history_from
-from mtpverdict.decide.output import decision_dict, decision_json, render_summary
-from mtpverdict.formats.results_io import load_results
-from mtpverdict.rules.policy import Policy, load_policy
+from mtpverdict.decide.engine import decide
+from mtpverdict.evidence.gather import history_from
+from mtpverdict.evidence.model import NoiseHistory
+from mtpverdict.formats.decision import Decision, decision_json
+from mtpverdict.formats.policy import Policy
+from mtpverdict.formats.results_io import Results, load_results
+from mtpverdict.rules.registry import load_policy
 
-__all__ = [
-    "DECISIONS",
-    "DECISION_FORMAT",
-    "Decision",
-    "DecisionRun",
-    "decide",
-    "decide_directory",
-    "decision_dict",
-    "decision_json",
-    "render_summary",
-]
+__all__ = ["DecisionRun", "decide", "decide_directory", "decide_results", "settled_arms"]
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionRun:
-    """A decision together with its canonical JSON text and the policy it used."""
+    """A decision with the policy and results it came from, and its canonical JSON text."""
 
     decision: Decision
     policy: Policy
-    json_text: str
+    results: Results
+
+    @property
+    def json_text(self) -> str:
+        return decision_json(self.decision)
+
+
+def decide_results(
+    results: Results, policy: Policy, noise_history: Sequence[str | os.PathLike[str]] = ()
+) -> DecisionRun:
+    """Decide on loaded results with a loaded policy (and archived A/A campaigns)."""
+    histories: list[NoiseHistory] = []
+    for path in noise_history:
+        archived = load_results(path)
+        histories.append(history_from(archived, policy.include_cold, Path(path).name))
+    return DecisionRun(decision=decide(results, policy, histories), policy=policy, results=results)
 
 
 def decide_directory(
@@ -40,17 +47,30 @@ def decide_directory(
     rules: str | os.PathLike[str] | None = None,
     noise_history: Sequence[str | os.PathLike[str]] = (),
 ) -> DecisionRun:
-    """Load a results directory and a policy (a path or a shipped name), decide, render the JSON."""
-    policy = load_policy(None if rules is None else str(rules))
-    loaded = load_results(results)
-    histories: list[NoiseHistory] = []
-    for path in noise_history:
-        archived = load_results(path)
-        histories.append(history_from(archived, policy.include_cold, Path(path).name))
-    decision = decide(loaded, policy, histories)
-    text = decision_json(
-        decision,
-        rules_sha256=policy.sha256,
-        history=[{"label": h.label, "records_sha256": h.sha256} for h in histories],
-    )
-    return DecisionRun(decision=decision, policy=policy, json_text=text)
+    """Load a results directory and a policy (a shipped name or a path), and decide."""
+    policy = load_policy(rules)
+    return decide_results(load_results(results), policy, noise_history)
+
+
+SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot of the arm would change
+
+
+def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[str, str]:
+    """Candidates whose verdict is already eligible, rejected or void (collect --until-resolved).
+
+    The decision at each look uses alpha / sequential_looks (the campaign records the number of
+    looks), so the false-promotion rate over every look stays at the policy's alpha (Bonferroni).
+    A directory that cannot be read yet, or holds no measurement, settles nothing.
+    """
+    from mtpverdict.errors import InputError
+
+    try:
+        results = load_results(results_dir)
+    except InputError:
+        return {}
+    if results.requests.empty and results.summaries.empty:
+        return {}
+    decision = decide(results, policy)
+    return {
+        a.name: str(a.verdict) for a in decision.arms if not a.is_control and a.verdict in SETTLED_VERDICTS
+    }

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 import msgspec.inspect as mi
 
-from mtpverdict.errors import Problem
+from mtpverdict.errors import InputError, Problem
 
 T = TypeVar("T")
 
@@ -51,33 +51,32 @@ Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
 def read_document(
-    path: str | os.PathLike[str], *, limit: int = MAX_DOCUMENT_BYTES, what: str = "this file"
+    path: str | os.PathLike[str],
+    *,
+    limit: int = MAX_DOCUMENT_BYTES,
+    what: str = "this file",
+    error: type[InputError] = InputError,
 ) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; raise InputError saying which limit.
+    """The bytes of a regular file of at most `limit` bytes; raise `error` saying which limit.
 
     A FIFO, a device (a symlink to /dev/zero) or a directory is refused at once (mtpverdict._files).
     """
     from mtpverdict._files import NotReadable, read_regular
-    from mtpverdict.errors import InputError
 
     try:
         return read_regular(path, limit, what)
     except NotReadable as exc:
-        raise InputError([Problem(str(path), str(exc))]) from None
+        raise error([Problem(str(path), str(exc))]) from None
 
 
-def text_of(data: bytes, source: str) -> str:
+def text_of(data: bytes, source: str, error: type[InputError] = InputError) -> str:
     """UTF-8 text of a document; a byte order mark or invalid bytes are located problems."""
-    from mtpverdict.errors import InputError
-
     if data.startswith(UTF8_BOM):
-        raise InputError(
-            [Problem(source, "starts with a UTF-8 byte order mark; save it as UTF-8 without BOM")]
-        )
+        raise error([Problem(source, "starts with a UTF-8 byte order mark; save it as UTF-8 without BOM")])
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError([Problem(source, f"not valid UTF-8 at byte {exc.start}")]) from None
+        raise error([Problem(source, f"not valid UTF-8 at byte {exc.start}")]) from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,8 +159,6 @@ def nonfinite_keys(value: Any, prefix: str = "") -> Iterator[str]:
 
 def convert(obj: Any, model: type[T], source: str, *, line: int | None = None, prefix: str = "") -> T:
     """Validate a Python value (from JSON, TOML or YAML) against a model; raise InputError if invalid."""
-    from mtpverdict.errors import InputError
-
     problems = check(obj, model, prefix)
     if problems:
         raise InputError([Problem(source, msg, line=line, key=key) for key, msg in problems])

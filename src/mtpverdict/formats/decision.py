@@ -79,6 +79,13 @@ class RuleResult(Struct, frozen=True, forbid_unknown_fields=True):
     threshold: Annotated[Threshold, Meta(description="The bar it was judged against.")]
     detail: Annotated[str, Meta(description="The rule's finding in words.")]
 
+    def param(self, name: str) -> float | None:
+        """A numeric parameter of the rule, when its threshold is a table of them."""
+        if isinstance(self.threshold, dict):
+            value = self.threshold.get(name)
+            return None if value is None else float(value)
+        return None
+
 
 class SurfaceSummary(Struct, frozen=True, forbid_unknown_fields=True):
     """Acceptance as one surface reports it, pooled over that surface's windows."""
@@ -135,6 +142,10 @@ class ArmDecision(Struct, frozen=True, forbid_unknown_fields=True):
     def label(self) -> str:
         """The spec as `decide` prints it: `off`, `mtp k=3`, `ngram k=?`."""
         return self.spec.label()
+
+    @property
+    def k(self) -> int | None:
+        return self.spec.k
 
     def rules_of(self, kind: str) -> tuple[RuleResult, ...]:
         return tuple(r for r in self.rules if r.kind == kind)
@@ -271,10 +282,43 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     inputs: Inputs
 
     def arm(self, name: str) -> ArmDecision:
-        for arm in self.arms:
-            if arm.name == name:
-                return arm
-        raise KeyError(name)
+        found = self.find_arm(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def find_arm(self, name: str) -> ArmDecision | None:
+        return next((a for a in self.arms if a.name == name), None)
+
+    @property
+    def selected_arm(self) -> str | None:
+        """The selected arm's name, or None."""
+        return None if self.selected is None else self.selected.arm
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """Families in the order their first arm appears."""
+        return tuple(dict.fromkeys(a.family for a in self.arms))
+
+    def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellResult | None:
+        return next(
+            (
+                c
+                for c in self.cells
+                if (c.arm, c.workload, c.concurrency, c.metric) == (arm, workload, concurrency, metric)
+            ),
+            None,
+        )
+
+    def floor(self, family: str, workload: str, concurrency: int, metric: str) -> FloorResult | None:
+        return next(
+            (
+                f
+                for f in self.floors
+                if (f.family, f.workload, f.concurrency, f.metric) == (family, workload, concurrency, metric)
+            ),
+            None,
+        )
 
     def comparison(self, arm: str, workload: str, concurrency: int, metric: str) -> ComparisonResult | None:
         for c in self.comparisons:
@@ -313,7 +357,7 @@ def parse_decision(text: str, source: str) -> Decision:
             [
                 Problem(
                     source,
-                    f"format is {found!r}, expected {DECISION_FORMAT!r}; "
+                    f"not a {DECISION_FORMAT} file: format is {found!r}, expected {DECISION_FORMAT!r}; "
                     "pass a file written by mtpverdict decide",
                     key="format",
                 )

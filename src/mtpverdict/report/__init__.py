@@ -7,24 +7,21 @@ Rendering only: the decision comes from a decision file or from `mtpverdict.deci
 """
 
 from mtpverdict.report.data import ReportData, load_report_data
-from mtpverdict.report.decision import DECISION_FORMAT, DecisionDoc, load_decision, parse_decision
 from mtpverdict.report.plots import Plot, report_plots
 from mtpverdict.report.render import WrittenReport, build_blocks, render_html, render_markdown, write_report
 from mtpverdict.report.tables import Table, report_tables
+from mtpverdict.report.terminal import render_summary
 
 __all__ = [
-    "DECISION_FORMAT",
-    "DecisionDoc",
     "Plot",
     "ReportData",
     "Table",
     "WrittenReport",
     "build_blocks",
-    "load_decision",
     "load_report_data",
-    "parse_decision",
     "render_html",
     "render_markdown",
+    "render_summary",
     "report_plots",
     "report_tables",
     "write_report",

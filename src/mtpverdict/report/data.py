@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -12,10 +11,10 @@ from typing import TypeGuard
 import pandas as pd
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats.decision import Decision, load_decision
 from mtpverdict.formats.results_io import Results
-from mtpverdict.report.decision import DecisionDoc, load_decision, parse_decision
 
-COMPUTED = "computed"  # DecisionDoc.source when the report ran the decision itself
+COMPUTED = "computed"  # ReportData.decision_source when the report ran the decision itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +27,8 @@ class ReportData:
     """
 
     results: Results
-    decision: DecisionDoc
+    decision: Decision
+    decision_source: str  # the decision file read, or COMPUTED
     values: pd.DataFrame
     runs: pd.DataFrame
 
@@ -80,22 +80,22 @@ def _run_frames(results: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
     return values, runs
 
 
-def _check_inputs(doc: DecisionDoc, results: Results) -> None:
+def _check_inputs(doc: Decision, source: str, results: Results) -> None:
     problems = []
-    if doc.campaign_sha256 != results.campaign_sha256:
+    if doc.inputs.campaign_sha256 != results.campaign_sha256:
         problems.append(
             Problem(
-                doc.source,
-                f"was decided on another campaign.json (sha256 {doc.campaign_sha256[:12]}..., "
+                source,
+                f"was decided on another campaign.json (sha256 {doc.inputs.campaign_sha256[:12]}..., "
                 f"{results.path} has {results.campaign_sha256[:12]}...); run `mtpverdict decide` again",
                 key="inputs.campaign_sha256",
             )
         )
-    if doc.records_sha256 != results.records_sha256:
+    if doc.inputs.records_sha256 != results.records_sha256:
         problems.append(
             Problem(
-                doc.source,
-                f"was decided on other records (sha256 {doc.records_sha256[:12]}..., "
+                source,
+                f"was decided on other records (sha256 {doc.inputs.records_sha256[:12]}..., "
                 f"{results.path} has {results.records_sha256[:12]}...); run `mtpverdict decide` again",
                 key="inputs.records_sha256",
             )
@@ -131,15 +131,15 @@ def load_report_data(
             )
         doc = load_decision(decision)
         results = load_results(results_dir)
-        _check_inputs(doc, results)
+        _check_inputs(doc, str(decision), results)
+        source = str(decision)
     else:
         from mtpverdict.decide import decide_directory
 
         run = decide_directory(results_dir, rules, noise_history)
-        doc = parse_decision(json.loads(run.json_text), COMPUTED)
-        results = run.decision.evidence.results
+        doc, results, source = run.decision, run.results, COMPUTED
     values, runs = _run_frames(results)
-    return ReportData(results=results, decision=doc, values=values, runs=runs)
+    return ReportData(results=results, decision=doc, decision_source=source, values=values, runs=runs)
 
 
 def file_stem(text: str) -> str:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
+from mtpverdict.formats.decision import ArmDecision, Decision
 from mtpverdict.report.data import ReportData, file_stem, finite
-from mtpverdict.report.decision import ArmEntry, DecisionDoc
 from mtpverdict.report.tables import kv_ceiling
 
 if TYPE_CHECKING:
@@ -100,26 +100,26 @@ class _Series:
     assumed: bool = False  # the band's floor is the policy's assumption, not an estimate
 
 
-def _depth(arm: ArmEntry) -> int:
+def _depth(arm: ArmDecision) -> int:
     if arm.is_control:
         return 0
     return arm.k if arm.k is not None else 10_000  # an unrecorded depth sorts last
 
 
-def _ordered(arms: Sequence[ArmEntry]) -> list[ArmEntry]:
+def _ordered(arms: Sequence[ArmDecision]) -> list[ArmDecision]:
     index = {a.name: i for i, a in enumerate(arms)}
     return sorted(arms, key=lambda a: (_depth(a), index[a.name]))
 
 
-def _family_arms(doc: DecisionDoc, family: str) -> list[ArmEntry]:
+def _family_arms(doc: Decision, family: str) -> list[ArmDecision]:
     return [a for a in doc.arms if a.family == family]
 
 
-def _suffix(doc: DecisionDoc, family: str) -> str:
+def _suffix(doc: Decision, family: str) -> str:
     return "" if len(doc.families) == 1 else f"-{file_stem(family)}"
 
 
-def _family_text(doc: DecisionDoc, family: str) -> str:
+def _family_text(doc: Decision, family: str) -> str:
     return "" if len(doc.families) == 1 else f" (family {family})"
 
 
@@ -149,7 +149,7 @@ def _control_floor(
     return (assumed.pop(), True) if len(assumed) == 1 else (None, False)
 
 
-def _throughput_series(data: ReportData, family: str, metric: str, arms: list[ArmEntry]) -> list[_Series]:
+def _throughput_series(data: ReportData, family: str, metric: str, arms: list[ArmDecision]) -> list[_Series]:
     doc = data.decision
     position = {a.name: i for i, a in enumerate(arms)}
     controls = [a.name for a in arms if a.is_control]
@@ -162,8 +162,8 @@ def _throughput_series(data: ReportData, family: str, metric: str, arms: list[Ar
                 continue
             xs.append(float(position[arm.name]))
             ys.append(cell.median)
-            lows.append(cell.minimum)
-            highs.append(cell.maximum)
+            lows.append(cell.min)
+            highs.append(cell.max)
         if not xs:
             continue
         band = None
@@ -192,7 +192,7 @@ def _throughput_series(data: ReportData, family: str, metric: str, arms: list[Ar
 @dataclass(frozen=True, slots=True)
 class _ThroughputData:
     title: str
-    arms: tuple[ArmEntry, ...]
+    arms: tuple[ArmDecision, ...]
     selected: str | None
     panels: tuple[tuple[str, tuple[_Series, ...]], ...]  # (metric, series)
 
@@ -213,12 +213,12 @@ def _throughput_data(data: ReportData, family: str) -> _ThroughputData | str:
     return _ThroughputData(
         title=f"{data.campaign_label}: throughput by arm, in order of depth{_family_text(doc, family)}",
         arms=tuple(arms),
-        selected=doc.selected,
+        selected=doc.selected_arm,
         panels=tuple(panels),
     )
 
 
-def _positions_of(arm: ArmEntry) -> tuple[tuple[float, ...], str, int | None] | None:
+def _positions_of(arm: ArmDecision) -> tuple[tuple[float, ...], str, int | None] | None:
     """Per-position rates of an arm, their surface and its draft rounds: the primary surface's first."""
     acc = arm.acceptance
     if acc is None:
@@ -249,12 +249,12 @@ def _acceptance_data(data: ReportData) -> _AcceptanceData | str:
         lows, highs = [], []
         for rate in rates:
             if drafts:
-                low, high = proportion_interval(round(rate * drafts), drafts, 2 * doc.alpha)
+                low, high = proportion_interval(round(rate * drafts), drafts, 2 * doc.policy.alpha)
             else:
                 low, high = rate, rate
             lows.append(low * 100)
             highs.append(high * 100)
-        selected = arm.name == doc.selected
+        selected = arm.name == doc.selected_arm
         primary = arm.acceptance.primary if arm.acceptance is not None else None
         if primary is not None and primary.draft_tokens is not None:
             n_text = f"{primary.draft_tokens:,} drafted tokens ({primary.source})"
@@ -320,7 +320,7 @@ def _context_data(data: ReportData) -> _ContextData | str:
     floors: set[float] = set()
     for i, (arm_name, conc) in enumerate(keys):
         rows = kept[(arm_name, conc)]
-        arm = doc.arm(arm_name)
+        arm = doc.find_arm(arm_name)
         color = COLORS[i % len(COLORS)]
         below_from = None
         for j in range(len(rows)):
@@ -337,7 +337,7 @@ def _context_data(data: ReportData) -> _ContextData | str:
         label = f"{arm_name}" + (f" c={conc}" if several_c else "")
         if arm is not None:
             label += f" ({arm.label})"
-        selected = arm_name == doc.selected
+        selected = arm_name == doc.selected_arm
         series.append(
             _Series(
                 label=f"{label}: {regime}" + (" [selected]" if selected else ""),
@@ -395,7 +395,7 @@ def _kv_data(data: ReportData) -> _KvData | str:
                 pool=pool,
                 ceiling=ceiling,
                 color=VERDICT_COLORS.get(arm.verdict, GREY),
-                selected=arm.name == doc.selected,
+                selected=arm.name == doc.selected_arm,
             )
         )
         if arm.verdict not in verdicts:

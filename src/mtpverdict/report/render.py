@@ -97,20 +97,21 @@ def _text(text: str) -> Paragraph:
 def _decision_blocks(data: ReportData) -> list[Block]:
     doc = data.decision
     runs: list[tuple[str, bool]] = [("Decision: ", False), (doc.decision, True)]
-    selected = doc.arm(doc.selected) if doc.selected is not None else None
+    selected = doc.find_arm(doc.selected_arm) if doc.selected_arm is not None else None
     if selected is not None:
         runs += [("; selected ", False), (f"{selected.name} ({selected.label})", True)]
     if doc.provisional and doc.decision != "inconclusive":
         runs.append(("; provisional", False))
     origin = (
         "computed from the results as mtpverdict decide computes it"
-        if doc.source == COMPUTED
-        else f"read from {Path(doc.source).name}"
+        if data.decision_source == COMPUTED
+        else f"read from {Path(data.decision_source).name}"
     )
     blocks: list[Block] = [
         Paragraph(tuple(runs), style=f"decision {DECISION_CLASS.get(doc.decision, '')}".strip()),
         _text(
-            f"Policy {doc.policy_name} ({doc.policy_file}; selection {doc.selection}, alpha {doc.alpha:g}); "
+            f"Policy {doc.policy.name} ({doc.policy.file}; selection {doc.policy.selection}, "
+            f"alpha {doc.policy.alpha:g}); "
             f"decision {origin}."
         ),
         Heading(3, "Reasons"),
@@ -123,10 +124,10 @@ def _scope_blocks(data: ReportData) -> list[Block]:
     doc = data.decision
     campaign = data.results.campaign
     rows = [
-        ("device", doc.device),
-        ("engine", " ".join(x for x in (doc.engine, doc.engine_version) if x)),
-        ("model", doc.model),
-        ("claim", doc.claim),
+        ("device", doc.campaign.device),
+        ("engine", " ".join(x for x in (doc.campaign.engine, doc.campaign.engine_version) if x)),
+        ("model", doc.campaign.model),
+        ("claim", doc.campaign.claim),
         ("arms", ", ".join(f"{a.name} ({a.label})" for a in doc.arms)),
         (
             "workloads",
@@ -150,10 +151,10 @@ def _scope_blocks(data: ReportData) -> list[Block]:
 def _inputs_blocks(data: ReportData) -> list[Block]:
     doc = data.decision
     rows = (
-        ("campaign.json sha256", doc.campaign_sha256),
-        ("records sha256", doc.records_sha256),
-        ("rules sha256", doc.rules_sha256),
-        ("mtpverdict", doc.tool_version),
+        ("campaign.json sha256", doc.inputs.campaign_sha256),
+        ("records sha256", doc.inputs.records_sha256),
+        ("rules sha256", doc.inputs.rules_sha256),
+        ("mtpverdict", doc.inputs.tool_version),
     )
     table = Table(key="inputs", title="Input hashes", headers=("input", "value"), rows=rows)
     return [TableBlock(table, level=2)]
@@ -163,9 +164,9 @@ def build_blocks(data: ReportData, tables: Sequence[Table], plots: Sequence[Plot
     """The report in reading order: decision and reasons, verdicts, then each kind of evidence."""
     by_table = {t.key: t for t in tables}
     doc = data.decision
-    title = f"{data.campaign_label}: {doc.campaign_title or data.results.campaign.title}"
+    title = f"{data.campaign_label}: {doc.campaign.title or data.results.campaign.title}"
     blocks: list[Block] = [Heading(1, title)]
-    if doc.synthetic:
+    if doc.campaign.synthetic:
         blocks.append(
             Paragraph(
                 (("Synthetic campaign: ", True), ("these records were generated, not measured.", False)),

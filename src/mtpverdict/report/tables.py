@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from mtpverdict.formats.decision import ArmDecision, ComparisonResult, RuleResult, SurfaceSummary
 from mtpverdict.report.data import ReportData, finite
-from mtpverdict.report.decision import ArmEntry, ComparisonEntry, RuleEntry, SurfaceEntry
 
 METRIC_ORDER = ("decode_tps", "aggregate_tps", "ttft_ms")
 METRIC_TITLES = {
@@ -99,7 +99,7 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
     vals = data.values[data.values["metric"] == metric] if not data.values.empty else data.values
     rows = []
     for c in cells:
-        arm = doc.arm(c.arm)
+        arm = doc.find_arm(c.arm)
         sub = vals[
             (vals["arm"] == c.arm) & (vals["workload"] == c.workload) & (vals["concurrency"] == c.concurrency)
         ].sort_values(["boot", "rep"], kind="mergesort")
@@ -108,7 +108,7 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
             runs = f"median only (summary of {n_total} runs)"
         else:
             runs = _runs_text(sub, digits) if not sub.empty else NONE
-        spread = f"[{c.minimum:,.{digits}f}-{c.maximum:,.{digits}f}]"
+        spread = f"[{c.min:,.{digits}f}-{c.max:,.{digits}f}]"
         rows.append(
             (
                 c.arm,
@@ -147,7 +147,7 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
     )
 
 
-def _ci_text(c: ComparisonEntry) -> str:
+def _ci_text(c: ComparisonResult) -> str:
     if not (finite(c.ci_low) and finite(c.ci_high)):
         return NONE
     text = f"[{c.ci_low:.3f}x, {c.ci_high:.3f}x]"
@@ -192,7 +192,7 @@ def comparison_table(data: ReportData) -> Table | None:
             "workload",
             "c",
             "ratio to off",
-            ci_label(doc.alpha),
+            ci_label(doc.policy.alpha),
             "floor",
             "outcome",
             "method",
@@ -207,7 +207,7 @@ def comparison_table(data: ReportData) -> Table | None:
     )
 
 
-def _surfaces(arm: ArmEntry) -> list[tuple[SurfaceEntry, bool]]:
+def _surfaces(arm: ArmDecision) -> list[tuple[SurfaceSummary, bool]]:
     acc = arm.acceptance
     if acc is None:
         return []
@@ -250,7 +250,7 @@ def acceptance_table(data: ReportData) -> Table | None:
                     arm.label,
                     source,
                     str(surface.windows),
-                    pct(surface.rate),
+                    pct(surface.acceptance_rate),
                     ci,
                     sample,
                     tokens(surface.drafts),
@@ -270,7 +270,7 @@ def acceptance_table(data: ReportData) -> Table | None:
             "surface",
             "windows",
             "acceptance",
-            ci_label(doc.alpha),
+            ci_label(doc.policy.alpha),
             "accepted / drafted",
             "drafts",
             "mean accept length",
@@ -287,7 +287,7 @@ def acceptance_table(data: ReportData) -> Table | None:
     )
 
 
-def _kv_window(arm: ArmEntry) -> tuple[int | None, float | None]:
+def _kv_window(arm: ArmDecision) -> tuple[int | None, float | None]:
     """Window and ceiling: the decision's, else those of the arm's kv_ceiling rule."""
     window, ceiling = arm.kv.window_tokens, arm.kv.ceiling
     for rule in arm.rules_of("kv_ceiling"):
@@ -298,7 +298,7 @@ def _kv_window(arm: ArmEntry) -> tuple[int | None, float | None]:
     return window, ceiling
 
 
-def kv_ceiling(arm: ArmEntry) -> tuple[int | None, float | None]:
+def kv_ceiling(arm: ArmDecision) -> tuple[int | None, float | None]:
     """The window and concurrency ceiling shown for an arm (the decision's, else its KV rule's)."""
     return _kv_window(arm)
 
@@ -343,12 +343,12 @@ def kv_table(data: ReportData) -> Table | None:
     )
 
 
-def _quality_rows(data: ReportData, arm: ArmEntry) -> tuple[str, ...] | None:
+def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
     coh = data.results.coherence
     lik = data.results.likelihood
     cases = coh[coh["arm"] == arm.name] if not coh.empty else coh
     nll = lik[lik["arm"] == arm.name] if not lik.empty else lik
-    outcomes: list[RuleEntry] = [r for r in arm.rules if r.kind in QUALITY_KINDS]
+    outcomes: list[RuleResult] = [r for r in arm.rules if r.kind in QUALITY_KINDS]
     if cases.empty and nll.empty and not outcomes:
         return None
     passed = int(cases["passed"].astype(bool).sum()) if not cases.empty else 0
@@ -412,7 +412,7 @@ def verdict_table(data: ReportData) -> Table:
     rows = []
     for arm in doc.arms:
         by_rule = {r.rule: STATUS_TEXT.get(r.status, r.status) for r in arm.rules}
-        verdict = arm.verdict + (" (selected)" if arm.name == doc.selected else "")
+        verdict = arm.verdict + (" (selected)" if arm.name == doc.selected_arm else "")
         rows.append(
             (
                 arm.name,
@@ -427,7 +427,7 @@ def verdict_table(data: ReportData) -> Table:
         title="Verdict per arm",
         headers=("arm", "spec", *(("family",) if multi_family else ()), "verdict", *rule_ids),
         rows=tuple(rows),
-        note=f"Rules of policy {doc.policy_name}; an empty cell means the rule does not apply to that arm.",
+        note=f"Rules of policy {doc.policy.name}; an empty cell means the rule does not apply to that arm.",
     )
 
 

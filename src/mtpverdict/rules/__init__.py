@@ -1,5 +1,5 @@
-"""Policies as data: TOML rules files, their validation, and the fixed set of rule kinds."""
+"""Rules: the rule kinds (one module each under rules/kinds/), their registry and the shipped policies."""
 
-from mtpverdict.rules.policy import POLICY_VERSION, RULE_KINDS, Policy, Rule, load_policy, shipped_policies
+from mtpverdict.rules.registry import KINDS, RULE_KINDS, evaluate, load_policy, parse_rules, shipped_policies
 
-__all__ = ["POLICY_VERSION", "RULE_KINDS", "Policy", "Rule", "load_policy", "shipped_policies"]
+__all__ = ["KINDS", "RULE_KINDS", "evaluate", "load_policy", "parse_rules", "shipped_policies"]

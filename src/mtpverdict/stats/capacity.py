@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,15 +19,19 @@ class KvCeiling:
     ratio_to_control: float | None  # pool / the family control's pool
 
 
-def kv_pool(boots: Sequence[Mapping[str, Any]]) -> tuple[int | None, int]:
-    """Largest KV pool over an arm's ready boot records, and how many of its boots reported one."""
-    pools = [
-        int(b["kv_cache_tokens"])
-        for b in boots
-        if b["status"] == "ready"
-        and isinstance(b["kv_cache_tokens"], int | float)
-        and not math.isnan(b["kv_cache_tokens"])
-    ]
+class BootPool(Protocol):
+    """What a KV ceiling needs of a boot: whether it served, and the pool it reported."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def kv_cache_tokens(self) -> int | None: ...
+
+
+def kv_pool(boots: Sequence[BootPool]) -> tuple[int | None, int]:
+    """Largest KV pool over an arm's ready boots, and how many of its boots reported one."""
+    pools = [b.kv_cache_tokens for b in boots if b.status == "ready" and b.kv_cache_tokens is not None]
     return (max(pools), len(pools)) if pools else (None, 0)
 
 

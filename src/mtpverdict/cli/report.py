@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mtpverdict._cli_common import EXIT_BAD_INPUT
-from mtpverdict._cli_common import fail_input as _fail_input
+from mtpverdict.cli._common import EXIT_BAD_INPUT
+from mtpverdict.cli._common import fail_input as _fail_input
 
 if TYPE_CHECKING:
     pass

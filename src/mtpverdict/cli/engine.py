@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from mtpverdict._cli_common import fail as _fail
-from mtpverdict._cli_common import fail_input
+from mtpverdict.cli._common import fail as _fail
+from mtpverdict.cli._common import fail_input
 
 if TYPE_CHECKING:
     from mtpverdict.errors import InputError

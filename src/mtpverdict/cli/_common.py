@@ -1,8 +1,9 @@
-"""What every command shares: the documented exit codes and the one-line-per-problem error output."""
+"""What every command shares: the documented exit codes, shared options and one-line error output."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+from pathlib import Path
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -14,6 +15,7 @@ EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 EXIT_INCOMPLETE = 4
 EXIT_BOOTS_FAILED = 5  # collect ran to the end, but a boot failed or was refused
+EXIT_INTERNAL = 70  # an unexpected failure inside mtpverdict (sysexits EX_SOFTWARE): please report it
 EXIT_INTERRUPTED = 130
 MAX_ERRORS_SHOWN = 20
 
@@ -36,3 +38,19 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print one `Error:` line and exit with `code` (2, bad input, unless said otherwise)."""
     typer.echo(f"Error: {message}", err=True)
     raise typer.Exit(code)
+
+
+# options several commands share, declared once
+RulesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rules",
+        "-r",
+        help="Shipped policy name or policy TOML path (default: default); a shipped name wins over a "
+        "file of that name, so write ./NAME or NAME.toml for a file.",
+    ),
+]
+NoiseHistoryOption = Annotated[
+    list[Path] | None,
+    typer.Option("--noise-history", help="Archived results of A/A pairs of the same seat (repeatable)."),
+]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mtpverdict._cli_common import fail as _fail
-from mtpverdict._cli_common import fail_input as _fail_input
+from mtpverdict.cli._common import fail as _fail
+from mtpverdict.cli._common import fail_input as _fail_input
 
 if TYPE_CHECKING:
     pass

@@ -1,0 +1,189 @@
+"""The `collect` command: run a campaign against real servers and record results format v1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mtpverdict.cli._common import (
+    EXIT_BOOTS_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    RulesOption,
+    fail,
+    fail_input,
+)
+from mtpverdict.errors import CollectError, InputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from mtpverdict.collect import CollectSummary, Event
+
+
+def register(app: typer.Typer) -> None:
+    """Add collect."""
+    app.command("collect")(collect)
+
+
+def collect(
+    campaign: Annotated[Path, typer.Argument(help="Campaign TOML (campaign_version 1).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results directory to write (or resume).")],
+    var: Annotated[
+        list[str] | None, typer.Option("--var", help="NAME=VALUE for a {NAME} placeholder (repeatable).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted campaign in OUT.")
+    ] = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="With --resume: boot again arms whose boot failed (the failed boot stays on record).",
+        ),
+    ] = False,
+    allow_argv_mismatch: Annotated[
+        bool, typer.Option("--allow-argv-mismatch", help="Run arms that differ in more than speculation.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and its cost; run nothing.")
+    ] = False,
+    until_resolved: Annotated[
+        bool,
+        typer.Option(
+            "--until-resolved", help="After each round of boots, stop booting arms already settled."
+        ),
+    ] = False,
+    rules: RulesOption = None,
+    assume_tps: Annotated[float, typer.Option("--assume-tps", help="Dry run: tok/s per stream.")] = 50.0,
+    assume_boot: Annotated[
+        float, typer.Option("--assume-boot-seconds", help="Dry run: seconds per boot.")
+    ] = 120.0,
+) -> None:
+    """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
+    from mtpverdict.collect import Collector, dry_run_report, load_campaign_file
+
+    try:
+        plan = load_campaign_file(campaign)
+    except InputError as exc:
+        fail_input(exc)
+    variables = _variables(var or [])
+    missing = plan.undefined(variables)
+    if missing:
+        fail(f"{campaign}: server.command needs --var for {', '.join(missing)}")
+    settled = _settled_callback(rules) if until_resolved else None
+    try:
+        if dry_run:
+            lines = dry_run_report(
+                plan,
+                out,
+                variables=variables,
+                resume=resume,
+                allow_argv_mismatch=allow_argv_mismatch,
+                until_resolved=until_resolved,
+                stream_tps=assume_tps,
+                boot_seconds=assume_boot,
+            )
+            typer.echo("\n".join(lines))
+            return
+        progress, on_event = _progress()
+        with progress:
+            collector = Collector(
+                plan,
+                out,
+                variables=variables,
+                resume=resume,
+                allow_argv_mismatch=allow_argv_mismatch,
+                on_event=on_event,
+                until_resolved=settled,
+                retry_failed=retry_failed,
+            )
+            summary = collector.run()
+    except CollectError as exc:
+        fail(str(exc))
+    except InputError as exc:
+        fail_input(exc)
+    except OSError as exc:
+        from mtpverdict._describe import describe_exception
+
+        reason = exc.strerror or describe_exception(exc)
+        fail(f"{out}: {reason}; the records written so far are valid, resume with --resume", EXIT_INCOMPLETE)
+    _report(summary, out)
+
+
+def _variables(items: list[str]) -> dict[str, str]:
+    variables: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            fail(f"--var {item!r}: write NAME=VALUE")
+        variables[name] = value
+    return variables
+
+
+def _settled_callback(rules: str | None) -> Callable[[Path], Mapping[str, str]]:
+    """What --until-resolved asks after each round: the arms the policy has already settled."""
+    from mtpverdict.decide import settled_arms
+    from mtpverdict.rules import load_policy
+
+    try:
+        policy = load_policy(rules)
+    except InputError as exc:
+        fail_input(exc)
+    return lambda results: settled_arms(results, policy)
+
+
+def _progress() -> tuple[Progress, Callable[[Event], None]]:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+    )
+    task = progress.add_task("boots", total=None)
+
+    def say(text: str) -> None:
+        progress.console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    def on_event(event: Event) -> None:
+        if event.kind == "plan":
+            progress.update(task, total=event.total)
+        elif event.kind == "boot":
+            progress.update(task, description=f"{event.arm} boot {event.boot}: starting")
+        elif event.kind == "run":
+            progress.update(task, description=f"{event.arm} boot {event.boot}: {event.detail}")
+        elif event.kind == "arm_done":
+            say(event.detail)
+            progress.update(task, completed=event.done)
+        elif event.kind == "note":
+            say(f"note: {event.arm} boot {event.boot}: {event.detail}")
+
+    return progress, on_event
+
+
+def _report(summary: CollectSummary, out: Path) -> None:
+    from mtpverdict.collect import CollectOutcome
+
+    if summary.skipped_boots or summary.stopped_early:
+        typer.echo(
+            f"adaptive: {summary.skipped_boots} planned boots skipped for arms already settled"
+            + ("; stopped early: every candidate settled" if summary.stopped_early else "")
+        )
+    typer.echo(
+        f"{summary.boots} boots ({summary.failed_boots} failed), {summary.requests} requests "
+        f"({summary.request_errors} errors), {summary.records} records written to {out}"
+    )
+    if summary.outcome == CollectOutcome.INTERRUPTED:
+        typer.echo("interrupted: the results directory is valid; continue with --resume", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.outcome == CollectOutcome.BOOTS_FAILED:
+        for line in summary.failed:
+            typer.echo(f"failed boot: {line}", err=True)
+        raise typer.Exit(EXIT_BOOTS_FAILED)

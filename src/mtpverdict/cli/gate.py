@@ -1,0 +1,68 @@
+"""The `gate` command: does the evidence support promoting a serve configuration? Exit 0, 1 or 2."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mtpverdict.cli._common import EXIT_REFUSED, RulesOption, fail_input
+from mtpverdict.errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    """Add gate."""
+    app.command("gate")(gate)
+
+
+def gate(
+    results: Annotated[Path, typer.Argument(help="Results directory the decision rests on.")],
+    proposed: Annotated[
+        str | None,
+        typer.Option(
+            "--proposed",
+            help="What is promoted: off, k=N, METHOD:k=N, or the config JSON "
+            "(default: the spec in --serve-config).",
+        ),
+    ] = None,
+    rules: RulesOption = None,
+    serve_config: Annotated[
+        Path | None,
+        typer.Option("--serve-config", help="Proposed serve args: a docker compose file or an argv file."),
+    ] = None,
+    service: Annotated[str | None, typer.Option("--service", help="Compose service to read.")] = None,
+    ignore_arg: Annotated[
+        list[str] | None, typer.Option("--ignore-arg", help="A serve flag allowed to differ (repeatable).")
+    ] = None,
+) -> None:
+    """Gate a config promotion: exit 0 when the evidence supports it, 1 when not, 2 on bad input."""
+    from mtpverdict.gate import gate as run_gate
+    from mtpverdict.gate import write_ci_error, write_ci_files
+
+    try:
+        result = run_gate(
+            results,
+            rules,
+            proposed,
+            serve_config=None if serve_config is None else str(serve_config),
+            service=service,
+            ignore=tuple(ignore_arg or ()),
+        )
+    except InputError as exc:
+        try:
+            write_ci_error(exc, os.environ)
+        finally:
+            fail_input(exc)
+    head = "supported" if result.supported else "refused"
+    selected = f", selected {result.selected})" if result.selected else ")"
+    typer.echo(f"{result.label}: {head} (decision {result.decision}{selected}")
+    for reason in result.reasons:
+        typer.echo(f"  {reason}")
+    try:
+        write_ci_files(result, os.environ)
+    except InputError as exc:
+        fail_input(exc)
+    if not result.supported:
+        raise typer.Exit(EXIT_REFUSED)

@@ -1,0 +1,106 @@
+"""Commands over a results directory: `validate` it, `decide` on it, `verify` a decision made on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mtpverdict.cli._common import (
+    EXIT_INCONCLUSIVE,
+    EXIT_REFUSED,
+    NoiseHistoryOption,
+    RulesOption,
+    fail,
+    fail_input,
+)
+from mtpverdict.errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    """Add validate, decide and verify."""
+    app.command("validate")(validate)
+    app.command("decide")(decide)
+    app.command("verify")(verify)
+
+
+def validate(
+    results: Annotated[Path, typer.Argument(help="Results directory (campaign.json + records.jsonl).")],
+) -> None:
+    """Check a results directory against results format v1; print record counts per kind and arm."""
+    from tabulate import tabulate
+
+    from mtpverdict.formats.results_io import load_results
+
+    try:
+        loaded = load_results(results)
+    except InputError as exc:
+        fail_input(exc)
+    counts = loaded.counts()
+    arms = [a.name for a in loaded.campaign.arms]
+    rows = [[arm, *(counts[kind].get(arm, 0) for kind in counts)] for arm in arms]
+    typer.echo(f"{results}: valid ({loaded.campaign.id}: {loaded.campaign.title})")
+    if loaded.campaign.synthetic:
+        typer.echo("synthetic: these records were generated, not measured")
+    typer.echo(tabulate(rows, headers=["arm", *counts.keys()], tablefmt="simple"))
+    for warning in loaded.warnings:
+        typer.echo(f"warning: {warning}")
+
+
+def decide(
+    results: Annotated[Path, typer.Argument(help="Results directory to decide on.")],
+    rules: RulesOption = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Decision JSON path (default: RESULTS/decision.json).")
+    ] = None,
+    noise_history: NoiseHistoryOption = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
+) -> None:
+    """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
+    from mtpverdict._jsonio import atomic_write
+    from mtpverdict.decide import decide_directory
+    from mtpverdict.report.terminal import render_summary
+
+    try:
+        run = decide_directory(results, rules, noise_history or [])
+    except InputError as exc:
+        fail_input(exc)
+    target = out if out is not None else results / "decision.json"
+    try:
+        atomic_write(target, run.json_text)
+    except OSError as exc:
+        fail(f"{target}: cannot write the decision: {exc.strerror}")
+    d = run.decision
+    if quiet:
+        typer.echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
+    else:
+        workloads = [w.id for w in run.results.campaign.workloads]
+        typer.echo(render_summary(d, str(run.policy.selection.metric), workloads), nl=False)
+        typer.echo(f"\nwrote {target}")
+    if strict and d.decision == "inconclusive":
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+def verify(
+    decision: Annotated[Path, typer.Argument(help="A decision JSON written by decide.")],
+    results: Annotated[Path, typer.Argument(help="The results directory it was decided on.")],
+    rules: Annotated[
+        str | None, typer.Option("--rules", "-r", help="Policy file (default: the shipped policy it names).")
+    ] = None,
+) -> None:
+    """Recompute the input hashes and the decision; exit 0 when both match, 1 when not."""
+    from mtpverdict.verify import verify as run_verify
+
+    try:
+        result = run_verify(decision, results, rules)
+    except InputError as exc:
+        fail_input(exc)
+    for line in result.lines:
+        typer.echo(line)
+    typer.echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
+    if not result.matches:
+        raise typer.Exit(EXIT_REFUSED)

@@ -1,0 +1,71 @@
+"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.stats.runs import METRIC_LABELS
+
+SHOWN_CELLS = 3  # cells listed per arm before "..."
+
+
+def _cells_text(decision: Decision, arm: ArmDecision, metric: str, order: dict[str, int]) -> tuple[str, str]:
+    """(the arm's first cells as median [min-max] n, its ratio to off at the first cell)."""
+    cells = sorted(
+        decision.arm_cells(arm.name, metric),
+        key=lambda c: (order.get(c.workload, len(order)), c.workload, c.concurrency),
+    )
+    runs = "; ".join(
+        f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
+        for c in cells[:SHOWN_CELLS]
+    ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
+    first = decision.comparison(arm.name, cells[0].workload, cells[0].concurrency, metric) if cells else None
+    ratio = "" if first is None or first.ratio is None else f"{first.ratio:.3f}x"
+    return runs or "-", ratio
+
+
+def _acceptance_text(arm: ArmDecision) -> str:
+    acc = arm.acceptance
+    if acc is None or acc.primary.acceptance_rate is None:
+        return ""
+    n = acc.primary.draft_tokens
+    return f"{acc.primary.acceptance_rate * 100:.1f}%" + (f" n={n}" if n is not None else " n=?")
+
+
+def _kv_text(arm: ArmDecision) -> str:
+    text = "" if arm.kv.kv_cache_tokens is None else f"{arm.kv.kv_cache_tokens:,}"
+    if arm.kv.ceiling is not None:
+        text += f" ({arm.kv.ceiling:.2f}x)"
+    return text
+
+
+def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) -> str:
+    """A seed-style text summary: per-arm table of the selection metric, acceptance, KV; then reasons."""
+    from tabulate import tabulate
+
+    order = {w: i for i, w in enumerate(workloads)}
+    rows = []
+    for arm in decision.arms:
+        runs, ratio = _cells_text(decision, arm, metric, order)
+        rows.append(
+            [arm.name, arm.label, runs, ratio, _acceptance_text(arm), _kv_text(arm), str(arm.verdict)]
+        )
+    headers = [
+        "arm",
+        "spec",
+        METRIC_LABELS[metric] + " median [min-max]",
+        "vs off",
+        "acceptance",
+        "KV pool (ceiling)",
+        "verdict",
+    ]
+    table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    head = f"decision: {decision.decision}"
+    if decision.selected is not None:
+        head += f"  selected: {decision.selected.arm} ({decision.selected.spec.label()})"
+    if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
+        head += "  (provisional)"
+    lines = [f"{decision.campaign.id}: {decision.campaign.title}", "", table, "", head, "", "reasons:"]
+    lines.extend(f"  - {r}" for r in decision.reasons)
+    return "\n".join(lines) + "\n"

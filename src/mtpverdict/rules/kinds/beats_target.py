@@ -1,0 +1,128 @@
+"""beats_target: an arm's speed (median of its runs, or a lower bound) clears an absolute target."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from msgspec import Meta, Struct
+
+from mtpverdict.evidence.model import Evidence
+from mtpverdict.formats._check import Located, Nonneg, PositiveInt
+from mtpverdict.formats.decision import RuleStatus
+from mtpverdict.formats.results import Arm, Metric
+from mtpverdict.rules.kind import Finding, RuleKind, cell_label, fmt, selected_cells
+from mtpverdict.stats.runs import METRIC_UNITS
+
+
+class Params(Struct, frozen=True, forbid_unknown_fields=True):
+    """Keys of a beats_target rule."""
+
+    target: Annotated[Nonneg, Meta(description="The bar every selected cell must clear.")]
+    metric: Metric = Metric.DECODE_TPS
+    workloads: tuple[str, ...] | None = None
+    concurrency: tuple[PositiveInt, ...] | None = None
+    floor: Annotated[Nonneg | None, Meta(description="A lower bar, reported beside the target.")] = None
+    statistic: Annotated[
+        Literal["median", "lower_bound"], Meta(description="median of runs, or their one-sided lower bound")
+    ] = "median"
+
+
+@dataclass(frozen=True, slots=True)
+class CellValue:
+    """The value judged at one cell and how it was obtained."""
+
+    workload: str
+    concurrency: int
+    value: float
+    what: str  # "median of 3 runs" or "one-sided 95% lower bound over runs"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetFinding(Finding):
+    """The worst cell's value against the target, and every cell's value."""
+
+    metric: str
+    floor: float | None
+    cells: tuple[CellValue, ...]
+    missing: str | None  # why no value could be judged
+
+
+class BeatsTarget(RuleKind[Params, TargetFinding]):
+    """Every selected cell's median (or lower bound over runs) reaches the target."""
+
+    name = "beats_target"
+    params_type = Params
+    summary = "the arm's speed at the rule's cells clears an absolute target (and is compared with a floor)"
+    reported_for_controls = True
+
+    def contradictions(self, params: Params) -> list[Located]:
+        out: list[Located] = []
+        if params.floor is not None and params.floor > params.target:
+            out.append(
+                ("floor", f"floor {params.floor} exceeds target {params.target}; the floor is the lower bar")
+            )
+        if params.metric is Metric.TTFT_MS:
+            out.append(("metric", "ttft_ms is lower-is-better; use a ttft rule for latency"))
+        return out
+
+    def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> TargetFinding:
+        metric = str(params.metric)
+        cells = selected_cells(evidence, arm.name, metric, params.workloads, params.concurrency)
+        if not cells:
+            missing = f"no {metric} measured at the rule's cells"
+            return TargetFinding(RuleStatus.MISSING, None, params.target, metric, params.floor, (), missing)
+        values: list[CellValue] = []
+        for workload, conc in cells:
+            cell = evidence.cell(arm.name, workload, conc, metric)
+            assert cell is not None
+            value, what = cell.median, f"median of {cell.n} run{'s' if cell.n != 1 else ''}"
+            if params.statistic == "lower_bound":
+                low = _lower_bound(evidence, arm.name, workload, conc, metric)
+                if low is None:
+                    missing = f"too few runs at {cell_label(workload, conc)} for a lower bound"
+                    return TargetFinding(
+                        RuleStatus.MISSING, None, params.target, metric, params.floor, (), missing
+                    )
+                value, what = low, "one-sided 95% lower bound over runs"
+            values.append(CellValue(workload, conc, value, what))
+        worst = min(v.value for v in values)
+        status = RuleStatus.PASS if worst >= params.target else RuleStatus.FAIL
+        return TargetFinding(status, worst, params.target, metric, params.floor, tuple(values), None)
+
+    def render(self, finding: TargetFinding, arm: Arm) -> str:
+        if finding.missing is not None:
+            return f"{arm.name}: {finding.missing}"
+        target = float(finding.threshold)  # type: ignore[arg-type]
+        unit = METRIC_UNITS[finding.metric]
+        parts = []
+        for v in finding.cells:
+            clears = []
+            if finding.floor is not None:
+                clears.append(
+                    f"{'clears' if v.value >= finding.floor else 'misses'} the {fmt(finding.floor)} floor"
+                )
+            clears.append(f"{'clears' if v.value >= target else 'misses'} the {fmt(target)} target")
+            parts.append(
+                f"{fmt(v.value, unit)} ({v.what}, {cell_label(v.workload, v.concurrency)}) "
+                + " and ".join(clears)
+            )
+        return f"{arm.name}: " + "; ".join(parts)
+
+
+def _lower_bound(evidence: Evidence, arm: str, workload: str, conc: int, metric: str) -> float | None:
+    """One-sided (1 - alpha) t lower bound of the geometric mean over a cell's runs."""
+    from scipy import stats as sps
+
+    cell = evidence.cell(arm, workload, conc, metric)
+    if cell is None or cell.n < 2 or not cell.runs_known:
+        return None
+    logs = [math.log(v) for v in cell.values]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    t = float(sps.t.ppf(1 - evidence.policy.alpha, len(logs) - 1))
+    return math.exp(mean - t * sd / math.sqrt(len(logs)))
+
+
+KIND = BeatsTarget()

@@ -1,0 +1,160 @@
+"""stable_acceptance: an arm's acceptance is a proportion with a sample size, not a point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msgspec import Struct
+
+from mtpverdict.evidence.model import Evidence
+from mtpverdict.formats._check import Count, Fraction, Located
+from mtpverdict.formats.decision import RuleStatus
+from mtpverdict.formats.results import Arm
+from mtpverdict.rules.kind import Finding, RuleKind
+from mtpverdict.stats.acceptance import ArmAcceptance, Surface
+
+CHECKS = (
+    "min_drafted_tokens",
+    "min_rate",
+    "min_lower_bound",
+    "min_last_position_rate",
+    "max_wasted_fraction",
+)
+LABELS = {
+    "min_drafted_tokens": "drafted tokens",
+    "min_rate": "acceptance rate",
+    "min_lower_bound": "acceptance lower bound",
+    "min_last_position_rate": "last-position rate",
+    "max_wasted_fraction": "wasted-draft fraction",
+}
+
+
+class Params(Struct, frozen=True, forbid_unknown_fields=True):
+    """Keys of a stable_acceptance rule (at least one threshold)."""
+
+    min_drafted_tokens: Count | None = None
+    min_rate: Fraction | None = None
+    min_lower_bound: Fraction | None = None
+    min_last_position_rate: Fraction | None = None
+    max_wasted_fraction: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One threshold against the arm's number (None when the number is not recorded)."""
+
+    key: str
+    threshold: float
+    value: float | None
+    passed: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceFinding(Finding):
+    """The primary surface's rate, its interval and sample, and each threshold's check."""
+
+    surface: Surface | None
+    per_position_rate: tuple[float, ...] | None
+    checks: tuple[Check, ...]
+
+
+class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
+    """Acceptance with enough drafted tokens, above its bounds; too small a sample is missing evidence."""
+
+    name = "stable_acceptance"
+    params_type = Params
+    summary = "acceptance has a sample size and clears minimum rates, lower bound and last-position rate"
+
+    def contradictions(self, params: Params) -> list[Located]:
+        out: list[Located] = []
+        if all(getattr(params, k) is None for k in CHECKS):
+            out.append((None, f"sets no threshold; give at least one of {', '.join(CHECKS)}"))
+        rate, wasted = params.min_rate, params.max_wasted_fraction
+        if rate is not None and wasted is not None and 1.0 - wasted < rate - 1e-12:
+            out.append(
+                (
+                    "max_wasted_fraction",
+                    f"max_wasted_fraction {wasted} allows less than min_rate {rate} does; they contradict",
+                )
+            )
+        return out
+
+    def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> AcceptanceFinding:
+        acc = evidence.acceptance.get(arm.name)
+        if acc is None or acc.primary is None:
+            return AcceptanceFinding(RuleStatus.MISSING, None, None, None, None, ())
+        checks = tuple(
+            _check(key, float(t), acc) for key in CHECKS if (t := getattr(params, key)) is not None
+        )
+        thresholds = {c.key: getattr(params, c.key) for c in checks}
+        if any(c.passed is False and c.key != "min_drafted_tokens" for c in checks):
+            status = RuleStatus.FAIL
+        elif any(c.passed is not True for c in checks):
+            status = (
+                RuleStatus.MISSING
+            )  # too small a sample, or a number not recorded: more drafting settles it
+        else:
+            status = RuleStatus.PASS
+        return AcceptanceFinding(
+            status, acc.primary.rate, thresholds, acc.primary, acc.per_position_rate, checks
+        )
+
+    def render(self, finding: AcceptanceFinding, arm: Arm) -> str:
+        p = finding.surface
+        if p is None:
+            return f"{arm.name}: no acceptance recorded"
+        rate_text = "n/a" if p.rate is None else f"{p.rate * 100:.1f}%"
+        if p.ci_low is not None and p.ci_high is not None:
+            rate_text += f" [90% CI {p.ci_low * 100:.1f}%, {p.ci_high * 100:.1f}%]"
+        sample = (
+            f"on {p.draft_tokens} drafted tokens"
+            if p.draft_tokens is not None
+            else "sample size not recorded"
+        )
+        positions = finding.per_position_rate
+        pos_text = "" if not positions else "; per position " + ", ".join(f"{r:.3f}" for r in positions)
+        detail = f"{arm.name}: acceptance {rate_text} {sample} ({p.source}){pos_text}"
+        failures = [
+            _problem(c) for c in finding.checks if c.passed is False and c.key != "min_drafted_tokens"
+        ]
+        missing = [
+            _problem(c)
+            for c in finding.checks
+            if c.passed is None or (c.passed is False and c.key == "min_drafted_tokens")
+        ]
+        problems = failures + missing
+        return detail + ("; " + "; ".join(problems) if problems else "")
+
+
+def _value(key: str, acc: ArmAcceptance) -> float | None:
+    p = acc.primary
+    assert p is not None
+    values = {
+        "min_drafted_tokens": None if p.draft_tokens is None else float(p.draft_tokens),
+        "min_rate": p.rate,
+        "min_lower_bound": p.ci_low,
+        "min_last_position_rate": acc.last_position_rate,
+        "max_wasted_fraction": acc.wasted_fraction,
+    }
+    return values[key]
+
+
+def _check(key: str, threshold: float, acc: ArmAcceptance) -> Check:
+    value = _value(key, acc)
+    if value is None:
+        return Check(key, threshold, None, None)
+    ok = value <= threshold if key.startswith("max") else value >= threshold
+    return Check(key, threshold, value, ok)
+
+
+def _problem(check: Check) -> str:
+    label = LABELS[check.key]
+    if check.value is None:
+        return f"{label} not recorded"
+    shown = f"{check.value:.0f}" if check.key == "min_drafted_tokens" else f"{check.value:.3f}"
+    bound = "minimum" if check.key.startswith("min") else "maximum"
+    threshold = int(check.threshold) if check.key == "min_drafted_tokens" else check.threshold
+    return f"{label} {shown} against the {bound} {threshold}"
+
+
+KIND = StableAcceptance()
