@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict.formats._check import render_json_schema
+from mtpverdict.formats.decision import decision_schema
 from mtpverdict.formats.results import campaign_schema, records_schema
 
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "campaign-1.schema.json": campaign_schema,
     "records-1.schema.json": records_schema,
+    "decision-1.schema.json": decision_schema,
 }
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 

@@ -1,0 +1,78 @@
+"""The public API: `mtpverdict.__all__` is the curated list, every name resolves, and importing is cheap."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import mtpverdict
+
+from .conftest import FIXTURES
+
+PUBLIC = [
+    "Arm",
+    "Campaign",
+    "CampaignError",
+    "CollectError",
+    "Decision",
+    "DecisionKind",
+    "DecisionRun",
+    "EngineTextError",
+    "GateResult",
+    "InputError",
+    "MtpverdictError",
+    "Policy",
+    "PolicyError",
+    "Problem",
+    "Results",
+    "ResultsError",
+    "ResultsWriter",
+    "Verdict",
+    "Verification",
+    "Workload",
+    "__version__",
+    "decide",
+    "decide_directory",
+    "decide_results",
+    "decision_json",
+    "gate",
+    "load_decision",
+    "load_policy",
+    "load_results",
+    "settled_arms",
+    "shipped_policies",
+    "verify",
+    "write_report",
+]
+
+
+def test_all_is_the_pinned_sorted_list() -> None:
+    assert mtpverdict.__all__ == PUBLIC
+    assert PUBLIC == sorted(PUBLIC, key=str)
+
+
+def test_every_public_name_resolves() -> None:
+    for name in mtpverdict.__all__:
+        assert getattr(mtpverdict, name) is not None, name
+    assert dir(mtpverdict) == sorted(PUBLIC)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        mtpverdict.not_a_name  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "not_a_name" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
+
+
+def test_importing_the_package_loads_no_numeric_stack() -> None:
+    code = "import sys, mtpverdict; print(sorted(m for m in ('pandas', 'scipy', 'numpy', 'msgspec') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_readme_example_runs() -> None:
+    run = mtpverdict.decide_directory(FIXTURES / "synthetic-clean-win", rules="default")
+    assert run.decision.decision == mtpverdict.DecisionKind.PROMOTE
+    assert run.json_text.startswith("{")
