@@ -24,7 +24,7 @@ from mtpverdict.rules.policy import toml_error_line
 CAMPAIGN_VERSION = 1
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 SPEC_PLACEHOLDER = "{spec}"
-BUILTIN_VARS = ("port", "arm", "boot", "results")
+BUILTIN_VARS = ("port", "arm", "boot", "results", "device", "node")
 SHELL = "/bin/sh"  # what `shell = true` runs the command with, as subprocess's shell=True does
 # A campaign is a few tables and prompts (the shipped ones are 3 KB); anything near this size is not one.
 MAX_CAMPAIGN_BYTES = 4 << 20
@@ -80,7 +80,21 @@ TOP_FIELDS = (
     _f("concurrency", "int_list", "Concurrency levels, each a cell.", minimum=1),
     _f("reps", "int", "Measured runs per (arm, workload, concurrency) cell and boot.", minimum=1),
     _f("warmup_runs", "int", "Warm-up runs per boot, recorded with warmup true.", required=False, minimum=0),
-    _f("boots", "int", "Boots per arm (rounds of the arm order).", required=False, minimum=1),
+    _f(
+        "boots",
+        "int",
+        "Boots per arm (rounds of the arm order; per device with [[devices]]).",
+        required=False,
+        minimum=1,
+    ),
+    _f(
+        "order_seed",
+        "int",
+        "Seed of the arm order drawn per device and round (with [[devices]]; default from the id).",
+        required=False,
+        minimum=0,
+    ),
+    _f("devices", "obj_list", "Devices the campaign is laid out over, each a block.", required=False),
     _f("scope", "obj", "device, engine, engine_version, model, claim.", required=False),
     _f("server", "obj", "How arms are served."),
     _f("vars", "str_map", "Default values of command placeholders.", required=False),
@@ -170,6 +184,36 @@ COHERENCE_FIELDS = (
     _f("max_tokens", "int", "Completion tokens.", required=False, minimum=1),
     _f("chat", "bool", "Use chat completions.", required=False),
 )
+DEVICE_FIELDS = (
+    _f(
+        "name",
+        "str",
+        "Device name, recorded in each boot record.",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$",
+    ),
+    _f(
+        "node",
+        "str",
+        "Host the device is on, recorded in each boot record.",
+        required=False,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$",
+    ),
+    _f(
+        "port",
+        "int",
+        "Port of this device's server (default server.port).",
+        required=False,
+        minimum=1,
+        maximum=65535,
+    ),
+    _f("vars", "str_map", "Placeholder values for this device (override [vars]).", required=False),
+    _f(
+        "env",
+        "str_map",
+        "Extra server environment for this device (e.g. CUDA_VISIBLE_DEVICES).",
+        required=False,
+    ),
+)
 LIKELIHOOD_FIELDS = (
     _f("text", "str", "Text scored teacher-forced."),
     _f("reps", "int", "Repetitions per boot.", required=False, minimum=1),
@@ -237,6 +281,17 @@ class CoherenceCase:
 
 
 @dataclass(frozen=True, slots=True)
+class DevicePlan:
+    """One device of a blocked campaign: its name, node and what its server is told."""
+
+    name: str
+    node: str | None
+    port: int | None
+    vars: tuple[tuple[str, str], ...]
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CampaignPlan:
     """A validated campaign file."""
 
@@ -258,33 +313,55 @@ class CampaignPlan:
     coherence: tuple[CoherenceCase, ...]
     likelihood_text: str | None
     likelihood_reps: int
+    devices: tuple[DevicePlan, ...] = ()
+    order_seed: int | None = None  # set when devices are: the seed of the per-device arm order
+
+    @property
+    def device_count(self) -> int:
+        """Devices the campaign is laid out over (1 for a campaign without [[devices]])."""
+        return max(len(self.devices), 1)
+
+    def port(self, device: DevicePlan | None) -> int:
+        """The port of a device's server (server.port unless the device names its own)."""
+        return device.port if device is not None and device.port is not None else self.server.port
+
+    def _values(self, extra_vars: dict[str, str], device: DevicePlan | None) -> dict[str, str]:
+        values = {**dict(self.vars), **(dict(device.vars) if device else {}), **extra_vars}
+        values["port"] = str(self.port(device))
+        if device is not None:
+            values["device"] = device.name
+            values["node"] = device.node or ""
+        return values
 
     def undefined(self, variables: dict[str, str]) -> list[str]:
         """Placeholders of the serve command that neither [vars] nor `variables` define."""
         defined = set(BUILTIN_VARS) | {k for k, _ in self.vars} | set(variables) | {"spec"}
+        if self.devices:  # a name every device defines counts as defined
+            defined |= set.intersection(*({k for k, _ in d.vars} for d in self.devices))
         texts = [
             *self.server.command,
             *(v for _, v in self.server.env),
+            *(v for d in self.devices for _, v in d.env),
             *(a for arm in self.arms for a in arm.serve_args),
         ]
         found = {name for text in texts for name in PLACEHOLDER.findall(text)}
         return sorted(found - defined)
 
-    def serve_argv(self, arm: ArmPlan, extra_vars: dict[str, str], boot: int, results: str) -> list[str]:
+    def serve_argv(
+        self,
+        arm: ArmPlan,
+        extra_vars: dict[str, str],
+        boot: int,
+        results: str,
+        device: DevicePlan | None = None,
+    ) -> list[str]:
         """The argv of one boot of an arm, placeholders filled, {spec} spliced.
 
         In shell mode the argv is [/bin/sh, -c, LINE]: every placeholder in LINE is replaced by its
         value quoted for the shell, and {spec} (or the end of LINE) by the arm's serve_args, each
         quoted, so no value can run as a command and the arm's arguments reach the server.
         """
-        values = {
-            **dict(self.vars),
-            **extra_vars,
-            "port": str(self.server.port),
-            "arm": arm.name,
-            "boot": str(boot),
-            "results": results,
-        }
+        values = {**self._values(extra_vars, device), "arm": arm.name, "boot": str(boot), "results": results}
         spec = [self.fill(a, values) for a in arm.serve_args]
         if self.server.shell:
             return [SHELL, "-c", self._shell_line(values, spec)]
@@ -306,10 +383,11 @@ class CampaignPlan:
             line = f"{line} {SPEC_PLACEHOLDER}"
         return self.fill(line, quoted)
 
-    def server_env(self, extra_vars: dict[str, str]) -> dict[str, str]:
-        """The server's extra environment, placeholders filled."""
-        values = {**dict(self.vars), **extra_vars, "port": str(self.server.port)}
-        return {k: self.fill(v, values) for k, v in self.server.env}
+    def server_env(self, extra_vars: dict[str, str], device: DevicePlan | None = None) -> dict[str, str]:
+        """The server's extra environment (the device's over the server's), placeholders filled."""
+        values = self._values(extra_vars, device)
+        env = dict(self.server.env) | (dict(device.env) if device else {})
+        return {k: self.fill(v, values) for k, v in sorted(env.items())}
 
     @staticmethod
     def fill(text: str, values: dict[str, str]) -> str:
@@ -336,6 +414,14 @@ class CampaignPlan:
                 entry["labels"] = dict(arm.labels)
             arms.append(entry)
         scope = dict(self.scope)
+        notes = self.notes
+        if self.devices:
+            names = ", ".join(d.name + (f"@{d.node}" if d.node else "") for d in self.devices)
+            blocked = (
+                f"Blocked over {len(self.devices)} devices ({names}), {self.boots} round(s) each; arm "
+                f"order per device and round drawn with order_seed {self.order_seed}."
+            )
+            notes = f"{notes} {blocked}" if notes else blocked
         return {
             "format": RESULTS_FORMAT,
             "id": self.id,
@@ -358,7 +444,7 @@ class CampaignPlan:
                 for w in self.workloads
             ],
             "window_tokens": self.window_tokens,
-            "notes": self.notes,
+            "notes": notes,
             "synthetic": False,
             "source": f"mtpverdict collect, campaign file sha256 {self.sha256[:16]}",
         }
@@ -430,6 +516,8 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
             )
     for i, case in enumerate(data.get("coherence", [])):
         problems += _problems(case, COHERENCE_FIELDS, f"coherence[{i}].", source)
+    for i, device in enumerate(data.get("devices", [])):
+        problems += _problems(device, DEVICE_FIELDS, f"devices[{i}].", source)
     if "likelihood" in data:
         problems += _problems(data["likelihood"], LIKELIHOOD_FIELDS, "likelihood.", source)
     if problems:
@@ -490,6 +578,7 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
     ids = [w.id for w in workloads]
     for dup in sorted({n for n in ids if ids.count(n) > 1}):
         problems.append(Problem(source, f"workload {dup!r} appears twice", key="workloads"))
+    devices = _devices(data, source, problems)
     if problems:
         raise CampaignError(problems)
     likelihood = data.get("likelihood", {})
@@ -536,7 +625,53 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
         ),
         likelihood_text=likelihood.get("text"),
         likelihood_reps=likelihood.get("reps", 1),
+        devices=devices,
+        order_seed=(data.get("order_seed", default_order_seed(data["id"])) if devices else None),
     )
+
+
+def default_order_seed(campaign_id: str) -> int:
+    """The order seed of a campaign that names none: from its id, so every shard draws the same order."""
+    return int.from_bytes(hashlib.sha256(campaign_id.encode("utf-8")).digest()[:4], "big")
+
+
+def _devices(data: dict[str, Any], source: str, problems: list[Problem]) -> tuple[DevicePlan, ...]:
+    """The [[devices]] of a campaign (validated field by field before), with the checks across them."""
+    raw = data.get("devices", [])
+    if "devices" in data and not raw:
+        problems.append(
+            Problem(source, "devices is empty; name at least one device or drop the key", key="devices")
+        )
+    if "order_seed" in data and not raw:
+        problems.append(
+            Problem(
+                source, "order_seed needs [[devices]] (one device keeps the file's order)", key="order_seed"
+            )
+        )
+    if raw and data["server"].get("mode") != "launch":
+        problems.append(
+            Problem(
+                source,
+                '[[devices]] needs server.mode = "launch" (collect starts each device\'s server)',
+                key="devices",
+            )
+        )
+    devices = tuple(
+        DevicePlan(
+            name=d["name"],
+            node=d.get("node"),
+            port=d.get("port"),
+            vars=tuple(sorted(d.get("vars", {}).items())),
+            env=tuple(sorted(d.get("env", {}).items())),
+        )
+        for d in raw
+    )
+    names = [d.name for d in devices]
+    problems.extend(
+        Problem(source, f"device {dup!r} appears twice; names must be unique", key="devices")
+        for dup in sorted({n for n in names if names.count(n) > 1})
+    )
+    return devices
 
 
 def load_campaign_file(path: str | Path) -> CampaignPlan:
