@@ -622,6 +622,7 @@ def device_spread(
                 formula,
                 frame,
                 groups=frame["device"],
+                re_formula="1",
                 vc_formula={"boot": "0 + C(boot)"} if several_cells else None,
             )
             fit = model.fit(reml=True)
