@@ -643,3 +643,55 @@ def device_spread(
         cell_sd=math.sqrt(max(resid, 0.0)) if several_cells else math.nan,
         notes=tuple(notes),
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# control exchangeability within device
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceDrift:
+    """The within-device drift of control boots, per row: fitted first-to-last change and its p."""
+
+    drift: Array  # log, slope x the span of positions on a device
+    p: Array  # two-sided; NaN when it cannot be fitted
+    df: Ints
+
+
+def device_drift(position: Array, device: Ints, y: Array) -> DeviceDrift:
+    """Fit one slope to control residuals y (B, N) against their position on their device (N,).
+
+    Each device keeps its own level (positions and residuals are centred per device: the fixed-effects
+    or within estimator), so device-to-device differences cannot look like drift; the slope is common
+    to the devices and has N - devices - 1 degrees of freedom (absent boots, NaN, left out). With one
+    device it is the ordinary least-squares slope of stats/drift.py's linear shape.
+    """
+    from scipy import stats as sps
+
+    x = np.broadcast_to(np.asarray(position, dtype=float), y.shape)
+    present = ~np.isnan(y)
+    labels = np.unique(device)
+    xc = np.zeros_like(y)
+    yc = np.zeros_like(y)
+    groups = np.zeros(y.shape[0])
+    for label in labels:
+        in_d = (np.asarray(device) == label)[None, :] & present
+        n = in_d.sum(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx = np.where(in_d, x, 0).sum(-1, keepdims=True) / n
+            my = np.where(in_d, y, 0).sum(-1, keepdims=True) / n
+        xc = np.where(in_d, x - mx, xc)
+        yc = np.where(in_d, y - my, yc)
+        groups += (n[:, 0] > 0).astype(float)
+    sxx = (xc**2).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = (xc * yc).sum(-1) / sxx
+        df = present.sum(-1) - groups - 1
+        s2 = ((yc - slope[:, None] * xc) ** 2 * present).sum(-1) / df
+        t = slope / np.sqrt(s2 / sxx)
+    span = float(np.ptp(np.asarray(position, dtype=float))) if len(position) else 0.0
+    ok = (df >= 1) & (sxx > 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = np.where(ok, 2.0 * sps.t.sf(np.abs(t), np.maximum(df, 1)), np.nan)
+    return DeviceDrift(np.where(ok, slope * span, np.nan), np.asarray(p), df.astype(np.int64))
