@@ -77,7 +77,7 @@ def test_the_examples_render_and_parse(tmp_path: Path) -> None:
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == SHARDS
     pod = job["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert "--shard \"${JOB_COMPLETION_INDEX}/2\"" in _script(job, "collect")
+    assert '--shard "${JOB_COMPLETION_INDEX}/2"' in _script(job, "collect")
     merge = yaml.safe_load(render((EXAMPLES / "k8s-merge-job.yaml").read_text(), values))
     assert merge["metadata"]["name"] == "mtp-depths-merge"
     assert _script(merge, "merge").startswith("exec mtpverdict merge /results/shard-*")

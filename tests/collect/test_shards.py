@@ -250,9 +250,9 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text(ports, reps=2, concurrency="[1]", tps=150))
     plan = load_campaign_file(campaign)
-    second_arm = round_order(
-        [a.name for a in plan.arms], CONTROLS, seed=plan.order_seed, device=1, round_=1
-    )[1]
+    second_arm = round_order([a.name for a in plan.arms], CONTROLS, seed=plan.order_seed, device=1, round_=1)[
+        1
+    ]
     out = tmp_path / "shard-1"
     proc = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out), "--shard", "1/2"],
