@@ -110,3 +110,13 @@ def test_device_drift_sees_drift_inside_devices_and_not_their_levels() -> None:
     assert (null.p < 0.05).mean() < 0.08 and (null.df == 16 - 4 - 1).all()
     drifting = device_drift(position, device, levels + noise + 0.01 * position)
     assert np.median(drifting.drift) == pytest.approx(0.09, abs=0.01) and (drifting.p < 0.05).mean() > 0.95
+
+
+def test_the_rendered_plan_states_the_devices_and_the_wall_time() -> None:
+    from mtpverdict.plan import render_plan
+
+    text = render_plan(make_plan(0.05, stated_components(0.02, 0.01), Design(devices=4), Costs(300.0, 20.0)))
+    assert "devices: 4, each running every arm" in text and "wall time" in text.splitlines()[5]
+    assert "of wall time on 4 devices" in text
+    single = render_plan(make_plan(0.05, stated_components(0.02, 0.01), Design(), Costs(300.0, 20.0)))
+    assert "wall time" not in single and "devices" not in single
