@@ -27,12 +27,12 @@ Archived A/A history is per seat and is not used across devices.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -248,24 +248,12 @@ def _leave_one_out(
     all cannot lose it. Drops are indexed device-major: arm d * Na + j, control -1 - (d * Nc + j).
     """
     n_a, sum_a, n_c, sum_c = counts
-    blocked, s2_a, s2_c, spread = variance
-    full = _terms(n_a, sum_a, n_c, sum_c)
-    totals = [t.sum(-1)[..., None, None] for t in full[:4]]
+    full = _terms(n_a, sum_a, n_c, sum_c)[:4]
 
     def worst_z(
         n_a2: Array, sum_a2: Array, n_c2: Array, sum_c2: Array, allowed: Bools
     ) -> tuple[Array, Array]:
-        new = _terms(n_a2, sum_a2, n_c2, sum_c2)
-        w, wd, ka, kc = (tot - old[..., None] + nw for tot, old, nw in zip(totals, full, new, strict=False))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            est = wd / w
-            var = np.where(
-                blocked[..., None, None],
-                (ka * s2_a[..., None, None] + kc * s2_c[..., None, None]) / w**2,
-                spread[..., None, None] / w,
-            )
-            z = (th.sign * est - th.shift) / np.sqrt(var)
-        return np.asarray(np.where(allowed & (w > 0) & np.isfinite(z), z, np.inf)), np.asarray(est)
+        return _drop_z(full, _terms(n_a2, sum_a2, n_c2, sum_c2)[:4], variance, th, allowed)
 
     present_a = ~np.isnan(arm)
     z_a, est_a = worst_z(
@@ -297,6 +285,27 @@ def _leave_one_out(
     finite = np.isfinite(z_worst)
     est_worst = th.sign * np.take_along_axis(est, worst[..., None], axis=-1)[..., 0]
     return np.where(finite, p, np.nan), np.where(finite, est_worst, np.nan), np.where(finite, drop, 0)
+
+
+def _drop_z(
+    full: tuple[Array, ...],
+    new: tuple[Array, ...],
+    variance: tuple[Bools, Array, Array, Array],
+    th: Thresholds,
+    allowed: Bools,
+) -> tuple[Array, Array]:
+    """z against the threshold, and the estimate, with one boot's device terms replaced (inf: no drop)."""
+    blocked, s2_a, s2_c, spread = variance
+    w, wd, ka, kc = (t.sum(-1)[..., None, None] - t[..., None] + n for t, n in zip(full, new, strict=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = wd / w
+        var = np.where(
+            blocked[..., None, None],
+            (ka * s2_a[..., None, None] + kc * s2_c[..., None, None]) / w**2,
+            spread[..., None, None] / w,
+        )
+        z = (th.sign * est - th.shift) / np.sqrt(var)
+    return np.asarray(np.where(allowed & (w > 0) & np.isfinite(z), z, np.inf)), np.asarray(est)
 
 
 def _t_sf(z: Array, df: Array) -> Array:
@@ -378,19 +387,8 @@ def blocked_family_procedure(
     """
     design = tuple(design_cells)
     devices = _devices_of(controls, candidates)
-    if len(devices) <= 1:
-        family = family_procedure(
-            {c: _plain(v) for c, v in controls.items()},
-            {a: {c: _plain(v) for c, v in cells.items()} for a, cells in candidates.items()},
-            design,
-            alpha=alpha,
-            equivalence_margin=equivalence_margin,
-            min_effect=min_effect,
-            higher_is_better=higher_is_better,
-            history=history,
-        )
-        return BlockedFamilyOutcome(family, devices, False, (), None, ())
-    family_procedure(  # the same input checks (cells in the design, finite values, no boot twice)
+    one = len(devices) <= 1
+    plain = family_procedure(  # on several devices: its input checks, and the family's levels
         {c: _plain(v) for c, v in controls.items()},
         {a: {c: _plain(v) for c, v in cells.items()} for a, cells in candidates.items()},
         design,
@@ -398,40 +396,44 @@ def blocked_family_procedure(
         equivalence_margin=equivalence_margin,
         min_effect=min_effect,
         higher_is_better=higher_is_better,
+        history=history if one else None,
     )
-    names = list(candidates)
-    control, ctrl_slots = _grid([controls.get(c, ()) for c in design], devices)
-    grids = [_grid([candidates[a].get(c, ()) for c in design], devices) for a in names]
-    width = max(g[0].shape[-1] for g in grids)
-    arm = np.full((1, len(names), len(design), len(devices), width), np.nan)
-    for i, (values, _) in enumerate(grids):
-        arm[0, i, :, :, : values.shape[-1]] = values
+    if one:
+        return BlockedFamilyOutcome(plain, devices, False, (), None, ())
+    arm, control, slots = _stack(controls, candidates, design, devices)
     found, arrays = blocked_batch(
         arm,
-        control[None],
+        control,
         alpha=alpha,
         equivalence_margin=equivalence_margin,
         min_effect=min_effect,
         higher_is_better=higher_is_better,
     )
-    th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, len(names))
-    arms = tuple(
-        _arm_outcome(i, name, design, found, arrays, (grids[i][1], ctrl_slots, width, control.shape[-1]), th)
-        for i, name in enumerate(names)
-    )
-    family = FamilyOutcome(
-        design_cells=design,
-        arms=arms,
-        alpha=alpha,
-        equivalence_margin=equivalence_margin,
-        min_effect=math.expm1(th.shift),
-        higher_is_better=higher_is_better,
-        control_boots=len({(v.arm, v.boot) for vs in controls.values() for v in vs}),
-    )
-    effects = _effects(names, design, devices, found, arm[0], control)
+    arms = tuple(_arm_outcome(i, name, design, found, arrays, slots[i]) for i, name in enumerate(candidates))
+    effects = _effects(list(candidates), design, devices, found, arm[0], control[0])
     notes = ["archived A/A history is per seat and is not used across devices"] if history else []
     spread, spread_notes = _spread(controls, candidates, design)
+    family = dataclasses.replace(plain, arms=arms)
     return BlockedFamilyOutcome(family, devices, True, effects, spread, (*notes, *spread_notes))
+
+
+Slots = tuple[list[list[list[DeviceBootValue]]], list[list[list[DeviceBootValue]]], int, int]
+
+
+def _stack(
+    controls: Mapping[Cell, Sequence[DeviceBootValue]],
+    candidates: Mapping[str, Mapping[Cell, Sequence[DeviceBootValue]]],
+    design: tuple[Cell, ...],
+    devices: tuple[str, ...],
+) -> tuple[Array, Array, list[Slots]]:
+    """arm (1, A, C, D, Na) and control (1, C, D, Nc), and each arm's boots behind the slots."""
+    control, ctrl_slots = _grid([controls.get(c, ()) for c in design], devices)
+    grids = [_grid([cells.get(c, ()) for c in design], devices) for cells in candidates.values()]
+    width = max(g[0].shape[-1] for g in grids)
+    arm = np.full((1, len(grids), len(design), len(devices), width), np.nan)
+    for i, (values, _) in enumerate(grids):
+        arm[0, i, :, :, : values.shape[-1]] = values
+    return arm, control[None], [(g[1], ctrl_slots, width, control.shape[-1]) for g in grids]
 
 
 def _effects(
@@ -452,7 +454,7 @@ def _effects(
     )
 
 
-def _dropped(drop: int, slots: tuple[list[list[list[DeviceBootValue]]], Any, int, int], j: int) -> str | None:
+def _dropped(drop: int, slots: Slots, j: int) -> str | None:
     arm_slots, ctrl_slots, width_a, width_c = slots
     if drop >= 0:
         d, k = divmod(drop, width_a)
@@ -495,8 +497,7 @@ def _arm_outcome(
     design: tuple[Cell, ...],
     found: BlockedTests,
     arrays: ArmArrays,
-    slots: tuple[list[list[list[DeviceBootValue]]], list[list[list[DeviceBootValue]]], int, int],
-    th: Thresholds,
+    slots: Slots,
 ) -> ArmOutcome:
     tests = found.tests
     cells: list[CellComparison] = []
