@@ -264,6 +264,8 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     proc.wait()
     with pytest.raises(CollectError, match="holds shard 1/2"):
         _collect(campaign, out, "0/2", resume=True)
+    with pytest.raises(CollectError, match="resume it with --shard 1/2"):  # not as a whole campaign
+        Collector(plan, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=lambda _: None)
     summary = _collect(campaign, out, "1/2", resume=True)
     assert summary.failed_boots == 0 and _port_free(ports[1])  # the orphaned server was stopped
     boots = {(b["arm"], b["boot"]): b for b in _records(out) if b["kind"] == "boot"}

@@ -29,7 +29,7 @@ from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
-from mtpverdict.collect.shard import Shard, check_shard, shard_document, write_shard_file
+from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
 from mtpverdict.rules.policy import Policy
@@ -464,6 +464,8 @@ class Collector:
     ) -> None:
         if shard is not None:
             check_shard(plan, shard, until_resolved=until_resolved is not None)
+        else:
+            refuse_unsharded(Path(results))
         self.shard = shard
         self.plan = plan
         self.retry_failed = retry_failed

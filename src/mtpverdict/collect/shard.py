@@ -66,6 +66,16 @@ def check_shard(plan: CampaignPlan, shard: Shard, *, until_resolved: bool) -> No
         )
 
 
+def refuse_unsharded(results: Path) -> None:
+    """Refuse to run a whole campaign into a directory that holds one shard of it."""
+    found = read_shard_file(results)
+    if found is not None:
+        raise CollectError(
+            f"{results}: holds shard {found['shard']}/{found['shards']} (device {found['device']}); "
+            f"resume it with --shard {found['shard']}/{found['shards']}"
+        )
+
+
 def shard_document(plan: CampaignPlan, shard: Shard, campaign_sha256: str) -> dict[str, Any]:
     """The content of raw/shard.json for one shard."""
     device = plan.devices[shard.index]
