@@ -20,6 +20,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
     python bench/calibration.py --table-from LOG   # the table of the scenarios a run's log holds
     python bench/calibration.py --procedure [--campaigns 1000] [--boots 3,5]
         # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
+    python bench/calibration.py --blocked [--campaigns 1000]
+        # the blocked procedure on campaigns over 1, 2, 4 and 8 devices (bench/blocked_calibration.py)
 """
 
 from __future__ import annotations
@@ -234,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--procedure", action="store_true", help="calibrate the family procedure on per-boot statistics"
     )
+    parser.add_argument(
+        "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
+    )
     args = parser.parse_args(argv)
+    if args.blocked:
+        return _blocked(args, argv)
     if args.procedure:
         return _procedure(args, argv)
     if args.table_from:
@@ -271,6 +278,17 @@ def _procedure(args: argparse.Namespace, argv: list[str] | None) -> int:
     boots = [int(b) for b in args.boots.split(",") if b] if args.boots != "1,3,5" else [3, 5]
     started = time.monotonic()
     print(procedure_calibration.run(boots, args.campaigns))
+    print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _blocked(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import blocked_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(blocked_calibration.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
     return 0
 

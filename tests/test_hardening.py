@@ -33,8 +33,8 @@ CAMPAIGN_FILE_CASES: dict[str, tuple[str | None, str]] = {
     "not_toml": (None, "not valid TOML"),
     "duplicate_arm": ("arms", "appears twice"),
     "prompt_and_prompt_tokens": ("workloads[0]", "give prompt or prompt_tokens"),
-    "zero_concurrency": ("concurrency", "must be >= 1"),
-    "env_not_string": ("server.env", "must be an object of string values"),
+    "zero_concurrency": ("concurrency[0]", "must be >= 1"),
+    "env_not_string": ("server.env.X", "must be a string, got int"),
     "unknown_method": ("arms[1].method", "must be one of mtp"),
     "launch_without_command": ("server.command", "launch mode needs the serve command"),
 }

@@ -22,7 +22,9 @@ def _schema(name: str) -> dict[str, object]:
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_shipped_schema_is_generated_from_the_field_specs(name: str) -> None:
     shipped = resources.files("mtpverdict").joinpath("schemas", name).read_text()
-    assert shipped == render_schema(name), f"regenerate src/mtpverdict/schemas/{name} from results/spec.py"
+    assert shipped == render_schema(name), (
+        f"regenerate src/mtpverdict/schemas/{name} with mtpverdict.formats.schemas.write_schemas()"
+    )
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ class Design:
     depths: int = 3  # candidate arms compared with one baseline (the Holm family)
     control_arms: int = 2  # control arms, each booted as often as a candidate (off_A and off_B)
     cells: int = 1  # (workload, concurrency) cells at which a depth must be better, every one
+    devices: int = 1  # devices running every arm in parallel, each a block (stats/blocked.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,8 @@ class PlanRow:
     power: float  # at the planned effect, a lower bound over the cells
     total_boots: int
     total_runs: int
-    seconds: float | None
+    seconds: float | None  # accelerator seconds, every device's added up
+    wall_seconds: float | None = None  # with the devices running in parallel: seconds / devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,73 @@ def design_power(log_effect: float, sd: float, boots_per_arm: int, design: Desig
     return per_cell ** max(design.cells, 1)
 
 
+def blocked_df(sd: float, devices: int, rounds: int, design: Design) -> float:
+    """Degrees of freedom of the blocked comparison (stats/blocked.py) of a balanced design.
+
+    With two or more rounds per device, each group's variance is pooled within device (the arm
+    devices x (rounds - 1) df, the controls devices x (controls x rounds - 1)), combined by
+    Welch-Satterthwaite; with one round, the spread of the per-device differences (devices - 1).
+    """
+    if rounds >= 2:
+        n_a, n_c = devices * rounds, design.control_arms * devices * rounds
+        df_a, df_c = devices * (rounds - 1), devices * (design.control_arms * rounds - 1)
+        v_a, v_c = sd**2 / n_a, sd**2 / n_c
+        return float((v_a + v_c) ** 2 / (v_a**2 / df_a + v_c**2 / df_c))
+    return float(devices - 1)
+
+
+def blocked_floor(
+    sd: float, devices: int, rounds: int, design: Design, alpha: float, min_effect: float = 0.0
+) -> float:
+    """The floor the blocked procedure states for `rounds` rounds on each of `devices` devices.
+
+    log(1 + min_effect) + t(1 - alpha / depths, blocked_df) x sd sqrt(1/n + 1/(controls n)) with n =
+    devices x rounds boots per arm; device levels cancel, so they do not enter it.
+    """
+    from scipy import stats as sps
+
+    df = blocked_df(sd, devices, rounds, design)
+    if df < 1:
+        return math.inf
+    n = devices * rounds
+    se = sd * math.sqrt(1.0 / n + 1.0 / (design.control_arms * n))
+    return math.log1p(min_effect) + float(sps.t.ppf(1.0 - alpha / max(design.depths, 1), df)) * se
+
+
+def blocked_power(
+    log_effect: float, sd: float, devices: int, rounds: int, design: Design, alpha: float
+) -> float:
+    """Power of the blocked procedure to call a depth better at every cell (as design_power)."""
+    from scipy import stats as sps
+
+    df = blocked_df(sd, devices, rounds, design)
+    if df < 1:
+        return 0.0
+    n = devices * rounds
+    se = sd * math.sqrt(1.0 / n + 1.0 / (design.control_arms * n))
+    if se == 0:
+        return 1.0 if log_effect > 0 else 0.0
+    critical = float(sps.t.ppf(1.0 - alpha / max(design.depths, 1), df))
+    return float(sps.nct.sf(critical, df, log_effect / se)) ** max(design.cells, 1)
+
+
+def _blocked_row(
+    log_effect: float, sd: float, design: Design, alpha: float, power: float, max_boots: int
+) -> tuple[int | None, int, float, float]:
+    """Fewest boots per arm (a multiple of the devices) reaching `power`; its df, floor and power
+    (at the largest design tried when none reaches it)."""
+    d = design.devices
+    tried = range(1, max(max_boots // d, 1) + 1)
+    rounds = next((r for r in tried if blocked_power(log_effect, sd, d, r, design, alpha) >= power), None)
+    shown = rounds if rounds is not None else tried[-1]
+    return (
+        None if rounds is None else d * rounds,
+        round(blocked_df(sd, d, shown, design)),
+        blocked_floor(sd, d, shown, design, alpha),
+        blocked_power(log_effect, sd, d, shown, design, alpha),
+    )
+
+
 def required_boots(
     log_effect: float,
     sd: float,
@@ -195,8 +264,8 @@ def make_plan(
 ) -> Plan:
     """For each number of counted runs per boot, the fewest boots per arm that resolve `effect`."""
     check_parameters(effect, alpha, power)
-    if design.depths < 1 or design.control_arms < 1 or design.cells < 1:
-        raise ValueError("a design needs at least one depth, one control arm and one cell")
+    if design.depths < 1 or design.control_arms < 1 or design.cells < 1 or design.devices < 1:
+        raise ValueError("a design needs at least one depth, one control arm, one cell and one device")
     log_effect = math.log1p(effect)
     arms = design.depths + design.control_arms
     rows: list[PlanRow] = []
@@ -204,7 +273,14 @@ def make_plan(
         if runs < 1:
             raise ValueError(f"runs per boot must be 1 or more, not {runs}")
         sd = boot_level_sd(components.boot_sd, components.run_sd, runs)
-        n = required_boots(log_effect, sd, design, alpha, power, max_boots)
+        if design.devices > 1:
+            n, df, floor, reached = _blocked_row(log_effect, sd, design, alpha, power, max_boots)
+        else:
+            n = required_boots(log_effect, sd, design, alpha, power, max_boots)
+            shown = n if n is not None else max_boots
+            df = design_df(shown, design)
+            floor = design_floor(sd, shown, design, alpha)
+            reached = design_power(log_effect, sd, shown, design, alpha)
         shown = n if n is not None else max_boots
         total_boots = arms * shown
         total_runs = total_boots * (design.cells * runs + cold_runs)
@@ -215,19 +291,20 @@ def make_plan(
             PlanRow(
                 runs_per_boot=runs,
                 boots_per_arm=n,
-                df=design_df(shown, design),
+                df=df,
                 boot_level_sd=sd,
-                floor=design_floor(sd, shown, design, alpha),
-                power=design_power(log_effect, sd, shown, design, alpha),
+                floor=floor,
+                power=reached,
                 total_boots=total_boots,
                 total_runs=total_runs,
                 seconds=seconds,
+                wall_seconds=None if seconds is None else seconds / design.devices,
             )
         )
     reachable = [r for r in rows if r.boots_per_arm is not None]
 
     def cost(row: PlanRow) -> tuple[float, int, int]:
-        spent = row.seconds if row.seconds is not None else math.inf
+        spent = row.wall_seconds if row.wall_seconds is not None else math.inf
         return (spent, row.total_boots, row.total_runs)
 
     best = min(reachable, key=cost) if reachable else None
@@ -505,6 +582,12 @@ def render_plan(plan: Plan) -> str:
         f"({c.source}{f', {c.boot_df} df' if c.boot_df else ''})",
         f"arms: {d.depths} depth(s) + {d.control_arms} control arm(s), each booted as often",
     ]
+    if d.devices > 1:
+        lines.append(
+            f"devices: {d.devices}, each running every arm (a block: arms compared within device); boots "
+            f"per arm are a multiple of {d.devices}; time is accelerator time, wall time with the devices "
+            "in parallel"
+        )
     if plan.costs.boot_seconds is not None or plan.costs.run_seconds is not None:
         boot = "-" if plan.costs.boot_seconds is None else f"{plan.costs.boot_seconds:.0f} s"
         run = "-" if plan.costs.run_seconds is None else f"{plan.costs.run_seconds:.1f} s"
@@ -520,10 +603,12 @@ def render_plan(plan: Plan) -> str:
             r.total_boots,
             r.total_runs,
             _hours(r.seconds),
+            *([_hours(r.wall_seconds)] if d.devices > 1 else []),
         ]
         for r in plan.rows
     ]
     headers = ["runs/boot", "boots/arm", "df", "boot sd", "floor", "power", "boots", "runs", "time"]
+    headers += ["wall time"] if d.devices > 1 else []
     lines.append("")
     lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
     lines.append("")
@@ -533,6 +618,11 @@ def render_plan(plan: Plan) -> str:
             f"plan: {b.boots_per_arm} boot(s) per arm, {b.runs_per_boot} counted run(s) per cell and boot: "
             f"{b.total_boots} boots, {b.total_runs} runs"
             + (f", {_hours(b.seconds)} of accelerator time" if b.seconds is not None else "")
+            + (
+                f", {_hours(b.wall_seconds)} of wall time on {d.devices} devices"
+                if b.wall_seconds is not None and d.devices > 1
+                else ""
+            )
         )
     else:
         lines.append("plan: none reaches the power")

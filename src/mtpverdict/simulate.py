@@ -673,6 +673,8 @@ class BootScenario:
     keep: float = 1.0  # probability any other measurement is kept
     spread_controls: bool = False  # rotate each round, so control boots sit through the campaign
     description: str = ""
+    devices: int = 1  # > 1: every device runs every arm `boots` rounds (a blocked campaign)
+    device_sd: float = 0.0  # sd of a device's level, shared by every arm, boot and cell on it
 
     def arm_boots(self, arm: BootArm) -> int:
         return self.boots if arm.boots is None else arm.boots
@@ -687,6 +689,16 @@ class BootBatch:
     control_order: Any  # (Nc,) boot positions of the control slots
     candidates: tuple[str, ...]
     truth: Any  # (A, C) true log effects of the candidates
+    devices: int = 1
+    arm_blocked: Any = None  # (B, A, C, D, Na / D): the same boots by device (None: one device)
+    control_blocked: Any = None  # (B, C, D, Nc / D)
+    control_device: Any = None  # (Nc,) device index of each control slot; control_order is per device
+
+    def blocked(self) -> tuple[Any, Any]:
+        """arm (B, A, C, D, n) and control (B, C, D, m) for stats.blocked.blocked_batch."""
+        if self.arm_blocked is None:
+            return self.arm[:, :, :, None, :], self.control[:, :, None, :]
+        return self.arm_blocked, self.control_blocked
 
 
 def boot_orders(scenario: BootScenario) -> dict[tuple[str, int], int]:
@@ -706,6 +718,8 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
     """Draw `campaigns` campaigns of per-boot log statistics at once."""
     import numpy as np
 
+    if scenario.devices > 1:
+        return _simulate_devices(scenario, rng, campaigns)
     orders = boot_orders(scenario)
     last = max(orders.values())
     cells = len(scenario.cells)
@@ -744,6 +758,61 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
     )
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
     return BootBatch(stacked, control, control_order, tuple(a.name for a in candidates), truth)
+
+
+def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> BootBatch:
+    """A blocked campaign: each device runs the arms round-robin; its level is added to all its boots.
+
+    Positions (drift, slow ends, control_order) are positions on the boot's own device. The flat
+    arrays (arm, control) hold the same boots device-major, for the analysis that ignores devices.
+    """
+    import numpy as np
+
+    devices, cells = scenario.devices, len(scenario.cells)
+    orders = boot_orders(scenario)  # one device's order
+    last = max(orders.values())
+    level = rng.normal(0.0, scenario.device_sd, (campaigns, devices))
+    values: dict[str, Any] = {}
+    for arm in scenario.arms:
+        n = scenario.arm_boots(arm)
+        shift = rng.normal(0.0, 1.0, (campaigns, devices, n)) * scenario.boot_sd * arm.sd_scale
+        pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
+        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
+        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
+        deviation = shift[..., None] + rng.normal(0.0, scenario.cell_sd, (campaigns, devices, n, cells))
+        if scenario.outlier_arm == arm.name:
+            hit = rng.integers(0, devices * n, campaigns)
+            deviation.reshape(campaigns, devices * n, cells)[np.arange(campaigns), hit, :] += (
+                scenario.outlier_shift
+            )
+        value = effects + deviation + trend[None, None, :, None] + level[:, :, None, None]
+        keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
+        value = np.where(rng.random(value.shape) < keep, value, np.nan)
+        value[..., list(arm.missing_cells)] = np.nan
+        values[arm.name] = np.transpose(value, (0, 3, 1, 2))  # (B, C, D, n)
+    controls = [a for a in scenario.arms if a.control]
+    candidates = [a for a in scenario.arms if not a.control]
+    width = max(scenario.arm_boots(a) for a in candidates)
+    blocked = np.full((campaigns, len(candidates), cells, devices, width), np.nan)
+    for i, a in enumerate(candidates):
+        blocked[:, i, :, :, : scenario.arm_boots(a)] = values[a.name]
+    control = np.concatenate([values[a.name] for a in controls], axis=3)  # (B, C, D, m)
+    positions = np.array(
+        [orders[(a.name, b + 1)] for a in controls for b in range(scenario.arm_boots(a))], dtype=float
+    )
+    truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
+    return BootBatch(
+        arm=blocked.reshape(campaigns, len(candidates), cells, devices * width),
+        control=control.reshape(campaigns, cells, -1),
+        control_order=np.tile(positions, devices),
+        candidates=tuple(a.name for a in candidates),
+        truth=truth,
+        devices=devices,
+        arm_blocked=blocked,
+        control_blocked=control,
+        control_device=np.repeat(np.arange(devices), len(positions)),
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import random
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,3 +176,14 @@ prompt = "Write about rivers."
 max_tokens = 24
 ignore_eos = true
 """
+
+
+def devices_campaign_text(ports: list[int], *, order_seed: int = 11, **kwargs: Any) -> str:
+    """campaign_text laid out over one device per port (d0, d1, ... on nodes n0, n1, ...)."""
+    text = campaign_text(ports[0], **kwargs)
+    text = text.replace('title = "collector', f'order_seed = {order_seed}\ntitle = "collector', 1)
+    blocks = [
+        f'[[devices]]\nname = "d{i}"\nnode = "n{i}"\nport = {p}\nenv = {{ FAKE_DEVICE = "d{i}" }}'
+        for i, p in enumerate(ports)
+    ]
+    return text + "\n" + "\n\n".join(blocks) + "\n"

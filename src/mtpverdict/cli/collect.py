@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    """Add collect."""
+    """Add collect and merge."""
     app.command("collect")(collect)
+    app.command("merge")(merge)
 
 
 def collect(
@@ -62,14 +63,23 @@ def collect(
     assume_boot: Annotated[
         float, typer.Option("--assume-boot-seconds", help="Dry run: seconds per boot.")
     ] = 120.0,
+    shard: Annotated[
+        str | None, typer.Option("--shard", help="I/N: run only device I (from 0) of N, into OUT.")
+    ] = None,
 ) -> None:
     """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
     from mtpverdict.collect import Collector, dry_run_report, load_campaign_file
+    from mtpverdict.collect.shard import check_shard, parse_shard
 
     try:
         plan = load_campaign_file(campaign)
+        part = None if shard is None else parse_shard(shard)
+        if part is not None:
+            check_shard(plan, part, until_resolved=until_resolved)
     except InputError as exc:
         fail_input(exc)
+    except (ValueError, CollectError) as exc:
+        fail(str(exc))
     variables = _variables(var or [])
     missing = plan.undefined(variables)
     if missing:
@@ -100,6 +110,7 @@ def collect(
                 on_event=on_event,
                 until_resolved=settled,
                 retry_failed=retry_failed,
+                shard=part,
             )
             summary = collector.run()
     except CollectError as exc:
@@ -187,3 +198,22 @@ def _report(summary: CollectSummary, out: Path) -> None:
         for line in summary.failed:
             typer.echo(f"failed boot: {line}", err=True)
         raise typer.Exit(EXIT_BOOTS_FAILED)
+
+
+def merge(
+    shards: Annotated[list[Path], typer.Argument(help="Results directories of the shards.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Merged results directory (must not exist).")],
+) -> None:
+    """Join the shards of a campaign laid out over devices into one results directory."""
+    from mtpverdict.merge import merge_results
+
+    try:
+        summary = merge_results(shards, out)
+    except InputError as exc:
+        fail_input(exc)
+    owed = f"; {summary.owed_boots} boots never run recorded as failed" if summary.owed_boots else ""
+    typer.echo(
+        f"{summary.shards} of {summary.expected} shards merged into {out}: {summary.records} records{owed}"
+    )
+    for line in summary.missing:
+        typer.echo(f"missing: {line}", err=True)

@@ -138,6 +138,7 @@ def plan(
         int | None, typer.Option(help="Cells a depth must win, every one (default: pilot's, else 1).")
     ] = None,
     metric: Annotated[str, typer.Option(help="decode_tps, aggregate_tps or ttft_ms.")] = "decode_tps",
+    devices: Annotated[int, typer.Option(help="Devices running every arm in parallel (blocks).")] = 1,
     include_cold: Annotated[
         bool, typer.Option("--include-cold", help="Count each boot's first (cold) run, as some policies do.")
     ] = False,
@@ -168,7 +169,12 @@ def plan(
         boot = None if boot_sd is None else _sd(boot_sd, "--boot-sd")
         run = None if run_sd is None else _sd(run_sd, "--run-sd")
         check_parameters(relative, alpha, power)
-        for option, count in (("--depths", depths), ("--controls", controls), ("--cells", cells)):
+        for option, count in (
+            ("--depths", depths),
+            ("--controls", controls),
+            ("--cells", cells),
+            ("--devices", devices),
+        ):
             if count is not None and count < 1:
                 raise ValueError(f"{option} must be 1 or more")
         for option, seconds in (("--boot-seconds", boot_seconds), ("--run-seconds", run_seconds)):
@@ -205,6 +211,7 @@ def plan(
         depths=depths if depths is not None else design.depths,
         control_arms=controls if controls is not None else design.control_arms,
         cells=cells if cells is not None else design.cells,
+        devices=devices,
     )
     try:
         result = make_plan(

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -24,12 +24,14 @@ from mtpverdict._describe import describe_exception
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect.campaign import ArmPlan, CampaignPlan
+from mtpverdict.collect import layout
+from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
+from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.errors import CollectError
-from mtpverdict.formats.results_io import ResultsWriter
+from mtpverdict.formats.results_io import ResultsWriter, content_sha256
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
@@ -68,6 +70,7 @@ class PlannedBoot:
     boot: int
     order: int
     round: int = 1
+    device: DevicePlan | None = None  # None: a campaign without [[devices]]
 
 
 class CollectOutcome(StrEnum):
@@ -207,62 +210,124 @@ def boot_record(
 
 
 def plan_boots(
-    plan: CampaignPlan, writer: ResultsWriter, *, retry_failed: bool = False
+    plan: CampaignPlan,
+    writer: ResultsWriter,
+    *,
+    retry_failed: bool = False,
+    devices: Sequence[int] | None = None,
 ) -> tuple[list[PlannedBoot], list[dict[str, Any]]]:
-    """Boots still owed (round-robin over the arms), and boot records owed for interrupted boots.
+    """Boots still owed on the given devices (every device by default), and boot records owed for
+    interrupted boots.
 
-    A boot is settled once its boot record exists (ready or failed) and is not interrupted. A boot
-    that was started but has no boot record (collect was killed) gets a record saying it was
-    interrupted, built from its start file (or from the file's name when the file is torn: it is
-    then placed after every boot known); its runs stay as evidence and a fresh boot is owed.
-    With retry_failed a failed boot is not settled either: a fresh boot is owed, and the failed boot's
-    record stays, so the policy's boot_ok rule still sees it.
+    Each device runs `plan.boots` rounds of every arm in its layout's order (collect/layout.py); a
+    campaign without devices is one device keeping the file's order. A boot is settled once its boot
+    record exists (ready or failed) and is not interrupted. A boot that was started but has no boot
+    record (collect was killed) gets a record saying it was interrupted, built from its start file (or
+    from the file's name when the file is torn: it is then placed after every boot of its device); its
+    runs stay as evidence and a fresh boot is owed. With retry_failed a failed boot is not settled
+    either: a fresh boot is owed, and the failed boot's record stays, so the policy's boot_ok rule
+    still sees it. Fresh boots take the next numbers of their device (layout.boot_number).
     """
-    records = writer.records
-    boot_records = {(r["arm"], r["boot"]): r for r in records if r["kind"] == "boot"}
-    used_boots: dict[str, int] = {}
-    max_order = 0
-    for rec in records:
-        used_boots[rec["arm"]] = max(used_boots.get(rec["arm"], 0), int(rec.get("boot") or 0))
-        if rec["kind"] == "boot":
-            max_order = max(max_order, int(rec["order"]))
-    started = read_started(writer.root)
-    for found in started:
-        used_boots[found.arm] = max(used_boots.get(found.arm, 0), found.boot)
-        if found.data is not None:
-            max_order = max(max_order, found.data["order"])
+    count = plan.device_count
+    scope = list(range(count)) if devices is None else sorted(set(devices))
+    started = [s for s in read_started(writer.root) if layout.device_of(s.boot, count) in scope]
+    records = [r for r in writer.records if layout.device_of(int(r.get("boot") or 1), count) in scope]
+    owed_records = _interrupted_records(plan, records, started, writer.root)
+    owed: list[PlannedBoot] = []
+    for device in scope:
+        owed.extend(_device_owed(plan, device, [*records, *owed_records], started, retry_failed))
+    return sorted(owed, key=lambda p: (p.round, p.order)), owed_records
+
+
+def _interrupted_records(
+    plan: CampaignPlan, records: list[dict[str, Any]], started: list[StartedBoot], root: Path
+) -> list[dict[str, Any]]:
+    """Boot records for started boots that have none: from the start file, or its name when torn."""
+    count = plan.device_count
+    boot_records = {(r["arm"], r["boot"]) for r in records if r["kind"] == "boot"}
+    last_seq = [0] * count  # the latest order position known on each device
+    for number in [int(r["order"]) for r in records if r["kind"] == "boot"] + [
+        s.data["order"] for s in started if s.data is not None
+    ]:
+        device = layout.device_of(number, count)
+        last_seq[device] = max(last_seq[device], layout.seq_of(number, count))
     arm_names = {a.name for a in plan.arms}
-    owed_records: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for found in started:
         if (found.arm, found.boot) in boot_records or found.arm not in arm_names:
             continue
+        device = layout.device_of(found.boot, count)
         if found.data is None:
-            max_order += 1
+            last_seq[device] += 1
+            order = layout.boot_number(last_seq[device], device, count)
             log = f"raw/logs/{found.arm}-boot{found.boot}.log"
-            kept = log if (writer.root / log).is_file() else None
-            owed_records.append(
-                boot_record(found.arm, found.boot, max_order, INTERRUPTED, log=kept, note=UNREADABLE_NOTE)
-            )
+            kept = log if (root / log).is_file() else None
+            record = boot_record(found.arm, found.boot, order, INTERRUPTED, log=kept, note=UNREADABLE_NOTE)
+            out.append(record | _device_keys(plan.devices[device] if plan.devices else None))
         else:
             record = found.data["record"]
             where = {"kind": "boot", "arm": found.arm, "boot": found.boot, "order": found.data["order"]}
-            owed_records.append({**record, **where, "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
+            out.append({**record, **where, "status": INTERRUPTED, "note": INTERRUPTED_NOTE})
+    return out
+
+
+def _device_owed(
+    plan: CampaignPlan,
+    device: int,
+    records: list[dict[str, Any]],
+    started: list[StartedBoot],
+    retry_failed: bool,
+) -> list[PlannedBoot]:
+    """The boots device `device` still owes, numbered after everything it has started."""
+    count = plan.device_count
+    mine = [r for r in records if layout.device_of(int(r.get("boot") or 1), count) == device]
+    used_seq: dict[str, int] = {}
+    order_seq = 0
+    for rec in mine:
+        seq = layout.seq_of(int(rec.get("boot") or 1), count)
+        used_seq[rec["arm"]] = max(used_seq.get(rec["arm"], 0), seq)
+        if rec["kind"] == "boot":
+            order_seq = max(order_seq, layout.seq_of(int(rec["order"]), count))
+    for found in started:
+        if layout.device_of(found.boot, count) == device:
+            used_seq[found.arm] = max(used_seq.get(found.arm, 0), layout.seq_of(found.boot, count))
+            if found.data is not None:
+                order_seq = max(order_seq, layout.seq_of(found.data["order"], count))
     settled: dict[str, int] = {}
-    for (arm, _boot), rec in boot_records.items():
+    for rec in mine:
+        if rec["kind"] != "boot":
+            continue
         interrupted = rec["status"] == INTERRUPTED or rec.get("note") == INTERRUPTED_NOTE
         if not interrupted and not (retry_failed and rec["status"] == "failed"):
-            settled[arm] = settled.get(arm, 0) + 1
+            settled[rec["arm"]] = settled.get(rec["arm"], 0) + 1
+    by_name = {a.name: a for a in plan.arms}
+    controls = frozenset(a.name for a in plan.arms if a.role == "control")
+    target = plan.devices[device] if plan.devices else None
     owed: list[PlannedBoot] = []
-    order = max_order
     for round_ in range(1, plan.boots + 1):
-        for arm in plan.arms:
-            if settled.get(arm.name, 0) >= round_:
+        for name in layout.round_order(
+            list(by_name), controls, seed=plan.order_seed, device=device, round_=round_
+        ):
+            if settled.get(name, 0) >= round_:
                 continue
-            settled[arm.name] = settled.get(arm.name, 0) + 1
-            used_boots[arm.name] = used_boots.get(arm.name, 0) + 1
-            order += 1
-            owed.append(PlannedBoot(arm=arm, boot=used_boots[arm.name], order=order, round=round_))
-    return owed, owed_records
+            settled[name] = settled.get(name, 0) + 1
+            used_seq[name] = used_seq.get(name, 0) + 1
+            order_seq += 1
+            owed.append(
+                PlannedBoot(
+                    arm=by_name[name],
+                    boot=layout.boot_number(used_seq[name], device, count),
+                    order=layout.boot_number(order_seq, device, count),
+                    round=round_,
+                    device=target,
+                )
+            )
+    return owed
+
+
+def _device_keys(device: DevicePlan | None) -> dict[str, Any]:
+    """The device and node keys of a boot record (none for a campaign without devices)."""
+    return {} if device is None else {"device": device.name, "node": device.node}
 
 
 def stop_left_over_servers(results: Path) -> list[Event]:
@@ -300,9 +365,12 @@ def dry_run_plan(plan: CampaignPlan, *, stream_tps: float = 50.0, boot_seconds: 
     """Lines describing what a campaign will do and an estimate of its wall time.
 
     The estimate assumes every stream decodes at `stream_tps` and every boot takes `boot_seconds`
-    (both stated in the output): a run lasts max_tokens / stream_tps whatever its concurrency.
+    (both stated in the output): a run lasts max_tokens / stream_tps whatever its concurrency. On
+    several devices the devices run in parallel (one shard each), so the wall time is one device's.
     """
-    boots = len(plan.arms) * plan.boots
+    devices = plan.device_count
+    per_device = len(plan.arms) * plan.boots
+    boots = per_device * devices
     runs = len(plan.workloads) * len(plan.concurrency) * plan.reps
     requests_per_boot = sum(plan.concurrency) * plan.reps * len(plan.workloads)
     run_seconds = sum(w.max_tokens for w in plan.workloads) / stream_tps * len(plan.concurrency) * plan.reps
@@ -312,18 +380,48 @@ def dry_run_plan(plan: CampaignPlan, *, stream_tps: float = 50.0, boot_seconds: 
         + sum(w.max_tokens for w in plan.workloads if w.expect_identical) / stream_tps
     )
     per_boot = boot_seconds + warm + run_seconds + checks
-    total = boots * per_boot
-    return [
+    lines = [
         f"campaign {plan.id}: {plan.title}",
-        f"{len(plan.arms)} arms x {plan.boots} boot(s) = {boots} boots, in order "
+        f"{len(plan.arms)} arms x {plan.boots} boot(s) = {per_device} boots"
+        + (f" per device, {boots} in all" if plan.devices else "")
+        + ", in order "
         + ", ".join(a.name for a in plan.arms),
+    ]
+    lines += _device_lines(plan)
+    lines += [
         f"per boot: {plan.warmup_runs} warm-up run(s), {runs} measured runs ({requests_per_boot} requests), "
         f"{len(plan.coherence)} coherence cases, {plan.likelihood_reps if plan.likelihood_text else 0} "
         "likelihood checks",
         f"total: {boots * requests_per_boot} measured requests",
-        f"estimated wall time: {total / 60:.1f} min ({boots} boots x {per_boot:.0f} s), assuming "
-        f"{boot_seconds:.0f} s per boot and {stream_tps:.0f} tok/s per stream",
+        f"estimated wall time: {per_device * per_boot / 60:.1f} min ({per_device} boots x {per_boot:.0f} s"
+        + (
+            f" on each of {devices} devices in parallel; {boots * per_boot / 60:.1f} min on one)"
+            if plan.devices
+            else ")"
+        )
+        + f", assuming {boot_seconds:.0f} s per boot and {stream_tps:.0f} tok/s per stream",
     ]
+    return lines
+
+
+def _device_lines(plan: CampaignPlan) -> list[str]:
+    """Each device's first round, in the order its shard boots the arms."""
+    if not plan.devices:
+        return []
+    controls = frozenset(a.name for a in plan.arms if a.role == "control")
+    lines = [
+        f"{len(plan.devices)} devices, one shard each (collect --shard I/{len(plan.devices)}); arm order "
+        f"drawn per device and round with order_seed {plan.order_seed}"
+    ]
+    for i, device in enumerate(plan.devices):
+        order = layout.round_order(
+            [a.name for a in plan.arms], controls, seed=plan.order_seed, device=i, round_=1
+        )
+        node = f" on {device.node}" if device.node else ""
+        lines.append(
+            f"  shard {i}: device {device.name}{node}, port {plan.port(device)}: round 1 " + ", ".join(order)
+        )
+    return lines
 
 
 def dry_run_report(
@@ -366,7 +464,13 @@ class Collector:
         on_event: Callable[[Event], None],
         until_resolved: SettledArms | None = None,
         retry_failed: bool = False,
+        shard: Shard | None = None,
     ) -> None:
+        if shard is not None:
+            check_shard(plan, shard, until_resolved=until_resolved is not None)
+        else:
+            refuse_unsharded(Path(results))
+        self.shard = shard
         self.plan = plan
         self.retry_failed = retry_failed
         self.results = Path(results)
@@ -387,6 +491,8 @@ class Collector:
         self.clock = cl.Clock()
         self._lock = lock_results(self.results)  # held until run() ends (or this process does)
         try:
+            if shard is not None:
+                write_shard_file(self.results, shard_document(plan, shard, content_sha256(checked.campaign)))
             self.writer = ResultsWriter(self.results, checked.campaign)
         except BaseException:
             os.close(self._lock)
@@ -408,7 +514,10 @@ class Collector:
         try:
             for event in stop_left_over_servers(self.results):
                 self.on_event(event)
-            owed, owed_records = plan_boots(self.plan, self.writer, retry_failed=self.retry_failed)
+            devices = None if self.shard is None else [self.shard.index]
+            owed, owed_records = plan_boots(
+                self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
+            )
             for record in owed_records:
                 self._record_interrupted(record)
             self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
@@ -491,25 +600,26 @@ class Collector:
         arm, plan = planned.arm, self.plan
         log_rel = f"raw/logs/{arm.name}-boot{planned.boot}.log"
         argv = (
-            plan.serve_argv(arm, self.variables, planned.boot, str(self.results))
+            plan.serve_argv(arm, self.variables, planned.boot, str(self.results), planned.device)
             if plan.server.mode == "launch"
             else []
         )
         base_url = (
             arm.base_url.rstrip("/")
             if plan.server.mode == "external" and arm.base_url
-            else f"http://{plan.server.host}:{plan.server.port}"
+            else f"http://{plan.server.host}:{plan.port(planned.device)}"
         )
         launch = plan.server.mode == "launch"
         record = boot_record(
             arm.name, planned.boot, planned.order, "ready", argv=argv or None, log=log_rel if launch else None
-        )
+        ) | _device_keys(planned.device)
         started = _started_path(self.results, arm.name, planned.boot)
         _write_started(started, planned, record, None)
         self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
         server = None
         if launch:
-            server = LaunchedServer(argv, plan.server_env(self.variables), self.results / log_rel, started)
+            env = plan.server_env(self.variables, planned.device)
+            server = LaunchedServer(argv, env, self.results / log_rel, started)
         self.summary.boots += 1
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
         try:
@@ -577,10 +687,11 @@ class Collector:
         timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
             if server is not None:
-                if await port_in_use(plan.server.host, plan.server.port, plan.server.grace_seconds):
+                port = plan.port(planned.device)
+                if await port_in_use(plan.server.host, port, plan.server.grace_seconds):
                     record["status"] = "failed"
                     record["error"] = (
-                        f"port {plan.server.port} on {plan.server.host} is already in use by another "
+                        f"port {port} on {plan.server.host} is already in use by another "
                         "process; stop it or choose another server.port (a server there would be "
                         "measured as this arm)"
                     )

@@ -41,7 +41,8 @@ class ServerSection(Struct, frozen=True, forbid_unknown_fields=True):
     shell: Annotated[
         bool,
         Meta(
-            description="Run command[0] through /bin/sh -c (explicit opt-in); every substituted value is quoted."
+            description="Run command[0] through /bin/sh -c (explicit opt-in); every substituted value "
+            "is quoted."
         ),
     ] = False
     env: Annotated[dict[str, str], Meta(description="Extra environment for the server.")] = {}
@@ -59,7 +60,8 @@ class ServerSection(Struct, frozen=True, forbid_unknown_fields=True):
     settle_seconds: Annotated[
         Nonneg,
         Meta(
-            description="Seconds to wait after a boot's work before stopping it, so the engine logs its last window."
+            description="Seconds to wait after a boot's work before stopping it, so the engine logs its "
+            "last window."
         ),
     ] = 0.0
     engine: Annotated[
@@ -122,6 +124,25 @@ class LikelihoodSection(Struct, frozen=True, forbid_unknown_fields=True):
     reps: Annotated[PositiveInt, Meta(description="Repetitions per boot.")] = 1
 
 
+class DeviceSection(Struct, frozen=True, forbid_unknown_fields=True):
+    """[[devices]]: one device (a block) the campaign is laid out over."""
+
+    name: Annotated[Name, Meta(description="Device name, recorded in each boot record.")]
+    node: Annotated[Name | None, Meta(description="Host the device is on, recorded in each boot record.")] = (
+        None
+    )
+    port: Annotated[Port | None, Meta(description="Port of this device's server (default server.port).")] = (
+        None
+    )
+    vars: Annotated[
+        dict[str, str], Meta(description="Placeholder values for this device (override [vars]).")
+    ] = {}
+    env: Annotated[
+        dict[str, str],
+        Meta(description="Extra server environment for this device (e.g. CUDA_VISIBLE_DEVICES)."),
+    ] = {}
+
+
 class CampaignFile(Struct, frozen=True, forbid_unknown_fields=True):
     """A campaign file as written (campaign_version 1)."""
 
@@ -138,7 +159,9 @@ class CampaignFile(Struct, frozen=True, forbid_unknown_fields=True):
     window_tokens: Annotated[PositiveInt | None, Meta(description="Context window for KV ceilings.")] = None
     notes: Annotated[str | None, Meta(description="Free text.")] = None
     warmup_runs: Annotated[Count, Meta(description="Warm-up runs per boot, recorded with warmup true.")] = 1
-    boots: Annotated[PositiveInt, Meta(description="Boots per arm (rounds of the arm order).")] = 1
+    boots: Annotated[
+        PositiveInt, Meta(description="Boots per arm (rounds of the arm order; per device with [[devices]]).")
+    ] = 1
     scope: Annotated[ScopeSection, Meta(description="device, engine, engine_version, model, claim.")] = (
         ScopeSection()
     )
@@ -147,3 +170,13 @@ class CampaignFile(Struct, frozen=True, forbid_unknown_fields=True):
     likelihood: Annotated[LikelihoodSection | None, Meta(description="Teacher-forced likelihood text.")] = (
         None
     )
+    devices: Annotated[
+        tuple[DeviceSection, ...] | None,
+        Meta(description="Devices the campaign is laid out over, each a block."),
+    ] = None
+    order_seed: Annotated[
+        Count | None,
+        Meta(
+            description="Seed of the per-device, per-round arm order (with [[devices]]; default from the id)."
+        ),
+    ] = None

@@ -334,6 +334,17 @@ class BootRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kin
     log: Annotated[str | None | UnsetType, Meta(description="Path under raw/ of this boot's server log.")] = (
         UNSET
     )
+    device: Annotated[
+        Name | UnsetType,
+        Meta(
+            description="Device the boot ran on (a campaign's [[devices]] name); arms are compared within "
+            "a device. Absent for a campaign on one device."
+        ),
+    ] = UNSET
+    node: Annotated[
+        Name | None | UnsetType,
+        Meta(description="Host (node) of the device, as the campaign names it; null when not named."),
+    ] = UNSET
     note: Text = UNSET
 
 

@@ -87,6 +87,8 @@ class VarianceMethod(StrEnum):
     HISTORY = "history"
     UNKNOWN = "unknown"
     MISSING = "missing"
+    BLOCKED = "blocked"  # stats/blocked.py: within device, each group's variance pooled within device
+    DEVICES = "devices"  # stats/blocked.py: the spread of the per-device differences
 
 
 _METHOD_NAMES = {

@@ -1,0 +1,94 @@
+"""Blocked campaign layout: which arm boots when on which device, and the boot numbers shards share.
+
+Pure functions. A campaign on D devices runs every arm on every device, `rounds` times. Each round on
+a device keeps the campaign's first arm first and its last arm last when they are control arms (off_A
+and off_B bracket the round) and puts every other arm in an order drawn at random for that device and
+round from the campaign's `order_seed` (numpy's PCG64 seeded with [order_seed, device, round]), so a
+device's slow start or warm end cannot line up with one depth. A campaign without devices keeps the
+file's order, round-robin.
+
+Numbers are interleaved so shards collected apart never collide: the k-th boot of an arm on device i
+(from 0) is boot (k - 1) D + i + 1, and the k-th boot on device i is at order (k - 1) D + i + 1. With
+one device both are k: the numbering of a campaign without devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+SHUFFLE_STREAM = 0  # the first word after the seed in the generator's seed sequence: arm order
+
+
+@dataclass(frozen=True, slots=True)
+class LaidBoot:
+    """One planned boot: its device (index from 0), round, arm, and the numbers it is recorded under."""
+
+    device: int
+    round: int
+    arm: str
+    boot: int
+    order: int
+
+
+def boot_number(seq: int, device: int, devices: int) -> int:
+    """The boot number of an arm's seq-th boot (from 1) on device `device` (from 0) of `devices`."""
+    if seq < 1 or not 0 <= device < devices:
+        raise ValueError(f"no boot {seq} on device {device} of {devices}")
+    return (seq - 1) * devices + device + 1
+
+
+def device_of(number: int, devices: int) -> int:
+    """The device index (from 0) a boot number or an order belongs to."""
+    if number < 1 or devices < 1:
+        raise ValueError(f"no device for number {number} of {devices} devices")
+    return (number - 1) % devices
+
+
+def seq_of(number: int, devices: int) -> int:
+    """The position (from 1) of a boot number or an order in its device's sequence."""
+    return (number - 1) // devices + 1
+
+
+def round_order(
+    arms: Sequence[str], controls: frozenset[str], *, seed: int | None, device: int, round_: int
+) -> list[str]:
+    """The arms of one round on one device: bracketing controls kept at the ends, the rest shuffled.
+
+    seed None keeps the given order (a campaign without devices).
+    """
+    names = list(arms)
+    if seed is None or len(names) < 3:
+        return names
+    head = [names[0]] if names[0] in controls else []
+    tail = [names[-1]] if names[-1] in controls and len(names) > len(head) else []
+    middle = names[len(head) : len(names) - len(tail)]
+    rng = np.random.default_rng([seed, SHUFFLE_STREAM, device, round_])
+    shuffled = [middle[i] for i in rng.permutation(len(middle))]
+    return head + shuffled + tail
+
+
+def layout(
+    arms: Sequence[str], controls: frozenset[str], *, devices: int, rounds: int, seed: int | None
+) -> tuple[LaidBoot, ...]:
+    """Every planned boot of the campaign, in order (devices interleaved)."""
+    if devices < 1 or rounds < 1:
+        raise ValueError(f"a layout needs a device and a round, not {devices} and {rounds}")
+    out: list[LaidBoot] = []
+    for device in range(devices):
+        position = 0
+        for round_ in range(1, rounds + 1):
+            for arm in round_order(arms, controls, seed=seed, device=device, round_=round_):
+                position += 1
+                out.append(
+                    LaidBoot(
+                        device=device,
+                        round=round_,
+                        arm=arm,
+                        boot=boot_number(round_, device, devices),
+                        order=boot_number(position, device, devices),
+                    )
+                )
+    return tuple(sorted(out, key=lambda b: b.order))
