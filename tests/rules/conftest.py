@@ -266,7 +266,9 @@ def assert_on_missing(evidence: Evidence, arm: Arm, kind: str, body: str = "") -
     kind_ = registry.KINDS[kind]
     sentence = kind_.render(kind_.evaluate(evidence, arm, params(kind, body)), arm)
     assert all(r.status is RuleStatus.MISSING for r in judged.values())
-    undecided, rejected, accepted = (judged[m] for m in (OnMissing.INCONCLUSIVE, OnMissing.REJECT, OnMissing.ACCEPT))
+    undecided, rejected, accepted = (
+        judged[m] for m in (OnMissing.INCONCLUSIVE, OnMissing.REJECT, OnMissing.ACCEPT)
+    )
     assert undecided.passed is None and undecided.detail == sentence
     assert rejected.passed is False
     assert rejected.detail == sentence + " (rejected: the policy treats missing evidence as failing)"

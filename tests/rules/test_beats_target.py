@@ -56,7 +56,9 @@ def test_selectors_narrow_the_cells() -> None:
     only_c1 = KIND.evaluate(evidence(), K2, params("beats_target", "target = 100\nconcurrency = [1]"))
     assert (only_c1.status, only_c1.value) == (RuleStatus.PASS, 110.0)
     assert [(c.workload, c.concurrency) for c in only_c1.cells] == [("short", 1)]
-    aggregate = KIND.evaluate(evidence(), K2, params("beats_target", 'target = 600\nmetric = "aggregate_tps"'))
+    aggregate = KIND.evaluate(
+        evidence(), K2, params("beats_target", 'target = 600\nmetric = "aggregate_tps"')
+    )
     assert (aggregate.status, aggregate.value, aggregate.metric) == (RuleStatus.FAIL, 510.0, "aggregate_tps")
 
 
@@ -140,7 +142,9 @@ def test_on_missing_decides_what_no_cell_means() -> None:
 
 
 def test_contradictions_are_refused() -> None:
-    assert refused("beats_target", "target = 90\nfloor = 95", "rules[0].floor", "floor 95.0 exceeds target 90.0")
+    assert refused(
+        "beats_target", "target = 90\nfloor = 95", "rules[0].floor", "floor 95.0 exceeds target 90.0"
+    )
     assert refused("beats_target", 'target = 9\nmetric = "ttft_ms"', "rules[0].metric", "lower-is-better")
     assert refused("beats_target", "floor = 9", "rules[0].target", "missing")
     assert refused("beats_target", 'target = 9\nstatistic = "mean"', "rules[0].statistic", "lower_bound")
