@@ -10,7 +10,6 @@ from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.rules.kinds.context_regime import KIND
 from mtpverdict.stats import compare as cmp
-from mtpverdict.stats.economics import RegimePoint
 
 from .conftest import (
     assert_on_missing,
@@ -43,30 +42,32 @@ def test_better_or_equivalent_at_every_listed_depth_passes() -> None:
     ev = evidence(("mid", 1.01, cmp.EQUIVALENT), ("long", 1.2, cmp.BETTER))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
     assert finding.status is RuleStatus.PASS
-    assert (finding.value, finding.threshold) == (pytest.approx(1.01), ("mid", "long"))
+    assert finding.value == pytest.approx(1.01) and finding.threshold == ("mid", "long")
     assert (finding.losing, finding.crossing, finding.metric) == ((), None, "decode_tps")
 
 
 def test_worse_at_a_listed_depth_fails_naming_it() -> None:
     ev = evidence(("mid", 1.1, cmp.BETTER), ("long", 0.9, cmp.WORSE))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
-    assert (finding.status, finding.value, finding.losing) == (RuleStatus.FAIL, pytest.approx(0.9), ("long",))
+    assert (finding.status, finding.losing) == (RuleStatus.FAIL, ("long",))
+    assert finding.value == pytest.approx(0.9)
 
 
 def test_an_unresolved_listed_depth_is_inconclusive() -> None:
     ev = evidence(("mid", 1.1, cmp.BETTER), ("long", 0.97, cmp.INCONCLUSIVE))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
-    assert (finding.status, finding.value) == (RuleStatus.INCONCLUSIVE, pytest.approx(0.97))
+    assert finding.status is RuleStatus.INCONCLUSIVE and finding.value == pytest.approx(0.97)
 
 
 def test_unlisted_depths_are_profiled_not_judged() -> None:
     ev = evidence(("short", 0.9, cmp.WORSE), ("mid", 1.1, cmp.BETTER), ("long", 1.2, cmp.BETTER))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["long"]'))
-    assert (finding.status, finding.value, finding.losing) == (RuleStatus.PASS, pytest.approx(1.2), ())
+    assert (finding.status, finding.losing) == (RuleStatus.PASS, ())
+    assert finding.value == pytest.approx(1.2)
     assert [p.workload for p in finding.profile] == ["short", "mid", "long"]  # by prompt tokens
-    assert finding.profile[0] == RegimePoint(
-        "short", 100, pytest.approx(0.9), pytest.approx(0.855), pytest.approx(0.945), cmp.WORSE
-    )
+    short = finding.profile[0]
+    assert (short.prompt_tokens, short.outcome) == (100, cmp.WORSE)
+    assert [short.ratio, short.ci_low, short.ci_high] == pytest.approx([0.9, 0.855, 0.945])
 
 
 @pytest.mark.parametrize(
