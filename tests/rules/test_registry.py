@@ -28,7 +28,7 @@ from .conftest import boot, candidate, comparison, control, make_evidence, refus
 DOC = ROOT / "docs" / "rules-format.md"
 TESTS = Path(__file__).resolve().parent
 KINDS_TABLE = "| kind | what it checks |"
-KEYS_HEADER = "| key | type | default | meaning |"
+FOR_CONTROLS = "Also for controls."
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -39,11 +39,15 @@ def registry_problems(kinds: Mapping[str, RuleKind[Any, Any]], doc: str, tests: 
     """Every way the kinds fall short of a complete kind; empty when each is whole."""
     summaries = kinds_table(doc)
     sections = key_tables(doc)
+    for_controls = sections_saying(doc, FOR_CONTROLS)
     problems = [
         f"docs/rules-format.md documents {name!r}, not a kind" for name in sections if name not in kinds
     ]
     for name, kind in kinds.items():
         found = code_problems(name, kind) + doc_problems(kind, summaries, sections)
+        if kind.reported_for_controls != (name in for_controls):
+            must = "must" if kind.reported_for_controls else "must not"
+            found.append(f"its section {must} say {FOR_CONTROLS!r} (reported_for_controls)")
         if not (tests / f"test_{name}.py").is_file():
             found.append(f"no unit tests in tests/rules/test_{name}.py")
         problems += [f"{name}: {p}" for p in found]
@@ -131,6 +135,12 @@ def key_tables(doc: str) -> dict[str, dict[str, tuple[str, str]]]:
             key, type_, default, _meaning = _cells(line)
             current[key.strip("`")] = (type_, default)
     return out
+
+
+def sections_saying(doc: str, text: str) -> set[str]:
+    """The kinds whose '### `kind`' section holds `text`."""
+    parts = re.split(r"^### `(\w+)`$", doc, flags=re.MULTILINE)
+    return {name for name, body in zip(parts[1::2], parts[2::2], strict=True) if text in body.split("\n#")[0]}
 
 
 def _cells(row: str) -> list[str]:
@@ -266,6 +276,7 @@ def test_a_key_dropped_renamed_or_mistyped_in_the_docs_fails() -> None:
         .replace("| `min_pass_rate` | fraction 0..1 | 1.0 |", "| `min_pass_rate` | fraction 0..1 | 0.9 |")
         .replace("| `max_failed_boots` | integer ≥ 0 |", "| `max_failed_boots` | number ≥ 0 |")
         .replace(registry.KINDS["ttft"].summary, "time to first token")
+        .replace("or request record is missing evidence. Also for controls.", "or request record is missing.")
     )
     assert drifted != doc
     assert registry_problems(registry.KINDS, drifted, TESTS) == [
@@ -276,6 +287,7 @@ def test_a_key_dropped_renamed_or_mistyped_in_the_docs_fails() -> None:
         "ttft: the kinds table row differs from its summary: time to first token stays within "
         "1 + max_regression of off's",
         "boot_ok: key max_failed_boots: documented as ('number ≥ 0', '0'), declared as ('integer ≥ 0', '0')",
+        "boot_ok: its section must say 'Also for controls.' (reported_for_controls)",
     ]
 
 
