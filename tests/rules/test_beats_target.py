@@ -69,11 +69,12 @@ def test_no_cell_at_the_selectors_is_missing() -> None:
     assert finding.cells == ()
 
 
-def test_the_floor_is_reported_not_judged() -> None:
-    finding = KIND.evaluate(evidence(), K2, params("beats_target", "target = 85\nfloor = 85\n"))
-    assert (finding.status, finding.floor) == (RuleStatus.PASS, 85.0)
-    below_floor = KIND.evaluate(evidence(), K2, params("beats_target", "target = 80\nfloor = 80"))
-    assert below_floor.status is RuleStatus.PASS
+def test_the_floor_is_stated_not_judged() -> None:
+    for target in (85, 95):
+        with_floor = KIND.evaluate(evidence(), K2, params("beats_target", f"target = {target}\nfloor = 80"))
+        without = KIND.evaluate(evidence(), K2, params("beats_target", f"target = {target}"))
+        assert (with_floor.status, with_floor.value) == (without.status, without.value)
+        assert (with_floor.floor, without.floor) == (80.0, None)
 
 
 def test_lower_bound_is_the_one_sided_t_bound_of_the_geometric_mean() -> None:

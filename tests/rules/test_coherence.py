@@ -76,7 +76,12 @@ def test_a_case_whose_output_differs_from_the_controls_fails() -> None:
     assert finding.value is None  # nothing graded: every case is an identity probe or ungraded
 
 
-def test_a_control_that_varied_makes_any_output_differ() -> None:
+@pytest.mark.xfail(
+    strict=True,
+    reason="when the controls themselves gave two outputs for a case, any arm output 'differs' and the veto "
+    "fails the arm for the control's own variation; identity calls the same facts 'not established'",
+)
+def test_a_control_that_varied_does_not_fail_the_arm() -> None:
     ev = evidence(
         {
             "k2": (case("identity-1", sha="a"),),
@@ -84,7 +89,7 @@ def test_a_control_that_varied_makes_any_output_differ() -> None:
             "off_B": (case("identity-1", sha="b"),),
         }
     )
-    assert KIND.evaluate(ev, K2, params("coherence")).differing_cases == ("identity-1",)
+    assert KIND.evaluate(ev, K2, params("coherence")).status is not RuleStatus.FAIL
 
 
 def test_expect_identical_workloads_are_byte_identical_to_the_control() -> None:
@@ -122,9 +127,15 @@ def test_nothing_to_grade_or_compare_is_missing() -> None:
 
 def test_control_arms_are_judged_against_their_family() -> None:
     assert KIND.reported_for_controls
-    ev = evidence({"off_A": (case("identity-1", sha="a"),), "off_B": (case("identity-1", sha="b"),)})
+    ev = evidence(
+        {
+            "off_A": (case("identity-1", sha="a"), case("json", passed=False)),
+            "off_B": (case("identity-1", sha="a"),),
+        }
+    )
     finding = KIND.evaluate(ev, control(), params("coherence"))
-    assert (finding.status, finding.differing_cases) == (RuleStatus.FAIL, ("identity-1",))
+    assert (finding.status, finding.failed_cases) == (RuleStatus.FAIL, ("json",))
+    assert (finding.compared_cases, finding.differing_cases) == (1, ())
 
 
 def test_out_of_range_keys_are_refused() -> None:
