@@ -1,0 +1,91 @@
+"""ttft: the worst cell's time-to-first-token ratio to off, at most 1 + max_regression."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtpverdict.evidence.model import Evidence
+from mtpverdict.formats.decision import RuleStatus
+from mtpverdict.rules.kinds.ttft import KIND
+from mtpverdict.stats import compare as cmp
+
+from .conftest import assert_on_missing, candidate, cell, comparison, control, make_evidence, params, refused
+
+K2 = candidate()
+TTFT = "ttft_ms"
+
+
+def evidence(*ratios: tuple[int, float], outcome: str = cmp.INCONCLUSIVE) -> Evidence:
+    """k2's TTFT against off at short c=N, one ratio per concurrency."""
+    return make_evidence(
+        [control(), K2],
+        cells=[cell("k2", (120.0,), concurrency=c, metric=TTFT) for c, _ in ratios],
+        comparisons={("k2", "short", c, TTFT): comparison(r, outcome) for c, r in ratios},
+    )
+
+
+def test_the_worst_ratio_within_the_limit_passes() -> None:
+    finding = KIND.evaluate(evidence((1, 1.05), (4, 1.20)), K2, params("ttft", "max_regression = 0.25"))
+    assert finding.status is RuleStatus.PASS
+    assert finding.value == pytest.approx(1.20) and finding.threshold == 1.25
+    assert [(w, c) for w, c, _ in finding.ratios] == [("short", 1), ("short", 4)]
+
+
+def test_beyond_the_limit_fails() -> None:
+    finding = KIND.evaluate(evidence((1, 1.05), (4, 1.20)), K2, params("ttft", "max_regression = 0.1"))
+    assert finding.status is RuleStatus.FAIL and finding.value == pytest.approx(1.20)
+    assert finding.threshold == pytest.approx(1.1)
+    strict = KIND.evaluate(evidence((1, 1.01)), K2, params("ttft", "max_regression = 0"))
+    assert (strict.status, strict.threshold) == (RuleStatus.FAIL, 1.0)
+
+
+def test_a_faster_first_token_passes() -> None:
+    finding = KIND.evaluate(evidence((1, 0.8)), K2, params("ttft", "max_regression = 0"))
+    assert finding.status is RuleStatus.PASS and finding.value == pytest.approx(0.8)
+
+
+def test_the_point_ratio_is_judged_not_the_comparisons_outcome() -> None:
+    worse_but_small = evidence((1, 1.04), outcome=cmp.WORSE)
+    assert (
+        KIND.evaluate(worse_but_small, K2, params("ttft", "max_regression = 0.05")).status is RuleStatus.PASS
+    )
+
+
+def test_selectors_narrow_the_cells() -> None:
+    finding = KIND.evaluate(
+        evidence((1, 1.05), (4, 1.20)), K2, params("ttft", "max_regression = 0.1\nconcurrency = [1]")
+    )
+    assert finding.status is RuleStatus.PASS and finding.value == pytest.approx(1.05)
+    rule = params("ttft", 'max_regression = 0.1\nworkloads = ["long"]')
+    assert KIND.evaluate(evidence((1, 1.05)), K2, rule).status is RuleStatus.MISSING
+
+
+def test_no_ttft_comparison_is_missing() -> None:
+    measured_only = make_evidence([control(), K2], cells=[cell("k2", (120.0,), metric=TTFT)])
+    finding = KIND.evaluate(measured_only, K2, params("ttft", "max_regression = 0.2"))
+    assert (finding.status, finding.value, finding.threshold, finding.ratios) == (
+        RuleStatus.MISSING,
+        None,
+        1.2,
+        (),
+    )
+    assert_on_missing(measured_only, K2, "ttft", "max_regression = 0.2")
+
+
+def test_max_regression_is_required_and_not_negative() -> None:
+    assert refused("ttft", "", "rules[0].max_regression", "missing")
+    assert refused("ttft", "max_regression = -0.1", "rules[0].max_regression", ">= 0")
+    assert refused("ttft", 'max_regression = 0.1\nmetric = "decode_tps"', "rules[0].metric", "unknown key")
+
+
+def test_sentences() -> None:
+    ev = evidence((1, 1.05), (4, 1.20))
+    assert KIND.render(KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.1")), K2) == (
+        "k2: TTFT ratio to off (median of boot medians): short c=1 1.05x, short c=4 1.20x; above the "
+        "1.10x limit"
+    )
+    assert KIND.render(KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.3")), K2) == (
+        "k2: TTFT ratio to off (median of boot medians): short c=1 1.05x, short c=4 1.20x"
+    )
+    missing = KIND.evaluate(make_evidence([control(), K2]), K2, params("ttft", "max_regression = 0.3"))
+    assert KIND.render(missing, K2) == "k2: no TTFT comparison with its control"
