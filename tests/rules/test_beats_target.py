@@ -106,12 +106,6 @@ def test_lower_bound_without_runs_is_missing(runs: tuple[float, ...], known: boo
     assert finding.missing == "too few runs at short c=1 for a lower bound"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cell without enough runs for a bound returns missing at once, hiding a cell already failing "
-    "the target (with on_missing = accept the failure becomes a pass); kv_ceiling and likelihood let a "
-    "known failure outrank missing evidence",
-)
 def test_a_failing_cell_outranks_a_cell_too_short_for_a_bound() -> None:
     ev = make_evidence(
         [control(), K2],
@@ -121,11 +115,6 @@ def test_a_failing_cell_outranks_a_cell_too_short_for_a_bound() -> None:
     assert finding.status is RuleStatus.FAIL
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sentence says 'one-sided 95% lower bound' whatever the policy alpha (and sequential looks) "
-    "make the bound's level",
-)
 def test_the_lower_bound_sentence_states_its_level() -> None:
     rule = params("beats_target", 'target = 70\nstatistic = "lower_bound"')
     finding = KIND.evaluate(evidence(alpha=0.10), K2, rule)

@@ -130,22 +130,12 @@ def test_no_comparison_at_the_listed_depths_is_missing() -> None:
     assert_on_missing(ev, K2, "context_regime", 'workloads = ["long"]')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a listed depth with no comparison is dropped: the rule passes on the depths that were measured, "
-    "though it promises 'better or equivalent at all of them'",
-)
 def test_a_listed_depth_without_a_comparison_does_not_pass() -> None:
     ev = evidence(("mid", 1.2, cmp.BETTER))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
     assert finding.status is not RuleStatus.PASS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="losing lists a workload once per concurrency measured ('loses at long, long'), and the profile "
-    "does not say which concurrency each ratio belongs to",
-)
 def test_losing_names_each_workload_once() -> None:
     ev = make_evidence(
         [control(), K2],

@@ -97,11 +97,6 @@ def test_no_comparison_is_missing() -> None:
     assert_on_missing(ev, K2, "faster_than_off")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a missing finding states min_effect (0.05) as its threshold where every other finding states "
-    "the ratio bar 1 + min_effect (1.05): the decision's threshold changes scale with the status",
-)
 def test_a_missing_finding_states_the_same_bar() -> None:
     ev = make_evidence([control(), K2])
     finding = KIND.evaluate(ev, K2, params("faster_than_off", "min_effect = 0.05"))

@@ -106,12 +106,6 @@ def test_no_pool_is_missing() -> None:
     assert_on_missing(evidence(pool=None), K2, "kv_ceiling", "min_concurrency = 1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="a workload the campaign does not have raises KeyError out of decide (exit 70, 'please "
-    "report') instead of missing evidence or an error naming the rule's key",
-)
 def test_a_workload_the_campaign_lacks_is_not_a_crash() -> None:
     finding = KIND.evaluate(evidence(), K2, params("kv_ceiling", 'min_concurrency = 1\nworkload = "nope"'))
     assert finding.status is RuleStatus.MISSING

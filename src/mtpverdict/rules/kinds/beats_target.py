@@ -70,29 +70,34 @@ class BeatsTarget(RuleKind[Params, TargetFinding]):
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> TargetFinding:
         metric = str(params.metric)
         cells = selected_cells(evidence, arm.name, metric, params.workloads, params.concurrency)
+        values: list[CellValue] = []
+        short: list[str] = []  # cells with too few runs for a lower bound
+        for workload, conc in cells:
+            found = _cell_value(evidence, arm.name, workload, conc, params)
+            if found is None:
+                short.append(cell_label(workload, conc))
+            else:
+                values.append(found)
+        worst = min((v.value for v in values), default=None)
+        if worst is not None and worst < params.target:  # a known failure outranks missing evidence
+            return TargetFinding(
+                RuleStatus.FAIL, worst, params.target, metric, params.floor, tuple(values), None
+            )
         if not cells:
             missing = f"no {metric} measured at the rule's cells"
-            return TargetFinding(RuleStatus.MISSING, None, params.target, metric, params.floor, (), missing)
-        values: list[CellValue] = []
-        for workload, conc in cells:
-            cell = evidence.cell(arm.name, workload, conc, metric)
-            assert cell is not None
-            value, what = cell.median, f"median of {cell.n} run{'s' if cell.n != 1 else ''}"
-            if params.statistic == "lower_bound":
-                low = _lower_bound(evidence, arm.name, workload, conc, metric)
-                if low is None:
-                    missing = f"too few runs at {cell_label(workload, conc)} for a lower bound"
-                    return TargetFinding(
-                        RuleStatus.MISSING, None, params.target, metric, params.floor, (), missing
-                    )
-                value, what = low, "one-sided 95% lower bound over runs"
-            values.append(CellValue(workload, conc, value, what))
-        worst = min(v.value for v in values)
-        status = RuleStatus.PASS if worst >= params.target else RuleStatus.FAIL
-        return TargetFinding(status, worst, params.target, metric, params.floor, tuple(values), None)
+        elif short:
+            missing = f"too few runs at {', '.join(short)} for a lower bound"
+        else:
+            assert worst is not None
+            return TargetFinding(
+                RuleStatus.PASS, worst, params.target, metric, params.floor, tuple(values), None
+            )
+        return TargetFinding(
+            RuleStatus.MISSING, None, params.target, metric, params.floor, tuple(values), missing
+        )
 
     def render(self, finding: TargetFinding, arm: Arm) -> str:
-        if finding.missing is not None:
+        if finding.status is RuleStatus.MISSING:
             return f"{arm.name}: {finding.missing}"
         target = float(finding.threshold)  # type: ignore[arg-type]
         unit = METRIC_UNITS[finding.metric]
@@ -109,6 +114,19 @@ class BeatsTarget(RuleKind[Params, TargetFinding]):
                 + " and ".join(clears)
             )
         return f"{arm.name}: " + "; ".join(parts)
+
+
+def _cell_value(evidence: Evidence, arm: str, workload: str, conc: int, params: Params) -> CellValue | None:
+    """The value a cell is judged by (median, or lower bound over runs); None when too few runs."""
+    cell = evidence.cell(arm, workload, conc, str(params.metric))
+    assert cell is not None
+    if params.statistic == "median":
+        return CellValue(workload, conc, cell.median, f"median of {cell.n} run{'s' if cell.n != 1 else ''}")
+    low = _lower_bound(evidence, arm, workload, conc, str(params.metric))
+    if low is None:
+        return None
+    level = f"{(1 - evidence.policy.alpha) * 100:.4g}%"
+    return CellValue(workload, conc, low, f"one-sided {level} lower bound over runs")
 
 
 def _lower_bound(evidence: Evidence, arm: str, workload: str, conc: int, metric: str) -> float | None:

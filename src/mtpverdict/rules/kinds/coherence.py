@@ -41,6 +41,7 @@ class CoherenceFinding(Finding):
     compared_cases: int  # distinct cases compared with the control (0 when not checked)
     differing_cases: tuple[str, ...]
     workloads: tuple[WorkloadIdentity, ...]
+    unstable_cases: tuple[str, ...] = ()  # cases where the controls themselves gave several outputs
 
 
 class Coherence(RuleKind[Params, CoherenceFinding]):
@@ -61,19 +62,29 @@ class Coherence(RuleKind[Params, CoherenceFinding]):
             if value is not None and value < params.min_pass_rate
             else ()
         )
-        compared: int = 0
-        differing: tuple[str, ...] = ()
+        found = _Against()
         workloads: tuple[WorkloadIdentity, ...] = ()
         if params.identical_outputs:
-            compared, differing = _cases_against_control(evidence, arm)
+            found = _cases_against_control(evidence, arm)
             workloads = _workloads_against_control(evidence, arm)
-        checked = compared > 0 or bool(workloads)
-        if not graded and not checked:
+        checked = found.compared > 0 or bool(workloads)
+        if not graded and not checked and not found.unstable:
             return CoherenceFinding(RuleStatus.MISSING, None, params.min_pass_rate, 0, 0, (), 0, (), ())
-        bad = bool(failed) or bool(differing) or any(not w.identical for w in workloads)
+        bad = bool(failed) or bool(found.differing) or any(not w.identical for w in workloads)
         status = RuleStatus.FAIL if bad else RuleStatus.PASS
+        if not bad and not graded and not checked:
+            status = RuleStatus.INCONCLUSIVE  # only cases the control itself did not repeat: nothing settled
         return CoherenceFinding(
-            status, value, params.min_pass_rate, len(graded), passed, failed, compared, differing, workloads
+            status,
+            value,
+            params.min_pass_rate,
+            len(graded),
+            passed,
+            failed,
+            found.compared,
+            found.differing,
+            workloads,
+            found.unstable,
         )
 
     def render(self, finding: CoherenceFinding, arm: Arm) -> str:
@@ -92,6 +103,11 @@ class Coherence(RuleKind[Params, CoherenceFinding]):
                 )
             else:
                 parts.append(f"greedy output identical to the control's on {finding.compared_cases} prompts")
+        if finding.unstable_cases:
+            parts.append(
+                f"identity not established on {', '.join(finding.unstable_cases)}: the control itself gave "
+                "several outputs"
+            )
         for w in finding.workloads:
             if w.identical:
                 parts.append(f"output on {w.workload} byte-identical to the control")
@@ -103,8 +119,17 @@ class Coherence(RuleKind[Params, CoherenceFinding]):
         return f"{arm.name}: " + "; ".join(parts)
 
 
-def _cases_against_control(evidence: Evidence, arm: Arm) -> tuple[int, tuple[str, ...]]:
-    """(distinct cases compared, cases whose output differs) against the family's controls."""
+@dataclass(frozen=True, slots=True)
+class _Against:
+    """Cases compared with the control's output, those that differ, and those the control varied on."""
+
+    compared: int = 0
+    differing: tuple[str, ...] = ()
+    unstable: tuple[str, ...] = ()
+
+
+def _cases_against_control(evidence: Evidence, arm: Arm) -> _Against:
+    """The arm's case outputs against the controls'; a case the controls disagree on settles nothing."""
     theirs: dict[str, set[str]] = {}
     for control in evidence.control_names(arm.family):
         for row in evidence.coherence.get(control, ()):
@@ -113,8 +138,10 @@ def _cases_against_control(evidence: Evidence, arm: Arm) -> tuple[int, tuple[str
     mine = [
         r for r in evidence.coherence.get(arm.name, ()) if r.output_sha256 is not None and r.case in theirs
     ]
-    differing = tuple(sorted(r.case for r in mine if {r.output_sha256} != theirs[r.case]))
-    return len({r.case for r in mine}), differing
+    stable = [r for r in mine if len(theirs[r.case]) == 1]
+    differing = tuple(sorted(r.case for r in stable if {r.output_sha256} != theirs[r.case]))
+    unstable = tuple(sorted({r.case for r in mine if len(theirs[r.case]) > 1}))
+    return _Against(len({r.case for r in stable}), differing, unstable)
 
 
 def _workloads_against_control(evidence: Evidence, arm: Arm) -> tuple[WorkloadIdentity, ...]:

@@ -32,6 +32,8 @@ class RegimeFinding(Finding):
     profile: tuple[RegimePoint, ...]  # every depth, by prompt tokens
     losing: tuple[str, ...]  # listed workloads where the arm is worse than off
     crossing: str | None  # the first workload from which the ratio stays below 1
+    unmeasured: tuple[str, ...] = ()  # listed workloads with no comparison: they settle nothing
+    concurrency: tuple[int, ...] = ()  # each profile point's concurrency, when several were measured
 
 
 class ContextRegime(RuleKind[Params, RegimeFinding]):
@@ -48,36 +50,56 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
 
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> RegimeFinding:
         metric = str(params.metric)
-        points = [
-            _point(evidence, workload, comp)
-            for workload, conc, comp in evidence.comparisons_of(arm.name, metric)
-            if params.concurrency is None or conc in params.concurrency
-        ]
-        checked = [p for p in points if p.workload in params.workloads]
-        profile = tuple(sorted(points, key=lambda p: (p.prompt_tokens or 0, p.workload)))
+        measured = sorted(
+            (
+                (_point(evidence, workload, comp), conc)
+                for workload, conc, comp in evidence.comparisons_of(arm.name, metric)
+                if params.concurrency is None or conc in params.concurrency
+            ),
+            key=lambda pc: (pc[0].prompt_tokens or 0, pc[0].workload, pc[1]),
+        )
+        profile = tuple(p for p, _ in measured)
+        checked = [p for p in profile if p.workload in params.workloads]
         if not checked:
             return RegimeFinding(RuleStatus.MISSING, None, params.workloads, metric, profile, (), None)
-        losing = tuple(p.workload for p in profile if p in checked and p.outcome == cmp.WORSE)
-        worst = min(p.ratio for p in checked)
+        losing = tuple(dict.fromkeys(p.workload for p in checked if p.outcome == cmp.WORSE))
+        unmeasured = tuple(w for w in params.workloads if not any(p.workload == w for p in checked))
         if losing:
             status = RuleStatus.FAIL
-        elif all(p.outcome in (cmp.BETTER, cmp.EQUIVALENT) for p in checked):
+        elif not unmeasured and all(p.outcome in (cmp.BETTER, cmp.EQUIVALENT) for p in checked):
             status = RuleStatus.PASS
         else:
             status = RuleStatus.INCONCLUSIVE
-        return RegimeFinding(status, worst, params.workloads, metric, profile, losing, crossing(points))
+        several = len({c for _, c in measured}) > 1
+        return RegimeFinding(
+            status=status,
+            value=min(p.ratio for p in checked),
+            threshold=params.workloads,
+            metric=metric,
+            profile=profile,
+            losing=losing,
+            crossing=crossing(list(profile)),
+            unmeasured=unmeasured,
+            concurrency=tuple(c for _, c in measured) if several else (),
+        )
 
     def render(self, finding: RegimeFinding, arm: Arm) -> str:
         if finding.value is None:
             listed = finding.threshold
             assert isinstance(listed, tuple)
             return f"{arm.name}: no {finding.metric} comparison at {', '.join(listed)}"
-        profile = ", ".join(f"{p.workload} {p.ratio:.3f}x ({p.outcome})" for p in finding.profile)
+        labels = [p.workload for p in finding.profile]
+        if finding.concurrency:
+            labels = [f"{w} c={c}" for w, c in zip(labels, finding.concurrency, strict=True)]
+        points = zip(labels, finding.profile, strict=True)
+        profile = ", ".join(f"{label} {p.ratio:.3f}x ({p.outcome})" for label, p in points)
         detail = f"{arm.name}: ratio to off by depth: {profile}"
         if finding.crossing is not None:
             detail += f"; loses from {finding.crossing} onward"
         if finding.losing:
             detail += f"; loses at {', '.join(finding.losing)}"
+        if finding.unmeasured:
+            detail += f"; no comparison at {', '.join(finding.unmeasured)}"
         return detail
 
 

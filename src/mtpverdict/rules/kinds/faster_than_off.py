@@ -63,7 +63,7 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
             if (comp := evidence.comparison(arm.name, w, c, metric)) is not None
         ]
         if not compared:
-            return FasterFinding(RuleStatus.MISSING, None, params.min_effect, metric, ())
+            return FasterFinding(RuleStatus.MISSING, None, 1.0 + params.min_effect, metric, ())
         cells = tuple(CellOutcome(w, c, _outcome(comp, params.min_effect), comp) for w, c, comp in compared)
         outcomes = [c.outcome for c in cells]
         if any(o in (cmp.WORSE, cmp.EQUIVALENT) for o in outcomes):

@@ -60,6 +60,9 @@ class KvCeiling(RuleKind[Params, KvFinding]):
             "max_loss": params.max_loss,
             "window_tokens": window,
         }
+        if params.workload is not None and window is None:
+            missing = f"the campaign has no workload {params.workload!r} to take the window from"
+            return self._finding(evidence, arm, params, RuleStatus.MISSING, None, thresholds, missing)
         if kv.kv_cache_tokens is None:
             return self._finding(evidence, arm, params, RuleStatus.MISSING, None, None, "no KV pool recorded")
         ceiling = None
@@ -136,7 +139,9 @@ def _window(evidence: Evidence, params: Params) -> int | None:
     if params.window_tokens is not None:
         return params.window_tokens
     if params.workload is not None:
-        wl = evidence.campaign.workload(params.workload)
+        wl = next((w for w in evidence.campaign.workloads if w.id == params.workload), None)
+        if wl is None:
+            return None  # a workload this campaign lacks gives no window: missing evidence, said so
         if wl.prompt_tokens is not None and wl.max_tokens is not None:
             return wl.prompt_tokens + wl.max_tokens
     return evidence.campaign.window_tokens

@@ -43,6 +43,14 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
         mal = None if acc is None or acc.primary is None else acc.primary.mean_acceptance_length
         if mal is None and acc is not None:
             mal = next((s.mean_acceptance_length for s in acc.surfaces if s.mean_acceptance_length), None)
+        if arm.spec.k is None:
+            return EconomicsFinding(
+                RuleStatus.MISSING,
+                None,
+                None,
+                (),
+                "depth k not recorded: a round cannot be judged against k + 1",
+            )
         if mal is None:
             return EconomicsFinding(
                 RuleStatus.MISSING, None, None, (), "no mean acceptance length for round economics"
