@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     "mtpverdict.gate": 6,
     "mtpverdict.verify": 6,
     "mtpverdict.simulate": 6,
-    "mtpverdict.plan": 6,
+    "mtpverdict.plan": 3,  # planning maths over stats and the results format
     "mtpverdict.merge": 6,
     "mtpverdict.ray_shards": 6,
     "mtpverdict.cli": 9,

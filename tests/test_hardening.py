@@ -216,4 +216,4 @@ def test_verify_detects_a_changed_record(tmp_path: Path) -> None:
     refused = subprocess.run(
         [*run, "verify", str(not_decision), str(results)], capture_output=True, text=True, check=False
     )
-    assert refused.returncode == 2 and "not a mtpverdict.decision/1 file" in refused.stderr
+    assert refused.returncode == 2 and "not a mtpverdict.decision/2 file" in refused.stderr

@@ -41,4 +41,4 @@ def test_fixtures_satisfy_the_json_schemas(fixture: str) -> None:
 
 @pytest.mark.parametrize("golden", sorted(p.name for p in GOLDEN.glob("*.json")))
 def test_decisions_satisfy_the_decision_schema(golden: str) -> None:
-    jsonschema.validate(json.loads((GOLDEN / golden).read_text()), _schema("decision-1.schema.json"))
+    jsonschema.validate(json.loads((GOLDEN / golden).read_text()), _schema("decision-2.schema.json"))

@@ -171,7 +171,7 @@ def test_a_non_decision_file_is_refused(tmp_path: Path) -> None:
     other = tmp_path / "campaign.json"
     other.write_text((FIXTURES / "synthetic-drift" / "campaign.json").read_text(), encoding="utf-8")
     out = _fails(str(FIXTURES / "synthetic-drift"), "--out", str(tmp_path / "o"), "--decision", str(other))
-    assert "format is 'mtpverdict.results/1', expected 'mtpverdict.decision/1'" in out
+    assert "format is 'mtpverdict.results/1', expected 'mtpverdict.decision/2'" in out
     assert not (tmp_path / "o").exists()
     plain = tmp_path / "list.json"
     plain.write_text("[1, 2]", encoding="utf-8")

@@ -1,6 +1,6 @@
 """The `report` command: write report.md, report.html and plots for a results directory and its decision.
 
-Bad input (a results directory, a policy or a decision file that is not mtpverdict.decision/1) prints
+Bad input (a results directory, a policy or a decision file that is not mtpverdict.decision/2) prints
 one `Error: ...` line per problem and exits 2; no report is written.
 """
 

@@ -288,6 +288,7 @@ class CampaignPlan:
                 for w in self.workloads
             ],
             "window_tokens": self.window_tokens,
+            "concurrency": list(self.concurrency),
             "notes": notes,
             "synthetic": False,
             "source": f"mtpverdict collect, campaign file sha256 {self.sha256[:16]}",

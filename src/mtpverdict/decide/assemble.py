@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 from mtpverdict._version import __version__
 from mtpverdict.evidence.model import Evidence, NoiseHistory
+from mtpverdict import plan
 from mtpverdict.formats.decision import (
     AcceptanceSummary,
+    ArmOutcomeResult,
     CampaignSummary,
     CellResult,
     ComparisonResult,
@@ -17,12 +19,18 @@ from mtpverdict.formats.decision import (
     Inputs,
     KvSummary,
     PolicySummary,
+    Resolution,
     SelectedArm,
     SurfaceSummary,
+    WorkloadAcceptance,
     finite,
 )
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
+from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
+
+# cells compared by the policy's fallback: no planning model applies to them
+UNKNOWN_VARIANCE_FALLBACKS = (VarianceMethod.ASSUMED, VarianceMethod.WITHIN_BOOT)
 
 
 def _ratio(log_value: float) -> float | None:
@@ -47,6 +55,9 @@ def surface(s: Surface) -> SurfaceSummary:
         mean_acceptance_length=finite(s.mean_acceptance_length),
         per_position_rate=s.per_position_rate,
         void_windows=s.void_windows,
+        unit=s.unit,
+        per_position_low=s.per_position_low,
+        per_position_high=s.per_position_high,
     )
 
 
@@ -58,6 +69,7 @@ def acceptance(evidence: Evidence, arm: Arm) -> AcceptanceSummary | None:
         primary=surface(acc.primary),
         surfaces=tuple(surface(s) for s in acc.surfaces),
         wasted_fraction=finite(acc.wasted_fraction),
+        workloads=tuple(WorkloadAcceptance(w, c, surface(s)) for (w, c), s in acc.cells),
     )
 
 
@@ -94,9 +106,7 @@ def cells(evidence: Evidence) -> tuple[CellResult, ...]:
 
 def comparisons(evidence: Evidence) -> tuple[ComparisonResult, ...]:
     out = []
-    for key, c in sorted(evidence.comparisons.items()):
-        arm, workload, conc, metric = key
-        boot_ci = evidence.bootstraps.get(key)
+    for (arm, workload, conc, metric), c in sorted(evidence.comparisons.items()):
         out.append(
             ComparisonResult(
                 arm=arm,
@@ -106,20 +116,85 @@ def comparisons(evidence: Evidence) -> tuple[ComparisonResult, ...]:
                 ratio=_ratio(c.estimate),
                 ci_low=_ratio(c.ci_low),
                 ci_high=_ratio(c.ci_high),
-                method=c.method,
-                df=c.df,
+                variance=str(c.variance),
+                variance_reason=c.variance_reason,
+                df=finite(c.df),
                 n_arm_boots=c.n_arm,
-                n_base_boots=c.n_base,
+                n_base_boots=c.n_control,
                 p_better=finite(c.p_better),
-                p_better_holm=finite(c.p_better_adjusted),
                 p_worse=finite(c.p_worse),
                 p_equivalent=finite(c.p_equivalent),
-                floor=_gain(c.floor),
-                outcome=c.outcome,
-                bootstrap_ci=None if boot_ci is None else (_ratio(boot_ci[0]), _ratio(boot_ci[1])),
+                p_below_min_effect=finite(c.p_below_min_effect),
+                floor=_gain(c.floor_first),
+                floor_last=_gain(c.floor_last),
+                loo_p=finite(c.loo_p),
+                loo_boot=c.loo_boot,
+                outcome=str(c.cell_outcome),
             )
         )
     return tuple(out)
+
+
+def outcomes(evidence: Evidence) -> tuple[ArmOutcomeResult, ...]:
+    """Each candidate's combined outcome per metric over its family's design (min_effect at the margin)."""
+    out = []
+    for run in evidence.runs:
+        family = run.outcome.family
+        for arm in run.arms:
+            out.append(
+                ArmOutcomeResult(
+                    arm=arm.arm,
+                    family=run.family,
+                    metric=run.metric,
+                    outcome=str(arm.outcome),
+                    why=str(arm.why),
+                    min_effect=family.min_effect,
+                    p_better=finite(arm.p_better),
+                    p_better_holm=finite(arm.p_better_holm),
+                    p_equivalent_holm=finite(arm.p_equivalent_holm),
+                    p_worse_holm=finite(arm.p_worse_holm),
+                    p_below_min_effect_holm=finite(arm.p_below_min_effect_holm),
+                    loo_p=finite(arm.loo_p),
+                    loo_boot=arm.loo_boot,
+                    missing_cells=arm.missing_cells,
+                    unknown_cells=arm.unknown_cells,
+                    floor=_gain(arm.floor_first),
+                    floor_last=_gain(arm.floor_last),
+                    resolution=_resolution(arm, family),
+                )
+            )
+    return tuple(out)
+
+
+def _resolution(arm: ArmOutcome, family: FamilyOutcome) -> Resolution | None:
+    """What an unresolved arm lacks and the boots per arm likely to settle it (the planning model)."""
+    if arm.outcome is not Outcome.INCONCLUSIVE or any(
+        c.variance in UNKNOWN_VARIANCE_FALLBACKS for c in arm.cells
+    ):
+        return None
+    found = plan.resolution(arm, family)
+    return Resolution(
+        missing=found.missing,
+        boots_per_arm=found.boots_per_arm,
+        likely=found.likely,
+        probability=finite(found.probability) if found.boots_per_arm is not None else None,
+        assumptions=found.assumptions,
+    )
+
+
+def next_step(evidence: Evidence, results: Sequence[ArmOutcomeResult]) -> str | None:
+    """The command that would settle the unresolved arms at the selection metric, when boots would."""
+    metric = str(evidence.policy.selection.metric)
+    boots = [
+        r.resolution.boots_per_arm
+        for r in results
+        if r.metric == metric and r.resolution is not None and r.resolution.boots_per_arm is not None
+    ]
+    if not boots:
+        return None
+    shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
+    policy = evidence.policy.name if shipped else evidence.policy.source
+    return plan.until_resolved_command("CAMPAIGN.toml", evidence.tables.results.path, policy, max(boots))
 
 
 def floors(evidence: Evidence) -> tuple[FloorResult, ...]:
@@ -129,10 +204,10 @@ def floors(evidence: Evidence) -> tuple[FloorResult, ...]:
             workload=f.workload,
             concurrency=f.concurrency,
             metric=f.metric,
-            df=f.df,
+            df=finite(f.df),
             boot_sd=finite(f.s),
             floor=_gain(f.floor),
-            multiplier_vs_pair=finite(f.multiplier_vs_pair),
+            floor_last=_gain(f.floor_last),
             pair_difference=_gain(f.pair_difference),
             variance_sources=f.sources,
             candidates=f.n_candidates,

@@ -40,20 +40,25 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     if void is not None:
         controls.append(void)
     outcome = _outcome(evidence, arms, controls)
+    arm_outcomes = assemble.outcomes(evidence)
+    undecided = outcome.decision is DecisionKind.INCONCLUSIVE
+    next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
     return Decision(
-        format="mtpverdict.decision/1",
+        format="mtpverdict.decision/2",
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
         provisional=outcome.provisional,
-        reasons=reasons(evidence, outcome, arms, controls),
+        reasons=reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
         policy=assemble.policy_summary(evidence),
         arms=arms,
         controls=tuple(controls),
         floors=assemble.floors(evidence),
         comparisons=assemble.comparisons(evidence),
+        outcomes=arm_outcomes,
         cells=assemble.cells(evidence),
         campaign=assemble.campaign_summary(evidence),
         inputs=assemble.inputs(evidence, policy.sha256, history),
+        next_step=next_step,
     )
 
 

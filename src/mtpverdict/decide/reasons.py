@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
     ArmDecision,
+    ArmOutcomeResult,
     ControlResult,
     ControlStatus,
     DecisionKind,
@@ -35,9 +36,14 @@ class Outcome:
 
 
 def reasons(
-    evidence: Evidence, outcome: Outcome, arms: Sequence[ArmDecision], controls: Sequence[ControlResult]
+    evidence: Evidence,
+    outcome: Outcome,
+    arms: Sequence[ArmDecision],
+    controls: Sequence[ControlResult],
+    outcomes: Sequence[ArmOutcomeResult] = (),
+    next_step: str | None = None,
 ) -> tuple[str, ...]:
-    """Every reason of the decision, headline first."""
+    """Every reason of the decision, headline first; what would settle unresolved arms last."""
     out = [_headline(evidence, outcome)]
     if outcome.selection_note:
         out.append(outcome.selection_note)
@@ -51,7 +57,36 @@ def reasons(
         out.extend(_control_lines(arm) if arm.is_control else _arm_lines(arm))
     out.extend(_unrecorded(arms))
     out.extend(_caveats(evidence, outcome))
+    out.extend(_way_out(evidence, arms, outcomes, next_step))
     return tuple(out)
+
+
+def _way_out(
+    evidence: Evidence,
+    arms: Sequence[ArmDecision],
+    outcomes: Sequence[ArmOutcomeResult],
+    next_step: str | None,
+) -> list[str]:
+    """For each unresolved candidate: what is missing and the boots per arm likely to settle it."""
+    metric = str(evidence.policy.selection.metric)
+    unresolved = {a.name for a in arms if a.verdict is Verdict.INCONCLUSIVE}
+    out = []
+    for found in outcomes:
+        if found.arm not in unresolved or found.metric != metric or found.resolution is None:
+            continue
+        r = found.resolution
+        missing = "; ".join(r.missing) or "nothing is missing but precision"
+        if r.boots_per_arm is not None:
+            settle = (
+                f"about {r.boots_per_arm} boots per arm would likely settle it ({r.likely}, probability "
+                f"{(r.probability or 0):.2f} under the planning model)"
+            )
+        else:
+            settle = "no number of boots within the planning limit would likely settle it"
+        out.append(f"{found.arm} needs: {missing}; {settle}")
+    if next_step:
+        out.append(f"next: {next_step}")
+    return out
 
 
 def _headline(evidence: Evidence, outcome: Outcome) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import DecisionKind
 from mtpverdict.formats.policy import Fallback, SelectionMode
 from mtpverdict.formats.results import Arm
-from mtpverdict.stats import compare as cmp
+from mtpverdict.stats.procedure import BootValue, CellComparison, Outcome, family_procedure
 from mtpverdict.stats.runs import HIGHER_IS_BETTER
 
 Cell = tuple[str, int]
@@ -82,7 +83,7 @@ def _fastest(evidence: Evidence, ranked: list[tuple[Arm, float]], cell: Cell) ->
     if len(ranked) > 1:
         runner = ranked[1][0]
         lead = _versus(evidence, [best], runner, cell)
-        if lead and lead[0][1].outcome == cmp.BETTER:
+        if lead and lead[0][1].cell_outcome is Outcome.BETTER:
             text += f"; its lead over {runner.name} ({pct(lead[0][1].estimate)}) is resolved"
         else:
             est = pct(math.log(best_value / ranked[1][1]))
@@ -128,7 +129,7 @@ def _reference(
         note = f"the reference {ref_name} is not eligible; fallback {selection.fallback}: {found.note}"
         return Selection(found.arm, found.decision, note)
     versus = _versus(evidence, [a for a, _ in ranked if a is not reference], reference, cell)
-    better = [(a, c) for a, c in versus if c.outcome == cmp.BETTER]
+    better = [(a, c) for a, c in versus if c.cell_outcome is Outcome.BETTER]
     if better:
         winner, comp = max(better, key=lambda ac: ac[1].estimate)
         note = (
@@ -143,42 +144,42 @@ def _reference(
     return Selection(reference, DecisionKind.KEEP_REFERENCE, text)
 
 
-def _not_resolved(arm: Arm, comp: cmp.Comparison, reference: Arm) -> str:
-    if comp.method == cmp.NONE:
-        why = (
-            "the floor is unknown (no bracketing control pair, single boots), so the difference "
-            "cannot be told from boot-to-boot noise"
-        )
+def _not_resolved(arm: Arm, comp: CellComparison, reference: Arm) -> str:
+    if not math.isfinite(comp.floor_first):
+        why = f"no interval can be drawn ({comp.variance_reason}), so the difference cannot be told from boot-to-boot noise"
     else:
-        why = f"not resolved beyond the {pct(comp.floor)} floor"
+        why = f"not resolved beyond the {pct(comp.floor_first)} floor"
     return f"{arm.name} is {pct(comp.estimate)} over {reference.name} but {why}"
 
 
 def _versus(
     evidence: Evidence, challengers: Sequence[Arm], reference: Arm, cell: Cell
-) -> list[tuple[Arm, cmp.Comparison]]:
-    """Each challenger against the reference arm at the selection cell, at the boot level (Holm)."""
+) -> list[tuple[Arm, CellComparison]]:
+    """Each challenger against the reference arm at the selection cell: the family procedure with the
+    reference in the controls' place (each arm's own boot variance, Holm across the challengers)."""
     policy = evidence.policy
     metric = str(policy.selection.metric)
-    ref_vals = evidence.boot_values(reference.name, cell[0], cell[1], metric)
-    family_floor = evidence.floor(reference.family, cell[0], cell[1], metric)
-    variance = cmp.Variance(math.nan, 0, ())
-    if family_floor is not None and family_floor.df > 0:
-        variance = cmp.Variance(family_floor.s**2, family_floor.df, family_floor.sources)
-    raw = []
-    for arm in challengers:
-        vals = evidence.boot_values(arm.name, cell[0], cell[1], metric)
-        if not vals or not ref_vals:
-            continue
-        comp = cmp.compare_boots(
-            vals,
-            ref_vals,
-            variance,
-            alpha=policy.alpha,
-            family_size=len(challengers),
-            equivalence_margin=policy.equivalence_margin,
-            higher_is_better=HIGHER_IS_BETTER[metric],
-        )
-        raw.append((arm, comp))
-    classified = cmp.classify([c for _, c in raw], alpha=policy.alpha)
-    return [(arm, c) for (arm, _), c in zip(raw, classified, strict=True)]
+    plain = {
+        a.name: [
+            BootValue(v.arm, v.boot, v.order, v.log_value) for v in evidence.values.of(a.name, cell, metric)
+        ]
+        for a in (*challengers, reference)
+    }
+    present = [a for a in challengers if plain[a.name]]
+    if not plain[reference.name] or not present:
+        return []
+    found = family_procedure(
+        {cell: plain[reference.name]},
+        {a.name: {cell: plain[a.name]} for a in present},
+        (cell,),
+        alpha=policy.alpha,
+        equivalence_margin=policy.equivalence_margin,
+        higher_is_better=HIGHER_IS_BETTER[metric],
+    )
+    out = []
+    for arm in present:
+        outcome = found.arm(arm.name)
+        comp = outcome.cell(cell)
+        if comp is not None:
+            out.append((arm, dataclasses.replace(comp, cell_outcome=outcome.outcome)))
+    return out

@@ -5,10 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
-import numpy.typing as npt
 
 from mtpverdict._text import pct
+from mtpverdict.stats.blocked import DeviceBootValue, device_drift
+from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
+from mtpverdict.stats.procedure import BootValue
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus
 from mtpverdict.formats.policy import FloorMode
@@ -133,102 +137,129 @@ def harness_check(evidence: Evidence) -> ControlResult | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _ControlBoots:
-    """One family's control boots, each reduced to one residual, with its position in the campaign."""
-
-    label: str
-    names: tuple[tuple[str, int], ...]  # (arm, boot)
-    order: npt.NDArray[np.float64]
-    residual: npt.NDArray[np.float64]
-
-
-def _control_boots(evidence: Evidence, family: str, label: str) -> _ControlBoots | None:
-    """Each control boot's log decode rate minus its cell's mean, averaged over its cells (one boot's
-    cells share its state, so they are one observation)."""
-    controls = evidence.control_names(family)
-    boots = evidence.tables.boots
-    sub = boots[boots["arm"].isin(controls) & (boots["metric"] == "decode_tps")]
-    if sub.empty:
-        return None
-    centred = sub["log_value"] - sub.groupby(["workload", "concurrency"])["log_value"].transform("mean")
-    per_boot = centred.groupby([sub["arm"], sub["boot"]]).mean()
-    recorded = {(a, b.boot): float(b.order) for a, infos in evidence.boots.items() for b in infos}
-    arm_order = {a.name: a.order for a in evidence.campaign.arms}
-    names = tuple((str(a), int(b)) for a, b in per_boot.index)
-    order = np.array([recorded.get(n, float(arm_order[n[0]])) for n in names], dtype=float)
-    return _ControlBoots(label, names, order, per_boot.to_numpy(dtype=float))
-
-
 def drift_checks(evidence: Evidence) -> list[ControlResult]:
-    """Null and drift controls from each family's control boots in boot order (decode tok/s).
+    """Null control and exchangeability of each family's control boots (decode tok/s), in boot order.
 
-    With three or more control boots, drift is the OLS slope of residual on boot order times the span
-    of the campaign, flagged when the slope is significant at alpha AND larger than max_drift: under no
-    drift it fires at most alpha of the time. With exactly two (one off_A/off_B pair) no test exists;
-    the difference itself is judged against max_drift, and the null control is untestable.
+    Each control boot is one residual (its log decode rate minus its cell's mean, averaged over its
+    cells). Two boots: their difference is judged against the bound. Three or more: a linear slope and
+    a curvature (first and last slow) are fitted; a size beyond the bound fails whatever its p-value,
+    and a shape significant at alpha / 2 fails whatever its size (stats/drift.py). The bound is the
+    policy's max_drift, or the family's floor when that is smaller: a drift the comparisons could
+    mistake for an effect. On several devices the slope is fitted within devices (stats/blocked.py).
     """
     out = []
     multi = len(evidence.campaign.families) > 1
     for family in evidence.campaign.families:
-        found = _control_boots(evidence, family, f"{family}: " if multi else "")
-        if found is None:
+        label = f"{family}: " if multi else ""
+        controls = _control_values(evidence, family)
+        if not controls:
             continue
-        if len(found.names) < 2:
-            arm, boot = found.names[0]
-            out.append(
-                ControlResult(
-                    "drift",
-                    ControlStatus.UNTESTABLE,
-                    f"{found.label}no bracketing control pair (one control boot measured: {arm} boot "
-                    f"{boot}): drift across the campaign and the null control cannot be checked",
-                    None,
-                )
-            )
-        elif np.ptp(found.order) > 0:
-            out.append(
-                _pair_drift(evidence, found) if len(found.names) == 2 else _slope_drift(evidence, found)
-            )
+        floor = _family_floor(evidence, family)
+        plain = {
+            cell: [BootValue(v.arm, v.boot, v.order, v.log_value) for v in vals]
+            for cell, vals in controls.items()
+        }
+        found = control_drift(
+            plain, alpha=evidence.policy.alpha, max_drift=evidence.policy.controls.max_drift, floor=floor
+        )
+        devices = {v.device for values in controls.values() for v in values}
+        if len(devices) > 1:
+            out.append(_device_drift(label, controls, found.bound, evidence.policy.alpha))
+        else:
+            out.append(_drift_result(label, found))
     return out
 
 
-def _pair_drift(evidence: Evidence, boots: _ControlBoots) -> ControlResult:
-    max_drift = evidence.policy.controls.max_drift
-    drift = float(boots.residual[np.argmax(boots.order)] - boots.residual[np.argmin(boots.order)])
-    if abs(drift) > math.log1p(max_drift):
-        return ControlResult(
-            "drift",
-            ControlStatus.FAIL,
-            f"{boots.label}off_A and off_B differ by {pct(drift)} (first to last boot), beyond the "
-            f"{max_drift * 100:.0f}% the policy allows; one pair cannot tell drift from boot noise",
-            drift,
+def _control_values(evidence: Evidence, family: str) -> dict[tuple[str, int], list[DeviceBootValue]]:
+    names = evidence.control_names(family)
+    cells: dict[tuple[str, int], list[DeviceBootValue]] = {}
+    for (arm, workload, conc, metric), values in evidence.values.boots.items():
+        if arm in names and metric == "decode_tps":
+            cells.setdefault((workload, conc), []).extend(values)
+    return cells
+
+
+def _family_floor(evidence: Evidence, family: str) -> float | None:
+    """The family's floor at the selection metric (its worst cell), or None when unknown."""
+    metric = str(evidence.policy.selection.metric)
+    known = [f.floor for f in evidence.floors if f.family == family and f.metric == metric and f.known]
+    return max(known) if known else None
+
+
+_FINDINGS = {
+    DriftFinding.SLOPE_SIZE: "the fitted drift is beyond the bound",
+    DriftFinding.SLOPE_SIGNIFICANT: "the slope is significant",
+    DriftFinding.CURVATURE_SIZE: "the ends differ from the middle beyond the bound (first and last boots alike)",
+    DriftFinding.CURVATURE_SIGNIFICANT: "the curvature (first and last boots alike) is significant",
+    DriftFinding.PAIR_SIZE: "the two control boots differ beyond the bound",
+}
+
+
+def _drift_result(label: str, found: DriftCheck) -> ControlResult:
+    bound = f"{math.expm1(found.bound) * 100:.1f}%"
+    boots = found.boots
+    if found.status is DriftStatus.UNTESTABLE:
+        first = boots[0]
+        text = (
+            f"{label}no bracketing control pair (one control boot measured: {first.arm} boot {first.boot}): "
+            "drift across the campaign and the null control cannot be checked"
+            if DriftFinding.ONE_BOOT in found.findings
+            else f"{label}every control boot sits at one position of the campaign: drift cannot be checked"
         )
-    return ControlResult(
-        "drift",
-        ControlStatus.PASS,
-        f"{boots.label}off_A and off_B differ by {pct(drift)}, within {max_drift * 100:.0f}%; null control "
-        "untestable with one pair (one degree of freedom)",
-        drift,
-    )
-
-
-def _slope_drift(evidence: Evidence, boots: _ControlBoots) -> ControlResult:
-    from scipy import stats as sps
-
-    policy = evidence.policy
-    fit = sps.linregress(boots.order, boots.residual)
-    drift = float(fit.slope * np.ptp(boots.order))
-    p = float(fit.pvalue)
-    text = (
-        f"{boots.label}control boots drift {pct(drift)} from the first to the last boot (slope p={p:.3g}, "
-        f"{len(boots.residual)} control boots)"
-    )
-    if p < policy.alpha and abs(drift) > math.log1p(policy.controls.max_drift):
+        return ControlResult("drift", ControlStatus.UNTESTABLE, text, None)
+    if len(boots) == 2:
+        text = f"{label}the two control boots differ by {pct(found.drift)} (first to last), bound {bound}"
+        if found.status is DriftStatus.FAIL:
+            return ControlResult(
+                "drift",
+                ControlStatus.FAIL,
+                f"{text}: beyond it; one pair cannot tell drift from boot noise",
+                found.drift,
+            )
         return ControlResult(
             "drift",
-            ControlStatus.FAIL,
-            f"{text}: beyond noise and beyond the {policy.controls.max_drift * 100:.0f}% the policy allows",
-            drift,
+            ControlStatus.PASS,
+            f"{text}: within it; the null control is weak with one pair (one degree of freedom)",
+            found.drift,
+        )
+    shape = f"drift {pct(found.drift)} (slope p={found.p_drift:.3g})"
+    if math.isfinite(found.curvature):
+        curvature_p = "" if math.isnan(found.p_curvature) else f", p={found.p_curvature:.3g}"
+        shape += f", ends vs middle {pct(found.curvature)}{curvature_p}"
+    text = f"{label}{len(boots)} control boots: {shape}; bound {bound}"
+    if found.status is DriftStatus.FAIL:
+        why = "; ".join(_FINDINGS[f] for f in found.findings if f in _FINDINGS)
+        return ControlResult(
+            "drift", ControlStatus.FAIL, f"{text}: {why}; the controls are not exchangeable", found.drift
+        )
+    return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", found.drift)
+
+
+def _device_drift(
+    label: str, controls: Mapping[tuple[str, int], Sequence[DeviceBootValue]], bound: float, alpha: float
+) -> ControlResult:
+    """Drift of control boots within devices (one common slope; devices keep their own levels)."""
+    residuals: dict[tuple[str, int], list[float]] = {}
+    where: dict[tuple[str, int], tuple[int, str]] = {}
+    for values in controls.values():
+        mean = sum(v.log_value for v in values) / len(values)
+        for v in values:
+            residuals.setdefault((v.arm, v.boot), []).append(v.log_value - mean)
+            where[(v.arm, v.boot)] = (v.order, v.device)
+    keys = sorted(residuals, key=lambda k: where[k])
+    names = sorted({where[k][1] for k in keys})
+    found = device_drift(
+        np.array([where[k][0] for k in keys], dtype=float),
+        np.array([names.index(where[k][1]) for k in keys]),
+        np.array([[sum(residuals[k]) / len(residuals[k]) for k in keys]]),
+    )
+    drift, p = float(found.drift[0]), float(found.p[0])
+    text = f"{label}control boots on {len(names)} devices drift {pct(drift)} within devices (p={p:.3g}); bound {math.expm1(bound) * 100:.1f}%"
+    if math.isfinite(drift) and (abs(drift) > bound or p < alpha / 2):
+        return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
+    if not math.isfinite(drift):
+        return ControlResult(
+            "drift", ControlStatus.UNTESTABLE, f"{label}too few control boots per device to fit a drift", None
         )
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", drift)
 
@@ -259,27 +290,20 @@ def floor_checks(evidence: Evidence) -> list[ControlResult]:
                 f"the policy assumes a {(policy.floor.assumed or 0) * 100:.0f}% floor, "
                 "an assumption this campaign does not check",
             )
-            out.append(
-                ControlResult(
-                    "floor",
-                    ControlStatus.INFO,
-                    f"{label}sensitivity floor unknown: no bracketing off_A/off_B pair and single boots "
-                    f"per arm; {implication}",
-                    None,
-                )
+            text = (
+                f"{label}sensitivity floor unknown: no credible boot-to-boot variance (single boots, or boots "
+                f"that agree closer than the harness can measure); {implication}"
             )
+            out.append(ControlResult("floor", ControlStatus.INFO, text, None))
             continue
         worst = max(known, key=lambda f: f.floor)
-        pooled_s2 = float(np.mean([f.s**2 for f in known]))
         text = (
-            f"{label}cannot resolve effects smaller than {math.expm1(worst.floor) * 100:.1f}% "
-            f"({metric}, worst cell {worst.workload} c={worst.concurrency}; "
-            f"boot-level sd {math.sqrt(pooled_s2) * 100:.1f}% pooled over {len(known)} cells; "
-            f"{worst.df} degrees of freedom from {', '.join(worst.sources)})"
+            f"{label}an arm alone is called better only beyond {math.expm1(worst.floor) * 100:.1f}% "
+            f"({metric}, worst cell {worst.workload} c={worst.concurrency}: Holm's first step, with the "
+            f"arm's own boot variance, Welch df {worst.df:.1f}, {', '.join(worst.sources)}); once other arms "
+            f"are called better, Holm's later steps call effects down to {math.expm1(worst.floor_last) * 100:.1f}% "
+            "better, so this is not the smallest effect the campaign can call better"
         )
-        if worst.multiplier_vs_pair is not None:
-            multiplier = f"{worst.multiplier_vs_pair:.1f}x"
-            text += f"; with one off_A/off_B pair the floor is {multiplier} |off_B - off_A|, not 1x"
         out.append(ControlResult("floor", ControlStatus.INFO, text, math.expm1(worst.floor)))
     return out
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from mtpverdict.evidence.comparisons import BootValues, FamilyRun, flatten, run_family
 from mtpverdict.evidence.model import (
     BootInfo,
     CellKey,
@@ -20,24 +19,21 @@ from mtpverdict.evidence.model import (
     NoiseHistory,
     Tables,
 )
-from mtpverdict.formats.policy import FloorMode, Policy
+from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.formats.results_io import Results
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance, arm_acceptance
+from mtpverdict.stats.blocked import DeviceBootValue
 from mtpverdict.stats.capacity import KvCeiling, kv_ceiling, kv_pool
+from mtpverdict.stats.procedure import ArchivedVariance, CellComparison
 from mtpverdict.stats.runs import (
-    HIGHER_IS_BETTER,
     CellSummary,
     boot_statistics,
     cell_summaries,
     run_table,
     values_table,
 )
-
-BootRow = tuple[str, int, float]  # (arm, boot, log value)
-BootIndex = dict[CellKey, list[BootRow]]
-RunIndex = dict[CellKey, tuple[list[float], bool]]
 
 
 def history_from(results: Results, include_cold: bool, label: str) -> NoiseHistory:
@@ -66,9 +62,11 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         (c.arm, c.workload, c.concurrency, c.metric): c for c in cell_summaries(values, policy.include_cold)
     }
     counted = values if policy.include_cold else values[~values["cold"].astype(bool)]
-    index = _boot_index(boots)
-    families = _Families(campaign, policy, tuple(history), index, _run_index(counted))
-    comparisons, bootstraps, floors = families.compare_all()
+    boot_values = BootValues(boots=_boot_values(boots, results), runs=_run_index(counted))
+    archived = _archived(history)
+    family_runs = _family_runs(campaign, policy, boot_values, archived)
+    comparisons = flatten(family_runs)
+    floors = _floors(family_runs, boot_values, campaign)
     boot_info = _boot_info(results)
     outputs = _Outputs.of(results)
     return Evidence(
@@ -76,9 +74,12 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         policy=policy,
         tables=Tables(results=results, runs=runs, values=values, boots=boots),
         cells=cells,
+        values=boot_values,
+        archived=archived,
+        runs=family_runs,
         comparisons=comparisons,
-        floors=tuple(floors),
-        acceptance=_acceptance(results, policy),
+        floors=floors,
+        acceptance=_acceptance(results, policy, runs),
         kv=_kv(campaign, boot_info),
         history=tuple(history),
         hashes=outputs.hashes,
@@ -87,21 +88,30 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         likelihood=_likelihood(results),
         boots=boot_info,
         request_counts=outputs.counts,
-        bootstraps=bootstraps,
         arm_cell_index=_arm_cell_index(campaign, cells),
         floor_index={(f.family, f.workload, f.concurrency, f.metric): f for f in floors},
         arm_comparison_index=_arm_comparison_index(comparisons),
-        boot_index={key: tuple(v for _, _, v in rows) for key, rows in index.items()},
     )
 
 
 # ---------------------------------------------------------------------------------------------------
-# comparisons and floors, per family and cell
+# per-boot values, and the family procedure over each family's design
 
 
-def _boot_index(boots: pd.DataFrame) -> BootIndex:
-    """Per (arm, workload, concurrency, metric): (arm, boot, log value) rows, in boot order."""
-    out: BootIndex = {}
+def _boot_values(boots: pd.DataFrame, results: Results) -> dict[CellKey, tuple[DeviceBootValue, ...]]:
+    """Per (arm, workload, concurrency, metric): each boot's log statistic with its order and device."""
+    recorded = {
+        (str(a), int(b)): (int(o), "" if not isinstance(d, str) else d)
+        for a, b, o, d in zip(
+            results.boots["arm"],
+            results.boots["boot"],
+            results.boots["order"],
+            _devices(results.boots),
+            strict=True,
+        )
+    }
+    arm_order = {a.name: a.order for a in results.campaign.arms}
+    out: dict[CellKey, list[DeviceBootValue]] = {}
     columns = zip(
         boots["arm"],
         boots["boot"],
@@ -112,14 +122,19 @@ def _boot_index(boots: pd.DataFrame) -> BootIndex:
         strict=True,
     )
     for arm, boot, workload, conc, metric, log_value in columns:
+        order, device = recorded.get((str(arm), int(boot)), (arm_order.get(str(arm), 0), ""))
         key = (str(arm), str(workload), int(conc), str(metric))
-        out.setdefault(key, []).append((str(arm), int(boot), float(log_value)))
-    return out
+        out.setdefault(key, []).append(DeviceBootValue(str(arm), int(boot), order, device, float(log_value)))
+    return {k: tuple(v) for k, v in out.items()}
 
 
-def _run_index(values: pd.DataFrame) -> RunIndex:
+def _devices(boots: pd.DataFrame) -> list[object]:
+    return list(boots["device"]) if "device" in boots else [None] * len(boots)
+
+
+def _run_index(values: pd.DataFrame) -> dict[CellKey, tuple[tuple[float, ...], bool]]:
     """Per cell and metric: run-level log values and whether every run is known (not a lone median)."""
-    out: RunIndex = {}
+    out: dict[CellKey, tuple[list[float], bool]] = {}
     columns = zip(
         values["arm"],
         values["workload"],
@@ -134,188 +149,88 @@ def _run_index(values: pd.DataFrame) -> RunIndex:
         logs, all_known = out.get(key, ([], True))
         logs.append(math.log(float(value)))
         out[key] = (logs, all_known and bool(known))
-    return out
+    return {k: (tuple(v[0]), v[1]) for k, v in out.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class _Cell:
-    """One family at one (workload, concurrency, metric): its control rows and its candidates' values."""
-
-    family: str
-    workload: str
-    concurrency: int
-    metric: str
-    control_rows: list[BootRow]
-    controls: list[str]
-    arms: dict[str, npt.NDArray[np.float64]]
-
-    @property
-    def base(self) -> npt.NDArray[np.float64]:
-        return np.array([v for _, _, v in self.control_rows])
+def _archived(history: Sequence[NoiseHistory]) -> dict[tuple[str, int, str], ArchivedVariance]:
+    """Archived A/A variance per (workload, concurrency, metric), pooled over the histories given."""
+    pooled: dict[tuple[str, int, str], tuple[float, int, list[str]]] = {}
+    for h in history:
+        for key, s2, df in h.cells:
+            ss, total, labels = pooled.get(key, (0.0, 0, []))
+            pooled[key] = (ss + s2 * df, total + df, [*labels, h.label])
+    return {
+        k: ArchivedVariance(ss / df, df, "+".join(labels)) for k, (ss, df, labels) in pooled.items() if df > 0
+    }
 
 
-@dataclass(frozen=True, slots=True)
-class _Families:
-    """Every family's comparisons with its controls, cell by cell, and the floor each cell can resolve."""
-
-    campaign: Campaign
-    policy: Policy
-    history: tuple[NoiseHistory, ...]
-    index: BootIndex
-    runs: RunIndex
-
-    def compare_all(
-        self,
-    ) -> tuple[dict[CellKey, cmp.Comparison], dict[CellKey, tuple[float, float]], list[FamilyFloor]]:
-        comparisons: dict[CellKey, cmp.Comparison] = {}
-        bootstraps: dict[CellKey, tuple[float, float]] = {}
-        floors: list[FamilyFloor] = []
-        for cell in self._cells():
-            variance = self._variance(cell)
-            raw = [self._compare(cell, arm, values, variance) for arm, values in cell.arms.items()]
-            for arm, comp in zip(cell.arms, _classify_by_method(raw, self.policy.alpha), strict=True):
-                key = (arm, cell.workload, cell.concurrency, cell.metric)
-                comparisons[key] = comp
-                interval = self._bootstrap(cell.arms[arm], cell.base, len(bootstraps))
-                if interval is not None:
-                    bootstraps[key] = interval
-            floors.append(self._floor(cell, variance))
-        return comparisons, bootstraps, floors
-
-    def _cells(self) -> Iterator[_Cell]:
-        for family in self.campaign.families:
-            controls = [a.name for a in self.campaign.controls(family)]
-            candidates = [a.name for a in self.campaign.candidates(family)]
-            if not controls or not candidates:
-                continue
-            members = set(controls) | set(candidates)
-            triples = sorted({(w, c, m) for (a, w, c, m) in self.index if a in members})
-            for workload, conc, metric in triples:
-                rows = [row for a in controls for row in self.index.get((a, workload, conc, metric), [])]
-                arms = {
-                    c: np.array([v for _, _, v in self.index[(c, workload, conc, metric)]])
-                    for c in candidates
-                    if (c, workload, conc, metric) in self.index
-                }
-                if rows and arms:
-                    yield _Cell(family, workload, conc, metric, rows, controls, arms)
-
-    def _variance(self, cell: _Cell) -> cmp.Variance:
-        extra = []
-        for h in self.history:
-            found = h.lookup(cell.workload, cell.concurrency, cell.metric)
+def _family_runs(
+    campaign: Campaign,
+    policy: Policy,
+    values: BootValues,
+    archived: dict[tuple[str, int, str], ArchivedVariance],
+) -> tuple[FamilyRun, ...]:
+    metrics = sorted({m for (_, _, _, m) in values.boots})
+    runs = []
+    for family in campaign.families:
+        for metric in metrics:
+            history = {(w, c): h for (w, c, m), h in archived.items() if m == metric}
+            found = run_family(campaign, policy, values, history, family=family, metric=metric)
             if found is not None:
-                extra.append((f"history:{h.label}", found[0], found[1]))
-        groups: list[tuple[str, Any]] = [("controls", cell.base), *cell.arms.items()]
-        return cmp.pooled_variance(groups, extra)
+                runs.append(found)
+    return tuple(runs)
 
-    def _compare(
-        self, cell: _Cell, arm: str, values: npt.NDArray[np.float64], variance: cmp.Variance
-    ) -> cmp.Comparison:
-        policy = self.policy
-        higher = HIGHER_IS_BETTER[cell.metric]
-        if not variance.known and policy.floor.when_unknown is FloorMode.WITHIN_BOOT:
-            return self._within_boot(cell, arm, higher)
-        if (
-            not variance.known
-            and policy.floor.when_unknown is FloorMode.ASSUME
-            and policy.floor.assumed is not None
-        ):
-            return cmp.compare_assumed(
-                values, cell.base, assumed_floor=policy.floor.assumed, higher_is_better=higher
+
+def _floors(runs: Sequence[FamilyRun], values: BootValues, campaign: Campaign) -> tuple[FamilyFloor, ...]:
+    """Each family's floor per cell: the largest any of its arms must show (Holm's first step)."""
+    out = []
+    for run in runs:
+        controls = [a.name for a in campaign.controls(run.family)]
+        for cell in run.cells:
+            at = [c for arm in run.arms for c in arm.cells if c.cell == cell]
+            if not at:
+                continue
+            control_boots = sorted(
+                (v for c in controls for v in values.of(c, cell, run.metric)), key=lambda v: v.order
             )
-        return cmp.compare_boots(
-            values,
-            cell.base,
-            variance,
-            alpha=policy.alpha,
-            family_size=len(cell.arms),
-            equivalence_margin=policy.equivalence_margin,
-            higher_is_better=higher,
-        )
-
-    def _within_boot(self, cell: _Cell, arm: str, higher: bool) -> cmp.Comparison:
-        key = (cell.workload, cell.concurrency, cell.metric)
-        arm_logs, arm_known = self.runs.get((arm, *key), ([], False))
-        base_logs: list[float] = []
-        base_known = True
-        for c in cell.controls:
-            logs, known = self.runs.get((c, *key), ([], True))
-            base_logs += logs
-            base_known = base_known and known
-        if not (arm_known and base_known):
-            arm_logs, base_logs = [], []
-        return cmp.compare_within_boot(
-            arm_logs,
-            base_logs,
-            alpha=self.policy.alpha,
-            family_size=len(cell.arms),
-            equivalence_margin=self.policy.equivalence_margin,
-            higher_is_better=higher,
-        )
-
-    def _bootstrap(
-        self, values: npt.NDArray[np.float64], base: npt.NDArray[np.float64], seq: int
-    ) -> tuple[float, float] | None:
-        if min(values.size, base.size) < cmp.MIN_BOOTSTRAP_BOOTS:
-            return None
-        rng = np.random.default_rng([self.policy.seed, seq])  # per cell, from the policy: reruns agree
-        return cmp.bootstrap_interval(values, base, confidence=1 - 2 * self.policy.alpha, rng=rng)
-
-    def _floor(self, cell: _Cell, variance: cmp.Variance) -> FamilyFloor:
-        policy = self.policy
-        base = cell.base
-        n_arm = min(v.size for v in cell.arms.values())
-        floor = math.nan
-        if variance.known:
-            floor = cmp.compare_boots(
-                np.zeros(n_arm),
-                np.zeros(base.size),
-                variance,
-                alpha=policy.alpha,
-                family_size=len(cell.arms),
-                equivalence_margin=policy.equivalence_margin,
-            ).floor
-        pair = None
-        if len(cell.control_rows) == 2:
-            order_of = {a.name: a.order for a in self.campaign.arms}
-            first, last = sorted(cell.control_rows, key=lambda r: (order_of[r[0]], r[1]))
-            pair = last[2] - first[2]
-        multiplier = None
-        if variance.known and variance.sources == ("controls",) and base.size == 2:
-            multiplier = cmp.pair_multiplier(variance.df, n_arm, base.size, policy.alpha, len(cell.arms))
-        return FamilyFloor(
-            family=cell.family,
-            workload=cell.workload,
-            concurrency=cell.concurrency,
-            metric=cell.metric,
-            df=variance.df,
-            s=math.sqrt(variance.s2) if variance.known else math.nan,
-            floor=floor,
-            multiplier_vs_pair=multiplier,
-            pair_difference=pair,
-            sources=variance.sources,
-            n_candidates=len(cell.arms),
-        )
-
-
-def _classify_by_method(raw: list[cmp.Comparison], alpha: float) -> list[cmp.Comparison]:
-    """Holm within each method (between-boot and within-boot tests are never mixed in one family)."""
-    out: list[cmp.Comparison | None] = [None] * len(raw)
-    for method in sorted({c.method for c in raw}):
-        idx = [i for i, c in enumerate(raw) if c.method == method]
-        for i, c in zip(idx, cmp.classify([raw[i] for i in idx], alpha=alpha), strict=True):
-            out[i] = c
-    return [c for c in out if c is not None]
+            floors = [c.floor_first for c in at]
+            dfs = [c.df for c in at if math.isfinite(c.df)]
+            out.append(
+                FamilyFloor(
+                    family=run.family,
+                    workload=cell[0],
+                    concurrency=cell[1],
+                    metric=run.metric,
+                    df=min(dfs) if dfs else math.nan,
+                    s=max((c.sd_control for c in at), default=math.nan),
+                    floor=math.nan if any(math.isnan(f) for f in floors) else max(floors),
+                    floor_last=max((c.floor_last for c in at), default=math.nan),
+                    pair_difference=(
+                        control_boots[-1].log_value - control_boots[0].log_value
+                        if len(control_boots) == 2
+                        else None
+                    ),
+                    sources=tuple(sorted({str(c.variance) for c in at})),
+                    n_candidates=len(run.arms),
+                )
+            )
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------------
 # acceptance, KV, outputs, quality
 
 
-def _acceptance(results: Results, policy: Policy) -> dict[str, ArmAcceptance]:
+def _acceptance(results: Results, policy: Policy, runs: pd.DataFrame) -> dict[str, ArmAcceptance]:
+    """Each candidate's acceptance; the windows of cold runs count only when the policy counts cold runs."""
+    cold: dict[str, list[tuple[int, str, int, int]]] = {}
+    if not policy.include_cold and len(runs):
+        for arm, boot, workload, conc, rep in runs.loc[
+            runs["cold"].astype(bool), ["arm", "boot", "workload", "concurrency", "rep"]
+        ].itertuples(index=False):
+            cold.setdefault(str(arm), []).append((int(boot), str(workload), int(conc), int(rep)))
     return {
-        a.name: arm_acceptance(results.acceptance, a.name, 2 * policy.alpha)
+        a.name: arm_acceptance(results.acceptance, a.name, 2 * policy.alpha, cold.get(a.name, ()))
         for a in results.campaign.arms
         if not a.is_control
     }
@@ -449,9 +364,9 @@ def _arm_cell_index(
 
 
 def _arm_comparison_index(
-    comparisons: dict[CellKey, cmp.Comparison],
-) -> dict[tuple[str, str], tuple[tuple[str, int, cmp.Comparison], ...]]:
-    grouped: dict[tuple[str, str], list[tuple[str, int, cmp.Comparison]]] = {}
+    comparisons: dict[CellKey, CellComparison],
+) -> dict[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]:
+    grouped: dict[tuple[str, str], list[tuple[str, int, CellComparison]]] = {}
     for (arm, workload, conc, metric), comp in sorted(comparisons.items()):
         grouped.setdefault((arm, metric), []).append((workload, conc, comp))
     return {key: tuple(group) for key, group in grouped.items()}

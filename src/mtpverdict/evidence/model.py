@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mtpverdict.evidence.comparisons import BootValues, FamilyRun, run_family
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
-from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance
 from mtpverdict.stats.capacity import KvCeiling
+from mtpverdict.stats.procedure import ArchivedVariance, ArmOutcome, CellComparison
 from mtpverdict.stats.runs import CellSummary
 
 if TYPE_CHECKING:
@@ -30,18 +31,23 @@ Cell = tuple[str, int]  # (workload, concurrency)
 
 @dataclass(frozen=True, slots=True)
 class FamilyFloor:
-    """The sensitivity floor of one family at one cell: what its comparisons can resolve."""
+    """The sensitivity floor of one family at one cell: what its comparisons can resolve.
+
+    `floor` is Holm's first step (the smallest effect called better when no other arm is), the largest
+    over the family's arms; Holm's later steps test at larger alpha, so once other arms are called
+    better a smaller effect is too, down to `floor_last`.
+    """
 
     family: str
     workload: str
     concurrency: int
     metric: str
-    df: int
-    s: float  # boot-level sd of log statistics (nan when unknown)
+    df: float  # the smallest Welch-Satterthwaite df over the family's arms (nan when unknown)
+    s: float  # boot-level sd of the controls' log statistics (nan when unknown)
     floor: float  # log effect (nan when unknown)
-    multiplier_vs_pair: float | None  # floor / |off_B - off_A| when one pair is the only source
-    pair_difference: float | None  # log(off_B / off_A) when the family has exactly two control boots
-    sources: tuple[str, ...]
+    floor_last: float  # log effect (nan when unknown)
+    pair_difference: float | None  # log(last / first control boot) when the family has exactly two
+    sources: tuple[str, ...]  # the variance methods its comparisons used
     n_candidates: int
 
     @property
@@ -103,7 +109,10 @@ class Evidence:
     policy: Policy
     tables: Tables
     cells: Mapping[CellKey, CellSummary]
-    comparisons: Mapping[CellKey, cmp.Comparison]
+    values: BootValues
+    archived: Mapping[tuple[str, int, str], ArchivedVariance]  # (workload, concurrency, metric) -> A/A
+    runs: tuple[FamilyRun, ...]  # each family and metric over its design, min_effect at the margin
+    comparisons: Mapping[CellKey, CellComparison]
     floors: tuple[FamilyFloor, ...]
     acceptance: Mapping[str, ArmAcceptance]
     kv: Mapping[str, KvCeiling]
@@ -116,27 +125,52 @@ class Evidence:
     likelihood: Mapping[str, tuple[float, ...]]  # arm -> mean NLL per run
     boots: Mapping[str, tuple[BootInfo, ...]]
     request_counts: Mapping[str, tuple[int, int]]  # arm -> (measured requests, errors)
-    bootstraps: Mapping[CellKey, tuple[float, float]]  # BCa interval of the log ratio, many boots only
     arm_cell_index: Mapping[tuple[str, str], tuple[CellSummary, ...]]  # (arm, metric) -> cells in order
     floor_index: Mapping[tuple[str, str, int, str], FamilyFloor]
-    arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, cmp.Comparison], ...]]
-    boot_index: Mapping[CellKey, tuple[float, ...]]  # per-boot log statistics, in boot order
+    arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]
+    cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:
         return self.cells.get((arm, workload, concurrency, metric))
 
-    def comparison(self, arm: str, workload: str, concurrency: int, metric: str) -> cmp.Comparison | None:
+    def comparison(self, arm: str, workload: str, concurrency: int, metric: str) -> CellComparison | None:
         return self.comparisons.get((arm, workload, concurrency, metric))
+
+    def run(
+        self, family: str, metric: str, cells: tuple[Cell, ...] | None = None, min_effect: float | None = None
+    ) -> FamilyRun | None:
+        """The family procedure for a family and metric: the default run, or one over a rule's cells and
+        min_effect (computed once per distinct question)."""
+        if cells is None and min_effect is None:
+            return next((r for r in self.runs if r.family == family and r.metric == metric), None)
+        key = (family, metric, cells, min_effect)
+        if key not in self.cache:
+            history = {(w, c): h for (w, c, m), h in self.archived.items() if m == metric}
+            self.cache[key] = run_family(
+                self.campaign,
+                self.policy,
+                self.values,
+                history,
+                family=family,
+                metric=metric,
+                cells=cells,
+                min_effect=min_effect,
+            )
+        return self.cache[key]
+
+    def arm_outcome(
+        self, arm: str, metric: str, cells: tuple[Cell, ...] | None = None, min_effect: float | None = None
+    ) -> ArmOutcome | None:
+        """An arm's combined outcome against its family's controls (None when it could not be run)."""
+        family = self.campaign.arm(arm).family
+        found = self.run(family, metric, cells, min_effect)
+        return None if found is None else found.arm(arm)
 
     def arm_cells(self, arm: str, metric: str) -> tuple[CellSummary, ...]:
         """An arm's cells for one metric, in the campaign's workload order, then by concurrency."""
         return self.arm_cell_index.get((arm, metric), ())
 
-    def boot_values(self, arm: str, workload: str, concurrency: int, metric: str) -> tuple[float, ...]:
-        """An arm's per-boot log statistics at one cell, in boot order (empty when none)."""
-        return self.boot_index.get((arm, workload, concurrency, metric), ())
-
-    def comparisons_of(self, arm: str, metric: str) -> tuple[tuple[str, int, cmp.Comparison], ...]:
+    def comparisons_of(self, arm: str, metric: str) -> tuple[tuple[str, int, CellComparison], ...]:
         """An arm's comparisons for one metric as (workload, concurrency, comparison), sorted."""
         return self.arm_comparison_index.get((arm, metric), ())
 

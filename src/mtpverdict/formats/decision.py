@@ -1,4 +1,4 @@
-"""Decision format (mtpverdict.decision/1): the typed decision `decide` returns, writes and reads back.
+"""Decision format (mtpverdict.decision/2): the typed decision `decide` returns, writes and reads back.
 
 One model serves every consumer: `decide` builds it, `decision_json` writes it canonically (sorted keys,
 six significant digits, no NaN), `load_decision` reads a file back into it (refusing other formats,
@@ -22,7 +22,8 @@ from mtpverdict.formats import _check
 from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Spec
 
-DECISION_FORMAT = "mtpverdict.decision/1"
+DECISION_FORMAT = "mtpverdict.decision/2"
+OLDER_FORMATS = ("mtpverdict.decision/1",)  # read by no one: decide again with this version
 
 
 class DecisionKind(StrEnum):
@@ -102,14 +103,28 @@ class SurfaceSummary(Struct, frozen=True, forbid_unknown_fields=True):
     mean_acceptance_length: float | None
     per_position_rate: tuple[float, ...] | None
     void_windows: int
+    unit: Annotated[
+        str | None, Meta(description="What one replicate of the interval is: request, window, boot or round.")
+    ] = None
+    per_position_low: tuple[float, ...] | None = None
+    per_position_high: tuple[float, ...] | None = None
+
+
+class WorkloadAcceptance(Struct, frozen=True, forbid_unknown_fields=True):
+    """The primary surface of one workload (concurrency 0: every concurrency of it pooled)."""
+
+    workload: str
+    concurrency: int
+    surface: SurfaceSummary
 
 
 class AcceptanceSummary(Struct, frozen=True, forbid_unknown_fields=True):
-    """An arm's acceptance: the primary surface, every surface, the wasted-draft fraction."""
+    """An arm's acceptance: the primary surface, every surface, the wasted-draft fraction, per workload."""
 
     primary: SurfaceSummary
     surfaces: tuple[SurfaceSummary, ...]
     wasted_fraction: float | None
+    workloads: tuple[WorkloadAcceptance, ...] = ()
 
 
 class KvSummary(Struct, frozen=True, forbid_unknown_fields=True):
@@ -161,42 +176,91 @@ class ControlResult(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class FloorResult(Struct, frozen=True, forbid_unknown_fields=True):
-    """The sensitivity floor of one family at one cell."""
+    """The sensitivity floor of one family at one cell (as gains: 0.05 = +5%)."""
 
     family: str
     workload: str
     concurrency: int
     metric: str
-    df: int
-    boot_sd: float | None
-    floor: float | None
-    multiplier_vs_pair: float | None
+    df: Annotated[float | None, Meta(description="Smallest Welch-Satterthwaite df over the family's arms.")]
+    boot_sd: Annotated[float | None, Meta(description="Boot-level sd of the controls' log statistic.")]
+    floor: Annotated[
+        float | None,
+        Meta(description="Holm's first step: the smallest gain an arm alone is called better at."),
+    ]
+    floor_last: Annotated[
+        float | None, Meta(description="Holm's last step: what is called better once other arms are.")
+    ]
     pair_difference: float | None
     variance_sources: tuple[str, ...]
     candidates: int
 
 
 class ComparisonResult(Struct, frozen=True, forbid_unknown_fields=True):
-    """An arm against its family's control at one cell: ratio, interval, floor, outcome."""
+    """An arm against its family's control at one cell: ratio, interval, the variance used, outcome."""
 
     arm: str
     workload: str
     concurrency: int
     metric: str
     ratio: float | None
-    ci_low: float | None
+    ci_low: Annotated[float | None, Meta(description="Two-sided 1 - 2 alpha interval of the ratio.")]
     ci_high: float | None
-    method: str
-    df: int
+    variance: Annotated[
+        str, Meta(description="welch, pooled, history, blocked, devices, assumed, within_boot or unknown.")
+    ]
+    variance_reason: str
+    df: Annotated[float | None, Meta(description="Welch-Satterthwaite degrees of freedom.")]
     n_arm_boots: int
     n_base_boots: int
+    p_better: Annotated[
+        float | None, Meta(description="One-sided, beyond the min_effect of the decision's runs.")
+    ]
+    p_worse: float | None
+    p_equivalent: Annotated[float | None, Meta(description="TOST within the equivalence margin.")]
+    p_below_min_effect: float | None
+    floor: Annotated[float | None, Meta(description="Holm's first step at this cell, as a gain.")]
+    floor_last: float | None
+    loo_p: Annotated[float | None, Meta(description="Worst p_better with one boot left out.")]
+    loo_boot: str | None
+    outcome: Annotated[
+        str, Meta(description="This cell alone, Holm across every arm and cell of the family.")
+    ]
+
+
+class Resolution(Struct, frozen=True, forbid_unknown_fields=True):
+    """What an unresolved arm lacks, and the boots per arm that would likely settle it."""
+
+    missing: tuple[str, ...]
+    boots_per_arm: int | None
+    likely: str | None
+    probability: float | None
+    assumptions: tuple[str, ...]
+
+
+class ArmOutcomeResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm's combined outcome against its family's controls over the design, for one metric."""
+
+    arm: str
+    family: str
+    metric: str
+    outcome: Annotated[str, Meta(description="better, worse, equivalent, below_min_effect or inconclusive.")]
+    why: Annotated[
+        str, Meta(description="resolved, missing_cell, unknown_variance, one_boot_carries or not_resolved.")
+    ]
+    min_effect: float
     p_better: float | None
     p_better_holm: float | None
-    p_worse: float | None
-    p_equivalent: float | None
+    p_equivalent_holm: float | None
+    p_worse_holm: float | None
+    p_below_min_effect_holm: float | None
+    loo_p: float | None
+    loo_boot: str | None
+    missing_cells: tuple[tuple[str, int], ...]
+    unknown_cells: tuple[tuple[str, int], ...]
     floor: float | None
-    outcome: str
-    bootstrap_ci: tuple[float | None, float | None] | None
+    floor_last: float | None
+    resolution: Resolution | None
 
 
 class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
@@ -267,7 +331,7 @@ class Inputs(Struct, frozen=True, forbid_unknown_fields=True):
 class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     """The decision, its stated reasons, and everything needed to re-derive it."""
 
-    format: Literal["mtpverdict.decision/1"]
+    format: Literal["mtpverdict.decision/2"]
     decision: DecisionKind
     selected: SelectedArm | None
     provisional: bool
@@ -277,9 +341,13 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     controls: tuple[ControlResult, ...]
     floors: tuple[FloorResult, ...]
     comparisons: tuple[ComparisonResult, ...]
+    outcomes: tuple[ArmOutcomeResult, ...]
     cells: tuple[CellResult, ...]
     campaign: CampaignSummary
     inputs: Inputs
+    next_step: Annotated[
+        str | None, Meta(description="What would settle the unresolved arms: the collect command to run.")
+    ] = None
 
     def arm(self, name: str) -> ArmDecision:
         found = self.find_arm(name)
@@ -352,6 +420,9 @@ def parse_decision(text: str, source: str) -> Decision:
     if not isinstance(obj, dict):
         raise InputError([Problem(source, f"not a decision file: it must hold a {DECISION_FORMAT} object")])
     found = obj.get("format")
+    if found in OLDER_FORMATS:
+        message = f"{found} was written by an earlier mtpverdict; run `mtpverdict decide` again to write {DECISION_FORMAT}"
+        raise InputError([Problem(source, message, key="format")])
     if found != DECISION_FORMAT:
         raise InputError(
             [
@@ -377,6 +448,6 @@ def decision_schema() -> dict[str, Any]:
     """JSON Schema of a decision file."""
     return _check.json_schema(
         Decision,
-        schema_id="https://mtpverdict.dev/schemas/decision-1.json",
+        schema_id="https://mtpverdict.dev/schemas/decision-2.json",
         title=f"{DECISION_FORMAT} decision",
     )

@@ -158,6 +158,13 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True):
     source: Annotated[
         str | None, Meta(description="Where the records come from (a write-up, a harness).")
     ] = None
+    concurrency: Annotated[
+        tuple[PositiveInt, ...] | None,
+        Meta(
+            description="Concurrency levels the campaign declares: with the workloads, the design's cells. A "
+            "cell of the design an arm did not measure is missing evidence for that arm."
+        ),
+    ] = None
     sequential_looks: Annotated[
         PositiveInt,
         Meta(

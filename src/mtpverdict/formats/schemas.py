@@ -13,7 +13,7 @@ from mtpverdict.formats.results import campaign_schema, records_schema
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "campaign-1.schema.json": campaign_schema,
     "records-1.schema.json": records_schema,
-    "decision-1.schema.json": decision_schema,
+    "decision-2.schema.json": decision_schema,
 }
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 

@@ -113,7 +113,7 @@ def load_report_data(
 ) -> ReportData:
     """Load a results directory and its decision: read from `decision`, or computed as `decide` would.
 
-    A decision file must be mtpverdict.decision/1 and must have been made on these very records
+    A decision file must be mtpverdict.decision/2 and must have been made on these very records
     (its input hashes are checked); otherwise InputError says so and how to fix it.
     """
     from mtpverdict.formats.results_io import load_results

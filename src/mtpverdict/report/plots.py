@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from mtpverdict.formats.decision import ArmDecision, Decision
+from mtpverdict.formats.decision import ArmDecision, Decision, SurfaceSummary
 from mtpverdict.report.data import ReportData, file_stem, finite
 from mtpverdict.report.tables import kv_ceiling
 
@@ -218,15 +218,12 @@ def _throughput_data(data: ReportData, family: str) -> _ThroughputData | str:
     )
 
 
-def _positions_of(arm: ArmDecision) -> tuple[tuple[float, ...], str, int | None] | None:
-    """Per-position rates of an arm, their surface and its draft rounds: the primary surface's first."""
+def _positions_of(arm: ArmDecision) -> SurfaceSummary | None:
+    """The surface an arm's per-position rates come from: the primary surface's first."""
     acc = arm.acceptance
     if acc is None:
         return None
-    for surface in (acc.primary, *acc.surfaces):
-        if surface.per_position_rate:
-            return surface.per_position_rate, surface.source, surface.drafts
-    return None
+    return next((s for s in (acc.primary, *acc.surfaces) if s.per_position_rate), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,23 +234,21 @@ class _AcceptanceData:
 
 
 def _acceptance_data(data: ReportData) -> _AcceptanceData | str:
-    from mtpverdict.stats.acceptance import proportion_interval
-
     doc = data.decision
     series = []
     arms = _ordered([a for a in doc.arms if not a.is_control])
     for i, arm in enumerate(a for a in arms if _positions_of(a) is not None):
         found = _positions_of(arm)
-        assert found is not None
-        rates, source, drafts = found
-        lows, highs = [], []
-        for rate in rates:
-            if drafts:
-                low, high = proportion_interval(round(rate * drafts), drafts, 2 * doc.policy.alpha)
-            else:
-                low, high = rate, rate
-            lows.append(low * 100)
-            highs.append(high * 100)
+        assert found is not None and found.per_position_rate is not None
+        rates, source = found.per_position_rate, found.source
+        lows = [
+            (lo if lo is not None else r) * 100
+            for r, lo in zip(rates, found.per_position_low or rates, strict=True)
+        ]
+        highs = [
+            (hi if hi is not None else r) * 100
+            for r, hi in zip(rates, found.per_position_high or rates, strict=True)
+        ]
         selected = arm.name == doc.selected_arm
         primary = arm.acceptance.primary if arm.acceptance is not None else None
         if primary is not None and primary.draft_tokens is not None:

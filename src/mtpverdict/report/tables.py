@@ -150,10 +150,7 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
 def _ci_text(c: ComparisonResult) -> str:
     if not (finite(c.ci_low) and finite(c.ci_high)):
         return NONE
-    text = f"[{c.ci_low:.3f}x, {c.ci_high:.3f}x]"
-    if c.bootstrap_ci is not None:
-        text += f"; BCa [{c.bootstrap_ci[0]:.3f}x, {c.bootstrap_ci[1]:.3f}x]"
-    return text
+    return f"[{c.ci_low:.3f}x, {c.ci_high:.3f}x]"
 
 
 def comparison_table(data: ReportData) -> Table | None:
@@ -178,7 +175,7 @@ def comparison_table(data: ReportData) -> Table | None:
             _ci_text(c),
             signed_pct(c.floor),
             c.outcome,
-            c.method.replace("_", " ") + (f" (df {c.df})" if c.df else ""),
+            c.variance.replace("_", " ") + (f" (df {c.df:.1f})" if c.df else ""),
             f"{c.n_arm_boots} / {c.n_base_boots}",
         )
         for c in comps
@@ -195,7 +192,7 @@ def comparison_table(data: ReportData) -> Table | None:
             ci_label(doc.policy.alpha),
             "floor",
             "outcome",
-            "method",
+            "variance",
             "boots arm / off",
         ),
         rows=rows,
@@ -455,9 +452,7 @@ def floor_table(data: ReportData) -> Table | None:
             f.concurrency,
         ),
     )
-    assumed = sorted(
-        {c.floor for c in doc.comparisons if c.method == "assumed_floor" and c.floor is not None}
-    )
+    assumed = sorted({c.floor for c in doc.comparisons if c.variance == "assumed" and c.floor is not None})
     rows = tuple(
         (
             *((f.family,) if multi_family else ()),
@@ -465,19 +460,20 @@ def floor_table(data: ReportData) -> Table | None:
             f.workload,
             str(f.concurrency),
             "unknown" if f.floor is None else signed_pct(f.floor),
-            str(f.df),
+            "unknown" if f.floor_last is None else signed_pct(f.floor_last),
+            NONE if f.df is None else f"{f.df:.1f}",
             pct(f.boot_sd),
             signed_pct(f.pair_difference),
-            NONE if f.multiplier_vs_pair is None else f"{f.multiplier_vs_pair:.1f}x",
             ", ".join(f.variance_sources) or "none",
             str(f.candidates),
         )
         for f in floors
     )
     note = (
-        "Floor = one-sided t critical value at alpha / (depths compared) times the standard error of a "
-        "comparison: effects below it cannot be told from boot-to-boot noise. With one off_A/off_B pair it "
-        "is a multiple of |off_B - off_A|, not 1x."
+        "Floor = min_effect plus the one-sided Welch t critical value at alpha / (depths compared) times the "
+        "standard error, with each arm's own boot variance: Holm's first step, the smallest gain an arm alone "
+        "is called better at. Holm's later steps test at larger alpha, so once other arms are called better "
+        "a gain down to the last step's floor is too."
     )
     if assumed:
         note += (
@@ -494,11 +490,11 @@ def floor_table(data: ReportData) -> Table | None:
             "workload",
             "c",
             "floor",
+            "last step",
             "df",
-            "boot sd",
+            "control boot sd",
             "off_B vs off_A",
-            "floor / pair",
-            "variance from",
+            "variance",
             "depths",
         ),
         rows=rows,

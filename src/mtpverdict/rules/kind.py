@@ -21,7 +21,7 @@ from mtpverdict._text import cell_label, fmt, pct
 from mtpverdict.formats._check import Located
 from mtpverdict.formats.decision import RuleStatus, Threshold
 from mtpverdict.formats.results import Arm
-from mtpverdict.stats import compare as cmp
+from mtpverdict.stats.procedure import CellComparison, VarianceMethod
 
 if TYPE_CHECKING:
     from mtpverdict.evidence.model import Evidence
@@ -31,6 +31,7 @@ __all__ = [
     "RuleKind",
     "cell_label",
     "comparison_text",
+    "design_cells",
     "fmt",
     "pct",
     "selected_cells",
@@ -95,14 +96,37 @@ def selected_cells(
     ]
 
 
-def comparison_text(comp: cmp.Comparison, metric: str) -> str:
-    """A comparison as a rule states it: estimate, interval, method and floor."""
-    if comp.method == cmp.ASSUMED_FLOOR:
-        return f"{pct(comp.estimate)} {metric} (point estimate; floor assumed {pct(comp.floor)})"
-    if comp.method == cmp.NONE or not math.isfinite(comp.ci_low):
-        return f"{pct(comp.estimate)} {metric} (no interval: floor unknown)"
-    label = "within-boot" if comp.method == cmp.WITHIN_BOOT else f"between boots, df {comp.df}"
+def design_cells(
+    evidence: Evidence,
+    arm: Arm,
+    metric: str,
+    workloads: tuple[str, ...] | None,
+    concurrency: tuple[int, ...] | None,
+) -> tuple[tuple[str, int], ...]:
+    """The cells of the arm's family design for a metric, narrowed to a rule's selectors.
+
+    The design is every cell the campaign declares (or any arm of the family measured), so a cell
+    this arm did not measure stays in and counts as missing for it.
+    """
+    run = evidence.run(arm.family, metric)
+    cells = () if run is None else run.cells
+    return tuple(
+        (w, c)
+        for w, c in cells
+        if (workloads is None or w in workloads) and (concurrency is None or c in concurrency)
+    )
+
+
+def comparison_text(comp: CellComparison, metric: str) -> str:
+    """A cell comparison as a rule states it: estimate, interval, the variance used and the floor."""
+    if comp.variance is VarianceMethod.ASSUMED:
+        return f"{pct(comp.estimate)} {metric} (point estimate; floor assumed {pct(comp.floor_first)})"
+    if not math.isfinite(comp.ci_low):
+        return f"{pct(comp.estimate)} {metric} (no interval: {comp.variance_reason})"
+    label = (
+        "within-boot" if comp.variance is VarianceMethod.WITHIN_BOOT else f"{comp.variance}, df {comp.df:.1f}"
+    )
     return (
         f"{pct(comp.estimate)} {metric} [90% CI {pct(comp.ci_low)}, {pct(comp.ci_high)}] "
-        f"({label}; floor {pct(comp.floor)})"
+        f"({label}; floor {pct(comp.floor_first)})"
     )

@@ -89,6 +89,8 @@ class VarianceMethod(StrEnum):
     MISSING = "missing"
     BLOCKED = "blocked"  # stats/blocked.py: within device, each group's variance pooled within device
     DEVICES = "devices"  # stats/blocked.py: the spread of the per-device differences
+    ASSUMED = "assumed"  # no boot variance: the point estimate against the policy's assumed floor
+    WITHIN_BOOT = "within_boot"  # no boot variance: runs inside single boots (certainty overstated)
 
 
 _METHOD_NAMES = {

@@ -4,7 +4,7 @@ TTFT = wall time to the first content delta. Decode tok/s of a stream = (complet
 (last delta - first delta): the decode window only, prefill excluded. Aggregate throughput of a run =
 total completion tokens / wall clock of the whole run (never a sum of per-stream rates).
 A run is every request sharing (arm, boot, workload, concurrency, rep); the run of a boot with the
-earliest start is its cold run.
+earliest start is its cold run, unless warm-up requests ran before it (they took the cold start).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         "aggregate_tps",
         "cold",
     ]
+    warm = requests[requests["warmup"].astype(bool)]
     req = requests[~requests["warmup"].astype(bool)]
     if req.empty:
         return pd.DataFrame(columns=columns)
@@ -92,6 +93,13 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     runs["n_errors"] = runs["n_requests"] - runs["n_ok"]
     first = runs.groupby(["arm", "boot"])["t_start"].transform("min")
     runs["cold"] = runs["t_start"] == first
+    if not warm.empty:  # warm-ups before a boot's first measured run took the cold start: it is not cold
+        warmed = warm.groupby(["arm", "boot"])["t_start"].min()
+        before = [
+            (a, b) in warmed.index and warmed[(a, b)] <= t
+            for a, b, t in zip(runs["arm"], runs["boot"], runs["t_start"], strict=True)
+        ]
+        runs.loc[before, "cold"] = False
     # only the first run of a boot is cold, even when two runs share its start time
     dup = runs[runs["cold"]].duplicated(["arm", "boot"])
     runs.loc[dup[dup].index, "cold"] = False

@@ -12,7 +12,7 @@ from mtpverdict.formats._check import Located, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind
-from mtpverdict.stats import compare as cmp
+from mtpverdict.stats.procedure import CellComparison, Outcome
 from mtpverdict.stats.economics import RegimePoint, crossing
 
 
@@ -62,11 +62,11 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
         checked = [p for p in profile if p.workload in params.workloads]
         if not checked:
             return RegimeFinding(RuleStatus.MISSING, None, params.workloads, metric, profile, (), None)
-        losing = tuple(dict.fromkeys(p.workload for p in checked if p.outcome == cmp.WORSE))
+        losing = tuple(dict.fromkeys(p.workload for p in checked if p.outcome == Outcome.WORSE))
         unmeasured = tuple(w for w in params.workloads if not any(p.workload == w for p in checked))
         if losing:
             status = RuleStatus.FAIL
-        elif not unmeasured and all(p.outcome in (cmp.BETTER, cmp.EQUIVALENT) for p in checked):
+        elif not unmeasured and all(p.outcome in (Outcome.BETTER, Outcome.EQUIVALENT) for p in checked):
             status = RuleStatus.PASS
         else:
             status = RuleStatus.INCONCLUSIVE
@@ -103,14 +103,14 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
         return detail
 
 
-def _point(evidence: Evidence, workload: str, comp: cmp.Comparison) -> RegimePoint:
+def _point(evidence: Evidence, workload: str, comp: CellComparison) -> RegimePoint:
     return RegimePoint(
         workload=workload,
         prompt_tokens=evidence.campaign.workload(workload).prompt_tokens,
-        ratio=comp.ratio,
+        ratio=math.exp(comp.estimate),
         ci_low=math.exp(comp.ci_low) if math.isfinite(comp.ci_low) else None,
         ci_high=math.exp(comp.ci_high) if math.isfinite(comp.ci_high) else None,
-        outcome=comp.outcome,
+        outcome=str(comp.cell_outcome),
     )
 
 

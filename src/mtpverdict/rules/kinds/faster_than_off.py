@@ -1,4 +1,4 @@
-"""faster_than_off: an arm beats its family's control beyond the floor at every selected cell."""
+"""faster_than_off: an arm beats its family's control beyond min_effect at every cell of the design."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from mtpverdict.evidence.model import Evidence
-from mtpverdict.formats._check import Located, Nonneg, PositiveInt
+from mtpverdict.formats._check import Fraction, Located, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm, Metric
-from mtpverdict.rules.kind import Finding, RuleKind, cell_label, comparison_text, selected_cells
-from mtpverdict.stats import compare as cmp
+from mtpverdict.rules.kind import Finding, RuleKind, cell_label, comparison_text, design_cells
+from mtpverdict.stats.procedure import ArmOutcome, Outcome, Why
 
 
 class Params(Struct, frozen=True, forbid_unknown_fields=True):
@@ -22,33 +22,32 @@ class Params(Struct, frozen=True, forbid_unknown_fields=True):
     metric: Metric = Metric.DECODE_TPS
     workloads: tuple[str, ...] | None = None
     concurrency: tuple[PositiveInt, ...] | None = None
-    min_effect: Annotated[Nonneg, Meta(description="The smallest gain that counts (0.05 = +5%).")] = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class CellOutcome:
-    """One cell's comparison and the outcome the rule gave it."""
-
-    workload: str
-    concurrency: int
-    outcome: str
-    comparison: cmp.Comparison
+    min_effect: Annotated[
+        Fraction | None,
+        Meta(description="The smallest gain that counts (0.05 = +5%); default: the equivalence margin."),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True)
 class FasterFinding(Finding):
-    """The worst cell's ratio to off, and each cell's outcome (an intersection-union test)."""
+    """The arm's combined outcome over the rule's cells (value: its worst cell's ratio to off)."""
 
     metric: str
-    cells: tuple[CellOutcome, ...]
+    outcome: ArmOutcome | None
+    min_effect: float
 
 
 class FasterThanOff(RuleKind[Params, FasterFinding]):
-    """Better than off at every selected cell; worse or equivalent at any fails; else unresolved."""
+    """Better than off at every cell of the design (intersection-union, Holm across the family's arms).
+
+    Equivalent to off (within the equivalence margin), worse at some cell, or shown below min_effect
+    fails; a cell the arm never measured, a cell without a credible variance, or one boot carrying the
+    gain leaves it unresolved, with the reason.
+    """
 
     name = "faster_than_off"
     params_type = Params
-    summary = "the arm is faster than its family's control beyond the floor at every selected cell"
+    summary = "the arm is faster than its family's control beyond min_effect at every cell of the design"
 
     def contradictions(self, params: Params) -> list[Located]:
         if params.metric is Metric.TTFT_MS:
@@ -57,39 +56,51 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
 
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> FasterFinding:
         metric = str(params.metric)
-        compared = [
-            (w, c, comp)
-            for w, c in selected_cells(evidence, arm.name, metric, params.workloads, params.concurrency)
-            if (comp := evidence.comparison(arm.name, w, c, metric)) is not None
-        ]
-        if not compared:
-            return FasterFinding(RuleStatus.MISSING, None, 1.0 + params.min_effect, metric, ())
-        cells = tuple(CellOutcome(w, c, _outcome(comp, params.min_effect), comp) for w, c, comp in compared)
-        outcomes = [c.outcome for c in cells]
-        if any(o in (cmp.WORSE, cmp.EQUIVALENT) for o in outcomes):
-            status = RuleStatus.FAIL
-        elif all(o == cmp.BETTER for o in outcomes):
-            status = RuleStatus.PASS
-        else:
-            status = RuleStatus.INCONCLUSIVE
-        worst = min(c.comparison.estimate for c in cells)
-        return FasterFinding(status, math.exp(worst), 1.0 + params.min_effect, metric, cells)
+        cells = design_cells(evidence, arm, metric, params.workloads, params.concurrency)
+        min_effect = evidence.policy.equivalence_margin if params.min_effect is None else params.min_effect
+        bar = 1.0 + min_effect
+        found = evidence.arm_outcome(arm.name, metric, cells, min_effect) if cells else None
+        if found is None or not found.cells:
+            return FasterFinding(RuleStatus.MISSING, None, bar, metric, found, min_effect)
+        worst = min(c.estimate for c in found.cells if math.isfinite(c.estimate))
+        status = {
+            Outcome.BETTER: RuleStatus.PASS,
+            Outcome.WORSE: RuleStatus.FAIL,
+            Outcome.EQUIVALENT: RuleStatus.FAIL,
+            Outcome.BELOW_MIN_EFFECT: RuleStatus.FAIL,
+        }.get(found.outcome, RuleStatus.INCONCLUSIVE)
+        return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect)
 
     def render(self, finding: FasterFinding, arm: Arm) -> str:
-        if not finding.cells:
+        found = finding.outcome
+        if found is None or not found.cells:
             return f"{arm.name}: no {finding.metric} comparison with its control"
+        head = f"{arm.name} vs off: {found.outcome}"
+        why = _why(found, finding.min_effect)
         parts = [
-            f"{cell_label(c.workload, c.concurrency)} {c.outcome}: "
-            + comparison_text(c.comparison, finding.metric)
-            for c in finding.cells
+            f"{cell_label(c.cell[0], c.cell[1])} {c.cell_outcome}: " + comparison_text(c, finding.metric)
+            for c in found.cells
         ]
-        return f"{arm.name} vs off: " + "; ".join(parts)
+        parts += [f"{cell_label(w, c)}: not measured" for w, c in found.missing_cells]
+        return f"{head} ({why}); " + "; ".join(parts)
 
 
-def _outcome(comp: cmp.Comparison, min_effect: float) -> str:
-    if comp.outcome == cmp.BETTER and min_effect > 0 and comp.estimate < math.log1p(min_effect):
-        return cmp.INCONCLUSIVE
-    return comp.outcome
+def _why(found: ArmOutcome, min_effect: float) -> str:
+    bar = f"+{min_effect:.1%}"
+    p = f"Holm-adjusted p {found.p_better_holm:.3g}"
+    texts = {
+        Why.RESOLVED: {
+            Outcome.BETTER: f"beyond {bar} at every cell, {p}, still with any one boot left out",
+            Outcome.EQUIVALENT: "within the equivalence margin at every cell: no practical effect",
+            Outcome.WORSE: "slower than off at some cell",
+            Outcome.BELOW_MIN_EFFECT: f"shown below {bar} at some cell",
+        }.get(found.outcome, "resolved"),
+        Why.MISSING_CELL: "a cell of the design was not measured: 'every cell' cannot hold",
+        Why.UNKNOWN_VARIANCE: "a cell has no credible boot-to-boot variance",
+        Why.ONE_BOOT_CARRIES: f"one boot carries the gain: without {found.loo_boot} its p-value is {found.loo_p:.3g}",
+        Why.NOT_RESOLVED: f"not resolved beyond {bar} ({p})",
+    }
+    return texts[found.why]
 
 
 KIND = FasterThanOff()

@@ -1,4 +1,4 @@
-"""stable_acceptance: an arm's acceptance is a proportion with a sample size, not a point."""
+"""stable_acceptance: an arm's acceptance is a proportion with a sample size, per workload, not a point."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mtpverdict.formats._check import Count, Fraction, Located
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kind import Finding, RuleKind
-from mtpverdict.stats.acceptance import ArmAcceptance, Surface
+from mtpverdict.stats.acceptance import Surface
 
 CHECKS = (
     "min_drafted_tokens",
@@ -41,17 +41,22 @@ class Params(Struct, frozen=True, forbid_unknown_fields=True):
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One threshold against the arm's number (None when the number is not recorded)."""
+    """One threshold against a surface's number (None when the number is not recorded).
+
+    passed is None when the number is not recorded or the sample cannot settle it: too few drafted
+    tokens, or a last-position rate below the minimum whose interval still reaches it.
+    """
 
     key: str
     threshold: float
     value: float | None
     passed: bool | None
+    where: str = ""  # "" for the arm's pooled acceptance, else the workload
 
 
 @dataclass(frozen=True, slots=True)
 class AcceptanceFinding(Finding):
-    """The primary surface's rate, its interval and sample, and each threshold's check."""
+    """The primary surface's rate, its interval and sample, and each threshold's check (per workload)."""
 
     surface: Surface | None
     per_position_rate: tuple[float, ...] | None
@@ -59,7 +64,12 @@ class AcceptanceFinding(Finding):
 
 
 class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
-    """Acceptance with enough drafted tokens, above its bounds; too small a sample is missing evidence."""
+    """Acceptance with enough drafted tokens and above its bounds, pooled and in every workload.
+
+    A workload's acceptance is judged on its own (repetitive prompts can lift the pooled figure); too
+    small a sample is missing evidence, not a failing rate; a last-position rate fails only when its
+    interval lies wholly below the minimum.
+    """
 
     name = "stable_acceptance"
     params_type = Params
@@ -71,32 +81,31 @@ class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
             out.append((None, f"sets no threshold; give at least one of {', '.join(CHECKS)}"))
         rate, wasted = params.min_rate, params.max_wasted_fraction
         if rate is not None and wasted is not None and 1.0 - wasted < rate - 1e-12:
-            out.append(
-                (
-                    "max_wasted_fraction",
-                    f"max_wasted_fraction {wasted} allows less than min_rate {rate} does; they contradict",
-                )
-            )
+            message = f"max_wasted_fraction {wasted} allows less than min_rate {rate} does; they contradict"
+            out.append(("max_wasted_fraction", message))
         return out
 
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> AcceptanceFinding:
         acc = evidence.acceptance.get(arm.name)
         if acc is None or acc.primary is None:
             return AcceptanceFinding(RuleStatus.MISSING, None, None, None, None, ())
-        checks = tuple(
-            _check(key, float(t), acc) for key in CHECKS if (t := getattr(params, key)) is not None
-        )
-        thresholds = {c.key: getattr(params, c.key) for c in checks}
-        if any(c.passed is False and c.key != "min_drafted_tokens" for c in checks):
+        checks = list(_checks(params, acc.primary, ""))
+        workloads = acc.workloads()
+        if len(workloads) > 1:
+            for workload, surface in workloads:
+                checks += [c for c in _checks(params, surface, workload) if c.key != "min_drafted_tokens"]
+        thresholds = {c.key: getattr(params, c.key) for c in checks if not c.where}
+        if any(c.passed is False for c in checks):
             status = RuleStatus.FAIL
-        elif any(c.passed is not True for c in checks):
+        elif any(c.passed is None for c in checks):
             status = (
                 RuleStatus.MISSING
             )  # too small a sample, or a number not recorded: more drafting settles it
         else:
             status = RuleStatus.PASS
+        primary = acc.primary
         return AcceptanceFinding(
-            status, acc.primary.rate, thresholds, acc.primary, acc.per_position_rate, checks
+            status, primary.rate, thresholds, primary, acc.per_position_rate, tuple(checks)
         )
 
     def render(self, finding: AcceptanceFinding, arm: Arm) -> str:
@@ -114,41 +123,46 @@ class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
         positions = finding.per_position_rate
         pos_text = "" if not positions else "; per position " + ", ".join(f"{r:.3f}" for r in positions)
         detail = f"{arm.name}: acceptance {rate_text} {sample} ({p.source}){pos_text}"
-        failures = [
-            _problem(c) for c in finding.checks if c.passed is False and c.key != "min_drafted_tokens"
-        ]
-        missing = [
-            _problem(c)
-            for c in finding.checks
-            if c.passed is None or (c.passed is False and c.key == "min_drafted_tokens")
-        ]
+        failures = [_problem(c) for c in finding.checks if c.passed is False]
+        missing = [_problem(c) for c in finding.checks if c.passed is None]
         problems = failures + missing
         return detail + ("; " + "; ".join(problems) if problems else "")
 
 
-def _value(key: str, acc: ArmAcceptance) -> float | None:
-    p = acc.primary
-    assert p is not None
+def _checks(params: Params, surface: Surface, where: str) -> tuple[Check, ...]:
+    return tuple(
+        _check(key, float(t), surface, where) for key in CHECKS if (t := getattr(params, key)) is not None
+    )
+
+
+def _value(key: str, s: Surface) -> float | None:
+    last = None if not s.per_position_rate else s.per_position_rate[-1]
     values = {
-        "min_drafted_tokens": None if p.draft_tokens is None else float(p.draft_tokens),
-        "min_rate": p.rate,
-        "min_lower_bound": p.ci_low,
-        "min_last_position_rate": acc.last_position_rate,
-        "max_wasted_fraction": acc.wasted_fraction,
+        "min_drafted_tokens": None if s.draft_tokens is None else float(s.draft_tokens),
+        "min_rate": s.rate,
+        "min_lower_bound": s.ci_low,
+        "min_last_position_rate": last,
+        "max_wasted_fraction": None if s.rate is None else 1.0 - s.rate,
     }
     return values[key]
 
 
-def _check(key: str, threshold: float, acc: ArmAcceptance) -> Check:
-    value = _value(key, acc)
+def _check(key: str, threshold: float, surface: Surface, where: str) -> Check:
+    value = _value(key, surface)
     if value is None:
-        return Check(key, threshold, None, None)
+        return Check(key, threshold, None, None, where)
     ok = value <= threshold if key.startswith("max") else value >= threshold
-    return Check(key, threshold, value, ok)
+    if key == "min_drafted_tokens" and not ok:
+        return Check(key, threshold, value, None, where)  # too small a sample: missing, not failing
+    if key == "min_last_position_rate" and not ok and surface.per_position_high:
+        # a rate below the minimum fails only when its whole interval is: the last position is tried
+        # only when every earlier one was accepted, so its sample is the smallest of the round
+        ok = None if surface.per_position_high[-1] >= threshold else False  # type: ignore[assignment]
+    return Check(key, threshold, value, ok, where)
 
 
 def _problem(check: Check) -> str:
-    label = LABELS[check.key]
+    label = LABELS[check.key] + (f" on {check.where}" if check.where else "")
     if check.value is None:
         return f"{label} not recorded"
     shown = f"{check.value:.0f}" if check.key == "min_drafted_tokens" else f"{check.value:.3f}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from msgspec import Struct
@@ -40,7 +41,7 @@ class Ttft(RuleKind[Params, TtftFinding]):
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> TtftFinding:
         limit = 1.0 + params.max_regression
         ratios = tuple(
-            (w, c, comp.ratio)
+            (w, c, math.exp(comp.estimate))
             for w, c in selected_cells(evidence, arm.name, METRIC, params.workloads, params.concurrency)
             if (comp := evidence.comparison(arm.name, w, c, METRIC)) is not None
         )
@@ -53,7 +54,7 @@ class Ttft(RuleKind[Params, TtftFinding]):
         if not finding.ratios:
             return f"{arm.name}: no TTFT comparison with its control"
         cells = ", ".join(f"{cell_label(w, c)} {r:.2f}x" for w, c, r in finding.ratios)
-        detail = f"{arm.name}: TTFT ratio to off (median of boot medians): {cells}"
+        detail = f"{arm.name}: TTFT ratio to off (geometric mean of boot medians): {cells}"
         if finding.status is RuleStatus.FAIL:
             detail += f"; above the {finding.threshold:.2f}x limit"
         return detail
