@@ -17,6 +17,7 @@ from mtpverdict.results.spec import (
     CAMPAIGN_FIELDS,
     RECORD_FIELDS,
     SCOPE_FIELDS,
+    SERVER_REQUEST_FIELDS,
     SPEC_FIELDS,
     WORKLOAD_FIELDS,
     check_object,
@@ -49,6 +50,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "nonce": None,
         "bunched_chunks": None,
         "chunks": None,
+        **dict.fromkeys(SERVER_REQUEST_FIELDS),
         "note": None,
     },
     "acceptance": {

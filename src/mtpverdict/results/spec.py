@@ -45,6 +45,94 @@ _ARM = _f("arm", "str", "Arm name, one of campaign.json's arms.", pattern=_NAME)
 _BOOT = _f("boot", "int", "Boot number of this arm, 1 for its first boot.", minimum=1)
 _NOTE = _f("note", "str", "Free text kept with the record.", required=False, nullable=True)
 
+# What the server reported about one request (vLLM --enable-per-request-metrics and
+# --per-request-spec-decode-metrics, llama.cpp timings), kept beside the client's own timing, and the
+# collector's CPU use during the run. All optional: absent when the server does not report them.
+_SERVER_REQUEST_FIELDS: tuple[Field, ...] = (
+    _f(
+        "server_ttft_ms",
+        "num",
+        "The server's time to first token for this request, ms (vLLM metrics.time_to_first_token_ms: "
+        "from scheduling to the first token; queue wait excluded).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "server_queue_ms",
+        "num",
+        "The server's queue wait for this request, ms (vLLM metrics.queue_time_ms).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "server_generation_ms",
+        "num",
+        "The server's decode time for this request, first to last token, ms (vLLM "
+        "metrics.generation_time_ms); compare with t_end - t_first.",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "server_mean_itl_ms",
+        "num",
+        "The server's mean inter-token latency for this request, ms: generation time / (tokens - 1) "
+        "(vLLM metrics.mean_itl_ms).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "spec_steps",
+        "int",
+        "Verify steps that drafted for this request (vLLM metrics.speculative_decoding.num_spec_steps; "
+        "the per-request share of vllm:spec_decode_num_drafts).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "spec_draft_tokens",
+        "int",
+        "Draft tokens proposed for this request (vLLM num_draft_tokens, llama.cpp timings.draft_n).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "spec_accepted_tokens",
+        "int",
+        "Draft tokens accepted for this request (vLLM num_accepted_draft_tokens, llama.cpp "
+        "timings.draft_n_accepted).",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "spec_accepted_per_position",
+        "int_list",
+        "Verify steps of this request that accepted draft position 0..k-1 (from vLLM's "
+        "per_step_accepted, or its acceptance_histogram): the per-request share of "
+        "vllm:spec_decode_num_accepted_tokens_per_pos.",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+    _f(
+        "client_cpu_share",
+        "num",
+        "CPU seconds the collector process used during this request's run over the run's wall seconds "
+        "(1.0 = one core busy the whole run); the same on every request of the run. A high share means the "
+        "harness may have read deltas late.",
+        required=False,
+        nullable=True,
+        minimum=0,
+    ),
+)
+SERVER_REQUEST_FIELDS = tuple(f.name for f in _SERVER_REQUEST_FIELDS)
+
 RECORD_FIELDS: dict[str, tuple[Field, ...]] = {
     "request": (
         _ARM,
@@ -123,6 +211,7 @@ RECORD_FIELDS: dict[str, tuple[Field, ...]] = {
             nullable=True,
             minimum=0,
         ),
+        *_SERVER_REQUEST_FIELDS,
         _NOTE,
     ),
     "acceptance": (
