@@ -39,26 +39,24 @@ async def fit_prompt(base: str, model: str) -> tuple[str, int]:
     """A prompt that, with the nonce in front, is INPUT_TOKENS long, as the server counts (usage)."""
     clock = cl.Clock()
     words = INPUT_TOKENS
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
-        for _ in range(8):
-            prompt = " ".join(WORDS[i % len(WORDS)] for i in range(words))
-            probe = await cl.stream_one(
-                client,
-                base,
-                model=model,
-                prompt=prompt,
-                max_tokens=1,
-                chat=False,
-                ignore_eos=True,
-                clock=clock,
-                stream_index=0,
-                nonce=cl.make_nonce(),
-                headers={},
-            )
-            counted = probe.prompt_tokens or INPUT_TOKENS
-            if counted == INPUT_TOKENS:
-                break
-            words = max(1, words + INPUT_TOKENS - counted)
+    for _ in range(8):
+        prompt = " ".join(WORDS[i % len(WORDS)] for i in range(words))
+        probe = await cl.stream_one(
+            base,
+            model=model,
+            prompt=prompt,
+            max_tokens=1,
+            chat=False,
+            ignore_eos=True,
+            clock=clock,
+            stream_index=0,
+            nonce=cl.make_nonce(),
+            headers={},
+        )
+        counted = probe.prompt_tokens or INPUT_TOKENS
+        if counted == INPUT_TOKENS:
+            break
+        words = max(1, words + INPUT_TOKENS - counted)
     return prompt, counted
 
 
@@ -68,10 +66,9 @@ async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[floa
     clock = cl.Clock()
     gate = asyncio.Semaphore(c)
 
-    async def one(client: httpx.AsyncClient, i: int) -> cl.StreamResult:
+    async def one(i: int) -> cl.StreamResult:
         async with gate:
             return await cl.stream_one(
-                client,
                 base,
                 model=model,
                 prompt=prompt,
@@ -84,11 +81,9 @@ async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[floa
                 headers={},
             )
 
-    limits = httpx.Limits(max_connections=c + 2)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(600.0)) as client:
-        start, cpu = clock.now(), time.process_time()
-        results = await asyncio.gather(*(one(client, i) for i in range(n)))
-        wall, cpu = clock.now() - start, time.process_time() - cpu
+    start, cpu = clock.now(), time.process_time()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = clock.now() - start, time.process_time() - cpu
     ok = [r for r in results if r.status == "ok" and r.t_first is not None]
     tokens = sum(r.completion_tokens or 0 for r in ok)
     ttft = statistics.median((r.t_first - r.t_start) * 1000 for r in ok if r.t_first)

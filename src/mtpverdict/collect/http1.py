@@ -18,6 +18,7 @@ MAX_CHUNK_LINE_BYTES = 1024  # a chunk-size line with its extensions
 MAX_TRAILER_BYTES = 16 * 1024  # trailers after the last chunk (servers of this field send none)
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-9][0-9]{2})(?: ([^\r\n]*))?")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
+_HEX = b"0123456789abcdefABCDEF"
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
@@ -112,6 +113,13 @@ class ChunkedDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Payload pieces in `data` (bytes after the last chunk are ignored)."""
+        if self._state == self._SIZE and not self._pending:  # the common case: one whole chunk
+            eol = data.find(b"\r\n")
+            line = data[:eol]
+            if 0 < eol <= 16 and not line.strip(_HEX):
+                stop = eol + 2 + int(line, 16)
+                if stop > eol + 2 and len(data) == stop + 2 and data[stop:] == b"\r\n":
+                    return [data[eol + 2 : stop]]
         if self._pending:
             data = self._pending + data
             self._pending = b""

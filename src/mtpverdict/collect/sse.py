@@ -21,7 +21,8 @@ _CONTENT = {
     False: re.compile(rb'"text"[ \t\r\n]*:[ \t\r\n]*"[^"]'),
     True: re.compile(rb'"content"[ \t\r\n]*:[ \t\r\n]*"[^"]'),
 }
-_MARKERS = (b'"usage"', b'"metrics"', b'"timings"', b'"error"')
+_COMPACT = {False: b'"text":"', True: b'"content":"'}  # how vLLM, SGLang and llama.cpp write them
+_MARKER = re.compile(rb'"(?:usage|metrics|timings|error)"')
 _NOT_NULL = re.compile(rb'"(?:usage|metrics|timings|error)"[ \t\r\n]*:[ \t\r\n]*[^n \t\r\n]')
 
 
@@ -54,6 +55,8 @@ class EventSplitter:
         """Complete events in `piece` plus what was pending, in order; raises EventTooLarge."""
         if b"\r" in piece or self._cr:
             piece = self._normalise(piece)
+        elif not self._pending and piece.find(b"\n\n") == len(piece) - 2 > 0:
+            return [piece[:-2]]  # the common case: one whole event
         data = self._pending + piece if self._pending else piece
         events: list[bytes] = []
         start = 0
@@ -107,15 +110,16 @@ def framed_object(data: bytes) -> bool:
 
 def has_content(data: bytes, chat: bool) -> bool:
     """Whether event data carries a non-empty text (completions) or content (chat) string."""
+    compact = _COMPACT[chat]
+    at = data.find(compact)
+    if at >= 0 and data[at + len(compact) : at + len(compact) + 1] != b'"':
+        return True
     return _CONTENT[chat].search(data) is not None
 
 
 def needs_decoding(data: bytes) -> bool:
     """Whether event data may carry usage, per-request metrics, timings or an error (a non-null value)."""
-    for marker in _MARKERS:
-        if marker in data:
-            return _NOT_NULL.search(data) is not None
-    return False
+    return _MARKER.search(data) is not None and _NOT_NULL.search(data) is not None
 
 
 def decode(data: bytes) -> dict[str, Any]:
