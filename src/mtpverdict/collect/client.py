@@ -352,19 +352,27 @@ class _Stream(asyncio.BufferedProtocol):
     # --- events --------------------------------------------------------------------------------------
 
     def _event(self, event: bytes, now: int) -> None:
-        data = sse.event_data(event)
-        if data is None:
-            return  # a comment (keep-alive) or an event without data: not progress
-        if data[:6] == sse.DONE and data.strip() == sse.DONE:
-            self._finish(None)
-            return
-        if not sse.framed_object(data):
-            raise WireError(f"malformed SSE data, not a JSON object: {data[:120]!r}")
-        decoded: dict[str, Any] | None = None
+        if event[:6] == b"data: " and b"\n" not in event:  # the usual shape, inlined: this runs per delta
+            data = event[6:]
+        else:
+            found = sse.event_data(event)
+            if found is None:
+                return  # a comment (keep-alive) or an event without data: not progress
+            data = found
+        if data[:1] != b"{" or data[-1:] != b"}":
+            if data[:6] == sse.DONE and data.strip() == sse.DONE:
+                self._finish(None)
+                return
+            if not sse.framed_object(data):
+                raise WireError(f"malformed SSE data, not a JSON object: {data[:120]!r}")
         if sse.has_content(data, self.chat):
+            # servers put usage, metrics and timings after the content, in the last events; a content
+            # event is decoded only when it is the first, when its text is kept, or as the last one
             decoded = self._content(data, now)
-        if sse.needs_decoding(data):
-            self._final(decoded if decoded is not None else sse.decode(data))
+            if decoded is not None:
+                self._final(decoded)
+        elif sse.needs_decoding(data):
+            self._final(sse.decode(data))
 
     def _content(self, data: bytes, now: int) -> dict[str, Any] | None:
         self.chunks += 1
@@ -389,26 +397,29 @@ class _Stream(asyncio.BufferedProtocol):
         self.t_end_ns = self.progress_ns = now
         return decoded
 
-    def _final(self, obj: dict[str, Any]) -> None:
+    def _final(self, obj: dict[str, Any], *, earlier: bool = False) -> None:
+        """Keep usage, metrics and timings (a later event's win, unless this one is `earlier`)."""
         error = obj.get("error")
         if error is not None:
             raise WireError(f"server error in stream: {str(error)[:200]}")
         for key in ("usage", "metrics", "timings"):
-            if obj.get(key) is not None:
+            if obj.get(key) is not None and not (earlier and key in self.final):
                 self.final[key] = obj[key]
 
     def _confirm_last(self) -> str | None:
+        """Decode the last content event: it must have text, and may carry usage, metrics or timings."""
         if self.last_content is None or self.keep_text:
             return None
         try:
-            text = sse.delta_text(sse.decode(self.last_content), self.chat)
+            obj = sse.decode(self.last_content)
+            self._final(obj, earlier=True)
         except ValueError as exc:
             return f"malformed SSE data: {exc}"
-        return (
-            None
-            if text
-            else f"an event the byte scan read as content has no text: {self.last_content[:120]!r}"
-        )
+        except WireError as exc:
+            return str(exc)
+        if not sse.delta_text(obj, self.chat):
+            return f"an event the byte scan read as content has no text: {self.last_content[:120]!r}"
+        return None
 
     # --- ending --------------------------------------------------------------------------------------
 
@@ -422,7 +433,7 @@ class _Stream(asyncio.BufferedProtocol):
         now = time.perf_counter_ns()
         if now >= self.deadline_ns:
             self._finish(
-                f"took longer than {(self.deadline_ns - self.t_start_ns) / _NS:.0f} s, the bound for "
+                f"took longer than {(self.deadline_ns - self.t_start_ns) / _NS:.3g} s, the bound for "
                 f"max_tokens {self.max_tokens} at {self.limits.slowest_tokens_per_second:g} tok/s after a "
                 f"{self.limits.stall_seconds:g} s first-token allowance"
             )
