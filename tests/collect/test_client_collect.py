@@ -25,7 +25,8 @@ from .conftest import campaign_text
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SECONDS = 120.0  # a few seconds normally; the stall cases wait stall_seconds (3) per request
-PEAK_RSS_MIB = 200  # a normal collect peaks near 50 MiB here (68 with a 16 MiB /metrics read); the old client passed 2 GB
+# a normal collect peaks near 50 MiB here (68 with a 16 MiB /metrics read); the old client passed 2 GB
+PEAK_RSS_MIB = 200
 RAW_MIB = 20  # raw/ of such a campaign holds a few hundred KB
 
 
