@@ -11,6 +11,8 @@ Each client runs in its own long-lived worker process (this file with --worker N
 (user + system, time.process_time) is its own:
 - `client`: mtpverdict.collect.client.run_concurrent, the measuring client;
 - `previous`: the client before it (bench/_previous_client.py, from ecda5f1; httpx);
+- `httpx-raw`: httpx at its cheapest, raw bytes (aiter_raw) cut and classified as the client does: what
+  keeping httpx for the measured streams would cost;
 - `vllm-bench`: `vllm bench serve`'s own request function, imported from the installed vLLM
   (vllm.benchmarks.lib.endpoint_request_func.async_request_openai_completions with an aiohttp session
   set up as vllm/benchmarks/serve.py does), run with the vLLM venv's Python (--vllm-python);
@@ -45,7 +47,7 @@ from typing import Any
 
 LEVELS = (1, 8, 64, 256)
 TOKENS_PER_DELTA = (1, 4)
-WORKERS = ("client", "previous", "vllm-bench", "floor")
+WORKERS = ("client", "previous", "httpx-raw", "vllm-bench", "floor")
 BENCH = Path(__file__).resolve()
 ROOT = BENCH.parent.parent
 # one completion event as vLLM 0.32 writes it (tests/data/recorded/vllm-0.32.0-cpu/sse-perreq-none.txt)
@@ -210,6 +212,40 @@ async def _previous(base: str, cmd: dict[str, int], state: dict[str, Any]) -> li
     ]
 
 
+async def _httpx_raw(base: str, cmd: dict[str, int], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """httpx at its cheapest: raw bytes (aiter_raw) cut into events and classified as the client does."""
+    import httpx
+
+    from mtpverdict.collect import sse
+
+    if "client" not in state:
+        limits = httpx.Limits(max_connections=max(LEVELS) + 4, max_keepalive_connections=max(LEVELS) + 4)
+        state["client"] = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0))
+
+    async def one() -> dict[str, Any]:
+        nonce = _nonce()
+        body = {
+            "model": f"bench-tpd{cmd['tpd']}",
+            "prompt": f"[{nonce}] {PROMPT}",
+            "max_tokens": cmd["tokens"],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        first = last = None
+        splitter = sse.EventSplitter(1 << 20)
+        async with state["client"].stream("POST", base + "/v1/completions", json=body) as response:
+            async for raw in response.aiter_raw():
+                now = time.perf_counter()
+                for event in splitter.feed(raw):
+                    data = sse.event_data(event)
+                    if data is not None and sse.has_content(data, False):
+                        first = first or now
+                        last = now
+        return {"nonce": nonce, "first": first, "last": last, "n": cmd["tokens"], "error": None}
+
+    return list(await asyncio.gather(*(one() for _ in range(cmd["c"]))))
+
+
 async def _vllm_bench(base: str, cmd: dict[str, int], state: dict[str, Any]) -> list[dict[str, Any]]:
     import importlib
 
@@ -310,7 +346,13 @@ async def _floor(base: str, cmd: dict[str, int], state: dict[str, Any]) -> list[
     return list(await asyncio.gather(*(one() for _ in range(cmd["c"]))))
 
 
-RUNNERS = {"client": _ours, "previous": _previous, "vllm-bench": _vllm_bench, "floor": _floor}
+RUNNERS = {
+    "client": _ours,
+    "previous": _previous,
+    "httpx-raw": _httpx_raw,
+    "vllm-bench": _vllm_bench,
+    "floor": _floor,
+}
 
 
 async def _work(name: str, port: int) -> None:
