@@ -2,7 +2,9 @@
 
 Both drive the same server with the same shape of work: N requests of a short prompt, 48 output tokens
 (EOS ignored), temperature 0, at most C in flight; each run alternates the two harnesses so drift hits
-both. Printed: median TTFT and output throughput (completion tokens / wall clock) per harness.
+both. Printed: median TTFT and output throughput (completion tokens / wall clock) per harness, our
+client's CPU per token, and how its decode window compares with the server's own per-request generation
+time (the server runs with --enable-per-request-metrics).
 
     python bench/harness_vs_vllm_bench.py --vllm-python .venv-vllm/bin/python --models ci-work/models
 """
@@ -60,9 +62,9 @@ async def fit_prompt(base: str, model: str) -> tuple[str, int]:
     return prompt, counted
 
 
-async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[float, float, float]:
-    """(median TTFT ms, output tok/s, client CPU us per token) with the collector's client, C requests
-    kept in flight."""
+async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[float, float, float, float]:
+    """(median TTFT ms, output tok/s, client CPU us per token, median of client decode window / server
+    generation time) with the collector's client, C requests kept in flight."""
     clock = cl.Clock()
     gate = asyncio.Semaphore(c)
 
@@ -87,7 +89,12 @@ async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[floa
     ok = [r for r in results if r.status == "ok" and r.t_first is not None]
     tokens = sum(r.completion_tokens or 0 for r in ok)
     ttft = statistics.median((r.t_first - r.t_start) * 1000 for r in ok if r.t_first)
-    return ttft, tokens / wall, cpu / tokens * 1e6
+    ratio = statistics.median(
+        (r.t_end - r.t_first) * 1000 / r.timing.generation_ms
+        for r in ok
+        if r.t_end is not None and r.t_first is not None and r.timing and r.timing.generation_ms
+    )
+    return ttft, tokens / wall, cpu / tokens * 1e6, ratio
 
 
 def theirs(py: str, port: int, model: str, tokenizer: str, n: int, c: int) -> tuple[float, float]:
@@ -151,7 +158,7 @@ def main() -> None:
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": args.vllm_python}
     subprocess.run(
-        [str(SERVE), model_dir, str(args.port), str(log), "--enforce-eager"],
+        [str(SERVE), model_dir, str(args.port), str(log), "--enforce-eager", "--enable-per-request-metrics"],
         check=True,
         env=env,
         capture_output=True,
@@ -168,13 +175,18 @@ def main() -> None:
         )
         print(f"{'c':>3} {'harness':<20} {'median TTFT ms':>16} {'output tok/s':>14}")
         for c in (1, 4):
-            mine: list[tuple[float, float, float]] = []
+            mine: list[tuple[float, float, float, float]] = []
             vllm: list[tuple[float, float]] = []
             for _ in range(args.repeats):
                 mine.append(asyncio.run(ours(base, model, prompt, args.requests, c)))
                 vllm.append(theirs(args.vllm_python, args.port, model, model_dir, args.requests, c))
             cpu = statistics.median(r[2] for r in mine)
-            print(f"{c:>3} mtpverdict client CPU: {cpu:.0f} us per streamed token (median)", flush=True)
+            ratio = statistics.median(r[3] for r in mine)
+            print(
+                f"{c:>3} mtpverdict client CPU: {cpu:.0f} us per streamed token (median); client decode "
+                f"window / server generation time (--enable-per-request-metrics): {ratio:.4f} (median)",
+                flush=True,
+            )
             for label, rows in (("mtpverdict collect", mine), ("vllm bench serve", vllm)):
                 ttft = statistics.median(r[0] for r in rows)
                 tps = statistics.median(r[1] for r in rows)

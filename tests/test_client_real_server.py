@@ -4,7 +4,8 @@ Checks what the engine itself reports per request: the client's decode window ag
 own generation time (median ratio within 2%), and per-request acceptance summed over a run equals the
 run's /metrics counter delta. One ngram k=2 server, a few runs at concurrency 1 and 4: about a minute
 after the boot. Needs MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh); skipped
-without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set.
+without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set. The server takes a free port, or
+MTPVERDICT_REAL_SERVER_PORT.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             )
         pytest.skip("no real vLLM server here: set MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS")
     work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("perreq"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = int(os.environ.get("MTPVERDICT_REAL_SERVER_PORT") or 0)  # a shared host may reserve ports
+    if not port:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("perreq-log") / "server.log"
     env = {**os.environ, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
     argv = [str(VLLM / "serve.sh"), f"{models}/target", str(port), str(log), "--enforce-eager"]
