@@ -24,6 +24,7 @@ import pytest
 
 from mtpverdict.collect import client as cl
 from mtpverdict.parse import acceptance_delta, parse_metrics
+from mtpverdict.stats.runs import BURST_MIN_CHUNKS
 
 from .conftest import ROOT
 
@@ -36,6 +37,7 @@ PROMPT = (
 )
 RUNS = ((1, 3), (4, 3))  # (concurrency, runs)
 MAX_RATIO_OFF = 0.02  # issue 14: the two timing surfaces agree within 2% (median ratio)
+MIN_STREAMED = 5  # of the 15 streams, at least this many not read in a burst
 
 
 @pytest.fixture(scope="module")
@@ -111,16 +113,27 @@ def test_every_request_carries_the_servers_timing_and_acceptance(
         assert run.cpu_share is not None and run.cpu_share > 0
 
 
+def _streamed(s: cl.StreamResult) -> bool:
+    """Not read in a burst, by the rule decide uses (stats/runs.py): only then did the client time it."""
+    return s.chunks < BURST_MIN_CHUNKS or s.bunched * 2 <= s.chunks - 1
+
+
 def test_client_decode_window_agrees_with_the_servers_generation_time(
     runs: list[tuple[cl.RunResult, Any]],
 ) -> None:
+    """On a starved host the API server releases deltas in bursts (issue 14): the client then times the
+    burst, not the decode, and decide drops those streams; the surfaces must agree on the rest."""
     ratios = [
         (s.t_end - s.t_first) * 1000.0 / s.timing.generation_ms
         for run, _ in runs
         for s in run.streams
-        if s.t_end is not None and s.t_first is not None and s.timing and s.timing.generation_ms
+        if s.t_end is not None
+        and s.t_first is not None
+        and s.timing
+        and s.timing.generation_ms
+        and _streamed(s)
     ]
-    assert len(ratios) == sum(c * n for c, n in RUNS)
+    assert len(ratios) >= MIN_STREAMED, f"{len(ratios)} streams were not read in a burst: the host is starved"
     median = statistics.median(ratios)
     assert abs(median - 1.0) <= MAX_RATIO_OFF, (median, sorted(ratios))
 

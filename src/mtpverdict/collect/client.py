@@ -30,7 +30,7 @@ import ssl
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -107,7 +107,7 @@ class StreamResult:
     t_end: float | None
     prompt_tokens: int | None
     completion_tokens: int | None
-    status: str
+    status: Literal["ok", "error"]
     error: str | None
     text: str | None  # the output, kept only for streams whose output is hashed
     chunks: int
