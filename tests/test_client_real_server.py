@@ -2,10 +2,10 @@
 
 Checks what the engine itself reports per request: the client's decode window agrees with the server's
 own generation time (median ratio within 2%), and per-request acceptance summed over a run equals the
-run's /metrics counter delta. One ngram k=2 server, a few runs at concurrency 1 and 4: about a minute
-after the boot. Needs MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh); skipped
-without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set. The server takes a free port, or
-MTPVERDICT_REAL_SERVER_PORT.
+run's /metrics counter delta. One ngram k=2 server, a few runs at concurrency 1 and 4: under a minute
+after the boot, two at most when the host starves the server. Needs MTPVERDICT_VLLM_PYTHON and
+MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh); skipped without them unless MTPVERDICT_REQUIRE_REAL_SERVER
+is set. The server takes a free port, or MTPVERDICT_REAL_SERVER_PORT.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ PROMPT = (
 )
 RUNS = ((1, 3), (4, 3))  # (concurrency, runs)
 MAX_RATIO_OFF = 0.02  # issue 14: the two timing surfaces agree within 2% (median ratio)
-MIN_STREAMED = 5  # of the 15 streams, at least this many not read in a burst
+MIN_STREAMED = 5  # streams not read in a burst, to compare the two timing surfaces on
+EXTRA_SECONDS = 60.0  # single streams sent for more of them when the runs had too few
 
 
 @pytest.fixture(scope="module")
@@ -113,29 +114,51 @@ def test_every_request_carries_the_servers_timing_and_acceptance(
         assert run.cpu_share is not None and run.cpu_share > 0
 
 
-def _streamed(s: cl.StreamResult) -> bool:
-    """Not read in a burst, by the rule decide uses (stats/runs.py): only then did the client time it."""
-    return s.chunks < BURST_MIN_CHUNKS or s.bunched * 2 <= s.chunks - 1
+def _ratio(s: cl.StreamResult) -> float | None:
+    """Client decode window over the server's generation time, for a stream not read in a burst (the
+    rule decide uses, stats/runs.py): only such a stream was timed by the client at all."""
+    if s.t_end is None or s.t_first is None or s.timing is None or not s.timing.generation_ms:
+        return None
+    if s.chunks >= BURST_MIN_CHUNKS and s.bunched * 2 > s.chunks - 1:
+        return None
+    return (s.t_end - s.t_first) * 1000.0 / s.timing.generation_ms
+
+
+async def _more_streamed(base: str, found: list[float]) -> list[float]:
+    """Single streams until MIN_STREAMED were not read in a burst, for at most EXTRA_SECONDS."""
+    clock = cl.Clock()
+    deadline = clock.now() + EXTRA_SECONDS
+    while len(found) < MIN_STREAMED and clock.now() < deadline:
+        run = await cl.run_concurrent(
+            base,
+            concurrency=1,
+            model="tiny",
+            prompt=PROMPT,
+            max_tokens=128,
+            chat=False,
+            ignore_eos=True,
+            clock=clock,
+            nonce=True,
+            headers={},
+        )
+        found += [r for r in map(_ratio, run.streams) if r is not None]
+    return found
 
 
 def test_client_decode_window_agrees_with_the_servers_generation_time(
-    runs: list[tuple[cl.RunResult, Any]],
+    server: str, runs: list[tuple[cl.RunResult, Any]]
 ) -> None:
-    """On a starved host the API server releases deltas in bursts (issue 14): the client then times the
-    burst, not the decode, and decide drops those streams; the surfaces must agree on the rest."""
-    ratios = [
-        (s.t_end - s.t_first) * 1000.0 / s.timing.generation_ms
-        for run, _ in runs
-        for s in run.streams
-        if s.t_end is not None
-        and s.t_first is not None
-        and s.timing
-        and s.timing.generation_ms
-        and _streamed(s)
-    ]
-    assert len(ratios) >= MIN_STREAMED, f"{len(ratios)} streams were not read in a burst: the host is starved"
-    median = statistics.median(ratios)
-    assert abs(median - 1.0) <= MAX_RATIO_OFF, (median, sorted(ratios))
+    """On a host whose cores are busy, vLLM's API server releases a stream's deltas in bursts (issue 14;
+    seen here on and off, for seconds at a time, with the previous client as well): the client then
+    times the burst, not the decode, and decide drops such streams. The surfaces must agree on the rest."""
+    found = [r for run, _ in runs for r in map(_ratio, run.streams) if r is not None]
+    found = asyncio.run(_more_streamed(server, found))
+    assert len(found) >= MIN_STREAMED, (
+        f"only {len(found)} streams in {EXTRA_SECONDS:.0f} s were not read in a burst: the host starves "
+        "the server, so the client's timing cannot be compared"
+    )
+    median = statistics.median(found)
+    assert abs(median - 1.0) <= MAX_RATIO_OFF, (median, sorted(found))
 
 
 def test_per_request_acceptance_sums_to_the_metrics_delta_of_its_run(
