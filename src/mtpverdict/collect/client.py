@@ -23,6 +23,7 @@ bounded head, event, body, and (for plain GETs) response sizes; every server val
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import math
@@ -459,6 +460,12 @@ class _Stream(asyncio.BufferedProtocol):
         self.done.set_result(None)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every https stream (building one loads the CA store: milliseconds)."""
+    return ssl.create_default_context()
+
+
 def _timed_error(stream: int, t_start: float, error: str, nonce: str | None) -> StreamResult:
     return StreamResult(stream, t_start, None, None, None, None, "error", error[:300], None, 0, nonce)
 
@@ -502,7 +509,7 @@ async def stream_one(
                 lambda: proto,
                 where.host,
                 where.port,
-                ssl=ssl.create_default_context() if where.tls else None,
+                ssl=_tls_context() if where.tls else None,
             ),
             timeout=limits.connect_seconds,
         )
