@@ -2,7 +2,9 @@
 
 Both drive the same server with the same shape of work: N requests of a short prompt, 48 output tokens
 (EOS ignored), temperature 0, at most C in flight; each run alternates the two harnesses so drift hits
-both. Printed: median TTFT and output throughput (completion tokens / wall clock) per harness.
+both. Printed: median TTFT and output throughput (completion tokens / wall clock) per harness, our
+client's CPU per token, and how its decode window compares with the server's own per-request generation
+time (the server runs with --enable-per-request-metrics).
 
     python bench/harness_vs_vllm_bench.py --vllm-python .venv-vllm/bin/python --models ci-work/models
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from mtpverdict.collect import client as cl
+from mtpverdict.stats.runs import BURST_MIN_CHUNKS
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = ROOT / "collectors" / "vllm-cpu" / "serve.sh"
@@ -39,39 +42,36 @@ async def fit_prompt(base: str, model: str) -> tuple[str, int]:
     """A prompt that, with the nonce in front, is INPUT_TOKENS long, as the server counts (usage)."""
     clock = cl.Clock()
     words = INPUT_TOKENS
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
-        for _ in range(8):
-            prompt = " ".join(WORDS[i % len(WORDS)] for i in range(words))
-            probe = await cl.stream_one(
-                client,
-                base,
-                model=model,
-                prompt=prompt,
-                max_tokens=1,
-                chat=False,
-                ignore_eos=True,
-                clock=clock,
-                stream_index=0,
-                nonce=cl.make_nonce(),
-                headers={},
-            )
-            counted = probe.prompt_tokens or INPUT_TOKENS
-            if counted == INPUT_TOKENS:
-                break
-            words = max(1, words + INPUT_TOKENS - counted)
+    for _ in range(8):
+        prompt = " ".join(WORDS[i % len(WORDS)] for i in range(words))
+        probe = await cl.stream_one(
+            base,
+            model=model,
+            prompt=prompt,
+            max_tokens=1,
+            chat=False,
+            ignore_eos=True,
+            clock=clock,
+            stream_index=0,
+            nonce=cl.make_nonce(),
+            headers={},
+        )
+        counted = probe.prompt_tokens or INPUT_TOKENS
+        if counted == INPUT_TOKENS:
+            break
+        words = max(1, words + INPUT_TOKENS - counted)
     return prompt, counted
 
 
-async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[float, float, float]:
-    """(median TTFT ms, output tok/s, client CPU us per token) with the collector's client, C requests
-    kept in flight."""
+async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[float, float, float, list[float]]:
+    """(median TTFT ms, output tok/s, client CPU us per token, client decode window / server generation
+    time of each stream not read in a burst) with the collector's client, C requests kept in flight."""
     clock = cl.Clock()
     gate = asyncio.Semaphore(c)
 
-    async def one(client: httpx.AsyncClient, i: int) -> cl.StreamResult:
+    async def one(i: int) -> cl.StreamResult:
         async with gate:
             return await cl.stream_one(
-                client,
                 base,
                 model=model,
                 prompt=prompt,
@@ -84,15 +84,19 @@ async def ours(base: str, model: str, prompt: str, n: int, c: int) -> tuple[floa
                 headers={},
             )
 
-    limits = httpx.Limits(max_connections=c + 2)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(600.0)) as client:
-        start, cpu = clock.now(), time.process_time()
-        results = await asyncio.gather(*(one(client, i) for i in range(n)))
-        wall, cpu = clock.now() - start, time.process_time() - cpu
+    start, cpu = clock.now(), time.process_time()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = clock.now() - start, time.process_time() - cpu
     ok = [r for r in results if r.status == "ok" and r.t_first is not None]
     tokens = sum(r.completion_tokens or 0 for r in ok)
     ttft = statistics.median((r.t_first - r.t_start) * 1000 for r in ok if r.t_first)
-    return ttft, tokens / wall, cpu / tokens * 1e6
+    ratios = [  # streams not read in a burst (the rule of stats/runs.py): only those were timed
+        (r.t_end - r.t_first) * 1000 / r.timing.generation_ms
+        for r in ok
+        if r.t_end is not None and r.t_first is not None and r.timing and r.timing.generation_ms
+        if r.chunks < BURST_MIN_CHUNKS or r.bunched * 2 <= r.chunks - 1
+    ]
+    return ttft, tokens / wall, cpu / tokens * 1e6, ratios
 
 
 def theirs(py: str, port: int, model: str, tokenizer: str, n: int, c: int) -> tuple[float, float]:
@@ -156,7 +160,7 @@ def main() -> None:
     log = Path(tempfile.mkdtemp()) / "server.log"
     env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": args.vllm_python}
     subprocess.run(
-        [str(SERVE), model_dir, str(args.port), str(log), "--enforce-eager"],
+        [str(SERVE), model_dir, str(args.port), str(log), "--enforce-eager", "--enable-per-request-metrics"],
         check=True,
         env=env,
         capture_output=True,
@@ -173,13 +177,20 @@ def main() -> None:
         )
         print(f"{'c':>3} {'harness':<20} {'median TTFT ms':>16} {'output tok/s':>14}")
         for c in (1, 4):
-            mine: list[tuple[float, float, float]] = []
+            mine: list[tuple[float, float, float, list[float]]] = []
             vllm: list[tuple[float, float]] = []
             for _ in range(args.repeats):
                 mine.append(asyncio.run(ours(base, model, prompt, args.requests, c)))
                 vllm.append(theirs(args.vllm_python, args.port, model, model_dir, args.requests, c))
             cpu = statistics.median(r[2] for r in mine)
-            print(f"{c:>3} mtpverdict client CPU: {cpu:.0f} us per streamed token (median)", flush=True)
+            ratios = [x for r in mine for x in r[3]]
+            ratio = f"{statistics.median(ratios):.4f}" if ratios else "-"
+            print(
+                f"{c:>3} mtpverdict client CPU: {cpu:.0f} us per streamed token (median); client decode "
+                f"window / server generation time (--enable-per-request-metrics): {ratio} (median over "
+                f"the {len(ratios)} of {args.requests * args.repeats} streams not read in a burst)",
+                flush=True,
+            )
             for label, rows in (("mtpverdict collect", mine), ("vllm bench serve", vllm)):
                 ttft = statistics.median(r[0] for r in rows)
                 tps = statistics.median(r[1] for r in rows)

@@ -3,7 +3,11 @@
 It streams completions at a fixed per-stream token rate (several tokens per delta under speculation),
 counts spec-decode drafts like vLLM v1, prints vLLM's KV and SpecDecoding log lines, and can be told to
 misbehave (die mid-run, answer 5xx, stall a stream, send malformed SSE, reset its counters, hide
-/metrics, fail to boot) so the collector's fault handling can be tested without a model.
+/metrics, fail to boot) so the collector's fault handling can be tested without a model. Hostile modes
+(each from request N on): endless-content (content deltas past max_tokens, forever), keepalive (one
+delta, then an SSE comment every 0.5 s, forever), endless-line (one SSE line that never ends),
+huge-metrics (a 200 MB /metrics), endless-metrics (a /metrics that never ends), bad-usage (usage values
+a server should never send, a different one per request: see BAD_USAGE).
 
     python tests/fakeserver.py --port P [--speculative-config JSON] [--tps T] [--kv TOKENS] [--fault F:N]
 """
@@ -23,6 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 MAX_MODEL_LEN = 1024
+HUGE_METRICS_BYTES = 200 * 1024 * 1024
+# usage blocks the bad-usage fault sends, one per request in turn (issue 15: each crashed or misled collect)
+BAD_USAGE = (
+    '{"prompt_tokens": -7, "completion_tokens": %(n)d}',
+    '{"prompt_tokens": true, "completion_tokens": %(n)d}',
+    '{"prompt_tokens": 5, "completion_tokens": true}',
+    '{"prompt_tokens": 5, "completion_tokens": ' + "9" * 400 + "}",
+    '{"prompt_tokens": 5, "completion_tokens": 1000000000000000}',
+)
 
 
 class State:
@@ -94,9 +107,59 @@ class Handler(BaseHTTPRequestHandler):
             if st.fault == "no-metrics":
                 self._send(404, "not found", "text/plain")
                 return
+            if st.fault in ("huge-metrics", "endless-metrics") and st.requests >= st.fault_n:
+                self._hostile_metrics(st.fault == "endless-metrics")
+                return
             self._send(200, metrics_text(st), "text/plain; version=0.0.4")
         else:
             self._send(404, "{}")
+
+    def _hostile_metrics(self, endless: bool) -> None:
+        block = b'vllm:spec_decode_num_drafts_total{engine="0",model_name="fake-model"} 1.0\n' * 1000
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        if endless:
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(HUGE_METRICS_BYTES))
+        self.end_headers()
+        sent = 0
+        try:
+            while endless or sent < HUGE_METRICS_BYTES:
+                self.wfile.write(block[: HUGE_METRICS_BYTES - sent] if not endless else block)
+                sent += len(block)
+        except OSError:
+            pass  # the collector stopped reading
+        self.close_connection = True
+
+    def _hostile_stream(self, n: int, chat: bool) -> bool:
+        """Stream a hostile answer for request n when its fault says so; True when it did."""
+        st = self.state
+        if st.fault not in ("endless-content", "keepalive", "endless-line") or n <= st.fault_n:
+            return False
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        delta = {"delta": {"content": " tok"}} if chat else {"text": " tok"}
+        content = f"data: {json.dumps({'choices': [{'index': 0, **delta}]})}\n\n".encode()
+        try:
+            self.wfile.write(content)
+            if st.fault == "endless-line":
+                self.wfile.write(b'data: {"choices": [{"index": 0, "text": "')
+            while True:
+                if st.fault == "endless-content":
+                    self.wfile.write(content * 16)
+                elif st.fault == "keepalive":
+                    self.wfile.write(b": keep-alive\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.5)
+                else:
+                    self.wfile.write(b"a" * 65536)
+        except OSError:
+            pass  # the collector gave up on the stream, as it should
+        self.close_connection = True
+        return True
 
     def do_POST(self) -> None:  # noqa: N802
         st = self.state
@@ -112,10 +175,13 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.drafts = st.draft_tokens = st.accepted = 0
                 st.per_pos = [0] * st.args.k
+        received = time.perf_counter()
         chat = self.path.endswith("/chat/completions")
         prompt = body["messages"][-1]["content"] if chat else body.get("prompt", "")
         max_tokens = int(body.get("max_tokens", 16))
         tokens = output_tokens(prompt, max_tokens)
+        if body.get("stream") and self._hostile_stream(n, chat):
+            return
         if body.get("prompt_logprobs") is not None:
             entries = [None] + [{str(i): {"logprob": -0.5 - (i % 3) * 0.25, "rank": 1}} for i in range(9)]
             self._send(200, json.dumps({"choices": [{"text": tokens[0], "prompt_logprobs": entries}]}))
@@ -132,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         step = 1.0 / st.args.tps
         i = 0
         sent_chunks = 0
+        steps: list[tuple[int, int]] = []  # (accepted, drafted) per verify step, for per-request metrics
+        written: list[float] = []
         while i < max_tokens:
             if st.fault == "stall" and n > st.fault_n and sent_chunks == 2:
                 time.sleep(3600)
@@ -139,7 +207,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"data: {not json\n\n")
                 self.wfile.flush()
                 return
-            take = 1 + self._draft_round(min(st.args.k, max_tokens - i - 1)) if st.args.k else 1
+            drafted = min(st.args.k, max_tokens - i - 1)
+            take = 1 + self._draft_round(drafted) if st.args.k else 1
+            if st.args.k and drafted > 0:
+                steps.append((take - 1, drafted))
             time.sleep(step * (1 if not st.args.k else 1.1))  # a round costs a bit more than a step
             piece = "".join(tokens[i : i + take])
             i += take
@@ -147,13 +218,21 @@ class Handler(BaseHTTPRequestHandler):
             event = {"choices": [{"index": 0, **delta, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
+            written.append(time.perf_counter())
             sent_chunks += 1
-        usage = {
-            "prompt_tokens": len(prompt.split()),
-            "completion_tokens": max_tokens,
-            "total_tokens": len(prompt.split()) + max_tokens,
-        }
-        self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        usage = json.dumps(
+            {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": max_tokens,
+                "total_tokens": len(prompt.split()) + max_tokens,
+            }
+        )
+        if st.fault == "bad-usage" and n > st.fault_n:
+            usage = BAD_USAGE[n % len(BAD_USAGE)] % {"n": max_tokens}
+        metrics = ""
+        if st.args.enable_per_request_metrics:
+            metrics = ', "metrics": ' + json.dumps(per_request_metrics(st.args.k, received, written, steps))
+        self.wfile.write(f'data: {{"choices": [], "usage": {usage}{metrics}}}\n\n'.encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
@@ -177,6 +256,31 @@ class Handler(BaseHTTPRequestHandler):
             st.window[0] += k
             st.window[1] += accepted
         return accepted
+
+
+def per_request_metrics(
+    k: int, received: float, written: list[float], steps: list[tuple[int, int]]
+) -> dict[str, object]:
+    """vLLM 0.32's per-request `metrics` (--enable-per-request-metrics, spec metrics at `detailed`)."""
+    found: dict[str, object] = {
+        "time_to_first_token_ms": (written[0] - received) * 1000,
+        "generation_time_ms": (written[-1] - written[0]) * 1000,
+        "queue_time_ms": 0.0,
+    }
+    if k:
+        histogram = [0] * (k + 1)
+        for accepted, _ in steps:
+            histogram[accepted] += 1
+        found["speculative_decoding"] = {
+            "acceptance_histogram": histogram,
+            "num_spec_steps": len(steps),
+            "num_accepted_draft_tokens": sum(a for a, _ in steps),
+            "num_draft_tokens": sum(d for _, d in steps),
+            "num_spec_tokens": k,
+            "per_step_accepted": [a for a, _ in steps],
+            "per_step_drafted": [d for _, d in steps],
+        }
+    return found
 
 
 def metrics_text(st: State) -> str:
@@ -234,6 +338,7 @@ def main() -> int:
     parser.add_argument("--kv", type=int, default=100_000)
     parser.add_argument("--boot-delay", type=float, default=0.2)
     parser.add_argument("--fault", default=None)
+    parser.add_argument("--enable-per-request-metrics", action="store_true")
     parser.add_argument(
         "--speculative-config",
         default=None,

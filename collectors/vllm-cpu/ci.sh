@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end stage of .ci/run: install vLLM for CPU in its own venv, build the tiny models, and run
-# the real-server tests (tests/test_real_server.py), which collect the campaign in campaign.toml (killing
-# its server and collect itself on the way, then resuming) and decide on it.
+# the real-server tests: tests/test_real_server.py collects the campaign in campaign.toml (killing its
+# server and collect itself on the way, then resuming) and decides on it; tests/test_client_real_server.py
+# checks the measuring client against the server's own per-request timing and acceptance.
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -25,4 +26,4 @@ export MTPVERDICT_MODELS="$work/models"
 export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py

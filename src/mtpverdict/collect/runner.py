@@ -797,18 +797,21 @@ class Collector:
         if server is not None and server.returncode() is not None:
             raise ServerDied(f"the server exited with status {server.returncode()} during {where}")
 
-    async def _metrics(self, client: httpx.AsyncClient, base_url: str, rel: str) -> tuple[str | None, Any]:
+    async def _metrics(
+        self, client: httpx.AsyncClient, base_url: str, rel: str
+    ) -> tuple[str | None, Any, str | None]:
+        """A /metrics snapshot, read bounded: (raw path, parsed snapshot, the bound it passed if any)."""
         from mtpverdict.errors import EngineTextError
         from mtpverdict.parse import parse_metrics
 
-        text = await cl.get_text(client, base_url + "/metrics", self.headers)
-        if text is None:
-            return None, None
-        atomic_write(self.writer.raw_path(rel), text)
+        fetched = await cl.fetch_text(client, base_url + "/metrics", self.headers)
+        if fetched.text is None:
+            return None, None, fetched.error if fetched.breached else None
+        atomic_write(self.writer.raw_path(rel), fetched.text)
         try:
-            return f"raw/{rel}", parse_metrics(text)
+            return f"raw/{rel}", parse_metrics(fetched.text), None
         except EngineTextError:
-            return f"raw/{rel}", None
+            return f"raw/{rel}", None, None
 
     async def _measure(
         self,
@@ -820,9 +823,9 @@ class Collector:
     ) -> None:
         plan, arm = self.plan, planned.arm
         first = plan.workloads[0]
+        limits = cl.StreamLimits(stall_seconds=plan.server.stall_seconds)
         for rep in range(1, plan.warmup_runs + 1):
             results = await cl.run_concurrent(
-                client,
                 base_url,
                 concurrency=min(plan.concurrency),
                 model=model,
@@ -833,6 +836,7 @@ class Collector:
                 clock=self.clock,
                 nonce=first.nonce,
                 headers=self.headers,
+                limits=limits,
             )
             self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
             self._check_alive(server, "a warm-up run")
@@ -840,9 +844,10 @@ class Collector:
             for conc in plan.concurrency:
                 for rep in range(1, plan.reps + 1):
                     tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
-                    before_rel, before = await self._metrics(client, base_url, f"metrics/{tag}-before.prom")
+                    before_rel, before, missed = await self._metrics(
+                        client, base_url, f"metrics/{tag}-before.prom"
+                    )
                     results = await cl.run_concurrent(
-                        client,
                         base_url,
                         concurrency=conc,
                         model=model,
@@ -853,17 +858,23 @@ class Collector:
                         clock=self.clock,
                         nonce=workload.nonce,
                         headers=self.headers,
+                        limits=limits,
                     )
-                    after_rel, after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
+                    after_rel, after, missed_after = await self._metrics(
+                        client, base_url, f"metrics/{tag}-after.prom"
+                    )
                     self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
-                    self._record_delta(planned, workload.id, conc, rep, before, after, after_rel)
-                    errors = sum(1 for r in results if r.status != "ok")
+                    self._record_delta(
+                        planned, workload.id, conc, rep, before, after, after_rel, missed or missed_after
+                    )
+                    errors = sum(1 for r in results.streams if r.status != "ok")
+                    n = len(results.streams)
                     self.on_event(
                         Event(
                             "run",
                             arm.name,
                             planned.boot,
-                            f"{workload.id} c={conc} rep {rep}: {len(results) - errors}/{len(results)} ok",
+                            f"{workload.id} c={conc} rep {rep}: {n - errors}/{n} ok",
                         )
                     )
                     self._check_alive(server, f"{workload.id} c={conc} rep {rep}")
@@ -889,11 +900,12 @@ class Collector:
         workload: str,
         conc: int,
         rep: int,
-        results: list[cl.StreamResult],
+        results: cl.RunResult,
         *,
         warmup: bool,
     ) -> None:
-        for r in results:
+        cpu_share = results.cpu_share
+        for r in results.streams:
             self.summary.requests += 0 if warmup else 1
             self.summary.request_errors += 0 if warmup or r.status == "ok" else 1
             self._append(
@@ -917,6 +929,8 @@ class Collector:
                     "nonce": r.nonce,
                     "bunched_chunks": r.bunched,
                     "chunks": r.chunks,
+                    **_served_fields(r),
+                    "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
                 }
             )
 
@@ -929,10 +943,32 @@ class Collector:
         before: Any,
         after: Any,
         raw: str | None,
+        missed: str | None = None,
     ) -> None:
         from mtpverdict.parse import VoidWindow, acceptance_delta
 
+        if missed is not None:
+            self.on_event(Event("note", planned.arm.name, planned.boot, f"/metrics not read: {missed}"))
         if before is None or after is None:
+            if missed is not None and planned.arm.k:  # a speculating arm owes this run's counter delta
+                self._append(
+                    {
+                        "kind": "acceptance",
+                        "arm": planned.arm.name,
+                        "boot": planned.boot,
+                        "workload": workload,
+                        "concurrency": conc,
+                        "rep": rep,
+                        "source": "metrics",
+                        "scoped": "run",
+                        "raw": None,
+                        "status": "void",
+                        "drafts": None,
+                        "draft_tokens": None,
+                        "accepted_tokens": None,
+                        "error": self._redact(missed),
+                    }
+                )
             return
         delta = acceptance_delta(before, after)
         if delta is None:
@@ -1111,3 +1147,26 @@ def _coherence_record(
         "output_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "output": cl.truncate(text),
     }
+
+
+def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
+    """What the server reported about one request, as optional request-record fields (absent when unknown)."""
+    timing, acceptance = r.timing, r.acceptance
+    fields: dict[str, Any] = {}
+    if timing is not None:
+        fields.update(
+            server_ttft_ms=timing.ttft_ms,
+            server_queue_ms=timing.queue_ms,
+            server_generation_ms=timing.generation_ms,
+            server_mean_itl_ms=timing.mean_itl_ms,
+        )
+    if acceptance is not None:
+        fields.update(
+            spec_steps=acceptance.steps,
+            spec_draft_tokens=acceptance.draft_tokens,
+            spec_accepted_tokens=acceptance.accepted_tokens,
+            spec_accepted_per_position=None
+            if acceptance.accepted_per_position is None
+            else list(acceptance.accepted_per_position),
+        )
+    return {k: v for k, v in fields.items() if v is not None}

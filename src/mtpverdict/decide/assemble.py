@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from mtpverdict._version import __version__
-from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict import plan
+from mtpverdict._version import __version__
+from mtpverdict.evidence.comparisons import FamilyRun
+from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
     AcceptanceSummary,
     ArmOutcomeResult,
@@ -137,33 +138,31 @@ def comparisons(evidence: Evidence) -> tuple[ComparisonResult, ...]:
 
 def outcomes(evidence: Evidence) -> tuple[ArmOutcomeResult, ...]:
     """Each candidate's combined outcome per metric over its family's design (min_effect at the margin)."""
-    out = []
-    for run in evidence.runs:
-        family = run.outcome.family
-        for arm in run.arms:
-            out.append(
-                ArmOutcomeResult(
-                    arm=arm.arm,
-                    family=run.family,
-                    metric=run.metric,
-                    outcome=str(arm.outcome),
-                    why=str(arm.why),
-                    min_effect=family.min_effect,
-                    p_better=finite(arm.p_better),
-                    p_better_holm=finite(arm.p_better_holm),
-                    p_equivalent_holm=finite(arm.p_equivalent_holm),
-                    p_worse_holm=finite(arm.p_worse_holm),
-                    p_below_min_effect_holm=finite(arm.p_below_min_effect_holm),
-                    loo_p=finite(arm.loo_p),
-                    loo_boot=arm.loo_boot,
-                    missing_cells=arm.missing_cells,
-                    unknown_cells=arm.unknown_cells,
-                    floor=_gain(arm.floor_first),
-                    floor_last=_gain(arm.floor_last),
-                    resolution=_resolution(arm, family),
-                )
-            )
-    return tuple(out)
+    return tuple(_outcome(run, arm) for run in evidence.runs for arm in run.arms)
+
+
+def _outcome(run: FamilyRun, arm: ArmOutcome) -> ArmOutcomeResult:
+    family = run.outcome.family
+    return ArmOutcomeResult(
+        arm=arm.arm,
+        family=run.family,
+        metric=run.metric,
+        outcome=str(arm.outcome),
+        why=str(arm.why),
+        min_effect=family.min_effect,
+        p_better=finite(arm.p_better),
+        p_better_holm=finite(arm.p_better_holm),
+        p_equivalent_holm=finite(arm.p_equivalent_holm),
+        p_worse_holm=finite(arm.p_worse_holm),
+        p_below_min_effect_holm=finite(arm.p_below_min_effect_holm),
+        loo_p=finite(arm.loo_p),
+        loo_boot=arm.loo_boot,
+        missing_cells=arm.missing_cells,
+        unknown_cells=arm.unknown_cells,
+        floor=_gain(arm.floor_first),
+        floor_last=_gain(arm.floor_last),
+        resolution=_resolution(arm, family),
+    )
 
 
 def _resolution(arm: ArmOutcome, family: FamilyOutcome) -> Resolution | None:

@@ -146,7 +146,10 @@ def _reference(
 
 def _not_resolved(arm: Arm, comp: CellComparison, reference: Arm) -> str:
     if not math.isfinite(comp.floor_first):
-        why = f"no interval can be drawn ({comp.variance_reason}), so the difference cannot be told from boot-to-boot noise"
+        why = (
+            f"no interval can be drawn ({comp.variance_reason}), so the difference cannot be told from "
+            "boot-to-boot noise"
+        )
     else:
         why = f"not resolved beyond the {pct(comp.floor_first)} floor"
     return f"{arm.name} is {pct(comp.estimate)} over {reference.name} but {why}"

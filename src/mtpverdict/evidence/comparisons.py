@@ -162,7 +162,10 @@ def _fallbacks(
         classified = dict(
             zip(testable, cmp.classify([raw[i] for i in testable], alpha=policy.alpha), strict=True)
         )
-        reason = "within-boot: runs inside single boots; boot-to-boot variance is not seen and certainty is overstated"
+        reason = (
+            "within-boot: runs inside single boots; boot-to-boot variance is not seen and certainty is "
+            "overstated"
+        )
         for i, c in enumerate(at):
             comp = classified.get(i, raw[i])
             out[(c.arm, c.cell)] = _as_cell(c, comp, VarianceMethod.WITHIN_BOOT, reason, comp.outcome)

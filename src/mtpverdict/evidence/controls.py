@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from mtpverdict._text import pct
-from mtpverdict.stats.blocked import DeviceBootValue, device_drift
-from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
-from mtpverdict.stats.procedure import BootValue
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus
 from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
+from mtpverdict.stats.blocked import DeviceBootValue, device_drift
+from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
+from mtpverdict.stats.procedure import BootValue
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
 
@@ -189,7 +187,7 @@ def _family_floor(evidence: Evidence, family: str) -> float | None:
 _FINDINGS = {
     DriftFinding.SLOPE_SIZE: "the fitted drift is beyond the bound",
     DriftFinding.SLOPE_SIGNIFICANT: "the slope is significant",
-    DriftFinding.CURVATURE_SIZE: "the ends differ from the middle beyond the bound (first and last boots alike)",
+    DriftFinding.CURVATURE_SIZE: "the ends differ from the middle beyond the bound (first and last alike)",
     DriftFinding.CURVATURE_SIGNIFICANT: "the curvature (first and last boots alike) is significant",
     DriftFinding.PAIR_SIZE: "the two control boots differ beyond the bound",
 }
@@ -254,7 +252,11 @@ def _device_drift(
         np.array([[sum(residuals[k]) / len(residuals[k]) for k in keys]]),
     )
     drift, p = float(found.drift[0]), float(found.p[0])
-    text = f"{label}control boots on {len(names)} devices drift {pct(drift)} within devices (p={p:.3g}); bound {math.expm1(bound) * 100:.1f}%"
+    bound_text = f"{math.expm1(bound) * 100:.1f}%"
+    text = (
+        f"{label}control boots on {len(names)} devices drift {pct(drift)} within devices (p={p:.3g}); "
+        f"bound {bound_text}"
+    )
     if math.isfinite(drift) and (abs(drift) > bound or p < alpha / 2):
         return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
     if not math.isfinite(drift):
@@ -291,8 +293,8 @@ def floor_checks(evidence: Evidence) -> list[ControlResult]:
                 "an assumption this campaign does not check",
             )
             text = (
-                f"{label}sensitivity floor unknown: no credible boot-to-boot variance (single boots, or boots "
-                f"that agree closer than the harness can measure); {implication}"
+                f"{label}sensitivity floor unknown: no credible boot-to-boot variance (single boots, or "
+                f"boots that agree closer than the harness can measure); {implication}"
             )
             out.append(ControlResult("floor", ControlStatus.INFO, text, None))
             continue
@@ -301,8 +303,9 @@ def floor_checks(evidence: Evidence) -> list[ControlResult]:
             f"{label}an arm alone is called better only beyond {math.expm1(worst.floor) * 100:.1f}% "
             f"({metric}, worst cell {worst.workload} c={worst.concurrency}: Holm's first step, with the "
             f"arm's own boot variance, Welch df {worst.df:.1f}, {', '.join(worst.sources)}); once other arms "
-            f"are called better, Holm's later steps call effects down to {math.expm1(worst.floor_last) * 100:.1f}% "
-            "better, so this is not the smallest effect the campaign can call better"
+            f"are called better, Holm's later steps call effects down to "
+            f"{math.expm1(worst.floor_last) * 100:.1f}% better, so this is not the smallest effect the "
+            "campaign can call better"
         )
         out.append(ControlResult("floor", ControlStatus.INFO, text, math.expm1(worst.floor)))
     return out

@@ -421,7 +421,10 @@ def parse_decision(text: str, source: str) -> Decision:
         raise InputError([Problem(source, f"not a decision file: it must hold a {DECISION_FORMAT} object")])
     found = obj.get("format")
     if found in OLDER_FORMATS:
-        message = f"{found} was written by an earlier mtpverdict; run `mtpverdict decide` again to write {DECISION_FORMAT}"
+        message = (
+            f"{found} was written by an earlier mtpverdict; run `mtpverdict decide` again to write "
+            f"{DECISION_FORMAT}"
+        )
         raise InputError([Problem(source, message, key="format")])
     if found != DECISION_FORMAT:
         raise InputError(

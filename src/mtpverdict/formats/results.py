@@ -254,7 +254,79 @@ class RequestRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="
         Count | None | UnsetType,
         Meta(description="Content deltas received (several tokens each under speculation)."),
     ] = UNSET
+    # what the server reported about this request (vLLM --enable-per-request-metrics and
+    # --per-request-spec-decode-metrics, llama.cpp timings), kept beside the client's own timing, and
+    # the collector's CPU use during the run; absent when the server does not report them
+    server_ttft_ms: Annotated[
+        Nonneg | None | UnsetType,
+        Meta(
+            description="The server's time to first token for this request, ms (vLLM "
+            "metrics.time_to_first_token_ms: from scheduling to the first token; queue wait excluded)."
+        ),
+    ] = UNSET
+    server_queue_ms: Annotated[
+        Nonneg | None | UnsetType, Meta(description="The server's queue wait for this request, ms.")
+    ] = UNSET
+    server_generation_ms: Annotated[
+        Nonneg | None | UnsetType,
+        Meta(
+            description="The server's decode time for this request, first to last token, ms (vLLM "
+            "metrics.generation_time_ms); compare with t_end - t_first."
+        ),
+    ] = UNSET
+    server_mean_itl_ms: Annotated[
+        Nonneg | None | UnsetType,
+        Meta(
+            description="The server's mean inter-token latency for this request, ms (generation / "
+            "(tokens - 1))."
+        ),
+    ] = UNSET
+    spec_steps: Annotated[
+        Count | None | UnsetType,
+        Meta(description="Verify steps that drafted for this request (vLLM num_spec_steps)."),
+    ] = UNSET
+    spec_draft_tokens: Annotated[
+        Count | None | UnsetType,
+        Meta(
+            description="Draft tokens proposed for this request (vLLM num_draft_tokens, llama.cpp draft_n)."
+        ),
+    ] = UNSET
+    spec_accepted_tokens: Annotated[
+        Count | None | UnsetType,
+        Meta(
+            description="Draft tokens accepted for this request (vLLM num_accepted_draft_tokens, llama.cpp "
+            "draft_n_accepted)."
+        ),
+    ] = UNSET
+    spec_accepted_per_position: Annotated[
+        tuple[Count, ...] | None | UnsetType,
+        Meta(
+            description="Verify steps of this request that accepted draft position 0..k-1 (from vLLM's "
+            "per_step_accepted or acceptance_histogram)."
+        ),
+    ] = UNSET
+    client_cpu_share: Annotated[
+        Nonneg | None | UnsetType,
+        Meta(
+            description="CPU seconds the collector used during this request's run over the run's wall "
+            "seconds (1.0 = one core busy); the same on every request of the run. High: the harness may "
+            "have read deltas late."
+        ),
+    ] = UNSET
     note: Text = UNSET
+
+
+SERVER_REQUEST_FIELDS = (
+    "server_ttft_ms",
+    "server_queue_ms",
+    "server_generation_ms",
+    "server_mean_itl_ms",
+    "spec_steps",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "spec_accepted_per_position",
+    "client_cpu_share",
+)
 
 
 class AcceptanceRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="acceptance"):

@@ -470,10 +470,10 @@ def floor_table(data: ReportData) -> Table | None:
         for f in floors
     )
     note = (
-        "Floor = min_effect plus the one-sided Welch t critical value at alpha / (depths compared) times the "
-        "standard error, with each arm's own boot variance: Holm's first step, the smallest gain an arm alone "
-        "is called better at. Holm's later steps test at larger alpha, so once other arms are called better "
-        "a gain down to the last step's floor is too."
+        "Floor = min_effect plus the one-sided Welch t critical value at alpha / (depths compared) times "
+        "the standard error, with each arm's own boot variance: Holm's first step, the smallest gain an arm "
+        "alone is called better at. Holm's later steps test at larger alpha, so once other arms are called "
+        "better a gain down to the last step's floor is too."
     )
     if assumed:
         note += (

@@ -12,8 +12,8 @@ from mtpverdict.formats._check import Located, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind
-from mtpverdict.stats.procedure import CellComparison, Outcome
 from mtpverdict.stats.economics import RegimePoint, crossing
+from mtpverdict.stats.procedure import CellComparison, Outcome
 
 
 class Params(Struct, frozen=True, forbid_unknown_fields=True):

@@ -97,7 +97,9 @@ def _why(found: ArmOutcome, min_effect: float) -> str:
         }.get(found.outcome, "resolved"),
         Why.MISSING_CELL: "a cell of the design was not measured: 'every cell' cannot hold",
         Why.UNKNOWN_VARIANCE: "a cell has no credible boot-to-boot variance",
-        Why.ONE_BOOT_CARRIES: f"one boot carries the gain: without {found.loo_boot} its p-value is {found.loo_p:.3g}",
+        Why.ONE_BOOT_CARRIES: (
+            f"one boot carries the gain: without {found.loo_boot} its p-value is {found.loo_p:.3g}"
+        ),
         Why.NOT_RESOLVED: f"not resolved beyond {bar} ({p})",
     }
     return texts[found.why]
