@@ -9,11 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
 from statsmodels.stats.weightstats import ttost_ind
 
 from mtpverdict.stats import compare as cmp
-from mtpverdict.stats.acceptance import arm_acceptance, proportion_interval
+from mtpverdict.stats.acceptance import arm_acceptance
 from mtpverdict.stats.economics import RegimePoint, crossing, round_economics
 from mtpverdict.stats.runs import boot_statistics, cell_summaries, run_table, values_table
 
@@ -101,12 +100,6 @@ def test_summaries_become_runs_only_when_the_runs_are_known() -> None:
     assert set(boot_statistics(values, include_cold=True)["n_runs"]) == {3, 1}
 
 
-def test_one_pair_multiplier_matches_the_cauchy_argument() -> None:
-    # one off_A/off_B pair, one arm boot, one depth: 5% one-sided needs ~5.5 x |off_B - off_A|
-    assert cmp.pair_multiplier(1, 1, 2, 0.05, 1) == pytest.approx(5.47, abs=0.01)
-    assert cmp.pair_multiplier(1, 1, 2, 0.05, 3) > 15  # Holm across three depths
-
-
 def test_tost_matches_statsmodels_when_variance_comes_from_the_two_samples() -> None:
     rng = np.random.default_rng(7)
     a, b = rng.normal(0.01, 0.02, 6), rng.normal(0.0, 0.02, 5)
@@ -124,12 +117,6 @@ def test_holm_matches_statsmodels() -> None:
     for _ in range(50):
         p = rng.uniform(0, 0.2, rng.integers(1, 6))
         assert np.allclose(cmp.holm(p), multipletests(p, method="holm")[1])
-
-
-def test_wilson_interval_is_statsmodels() -> None:
-    low, high = proportion_interval(46, 63, 0.05)
-    assert (low, high) == pytest.approx(proportion_confint(46, 63, alpha=0.05, method="wilson"))
-    assert low < 46 / 63 < high and high - low > 0.2  # 46/63 is not 73.0% +- nothing
 
 
 def test_outcomes_are_better_worse_equivalent_or_inconclusive() -> None:
@@ -161,14 +148,6 @@ def test_within_boot_and_assumed_floor_are_labelled() -> None:
     assert within.method == cmp.WITHIN_BOOT
     assumed = cmp.compare_assumed([0.0], [0.2], assumed_floor=0.05)
     assert assumed.method == cmp.ASSUMED_FLOOR and assumed.outcome == cmp.WORSE
-
-
-def test_bootstrap_needs_many_boots_and_covers_its_estimate() -> None:
-    rng = np.random.default_rng(1)
-    assert cmp.bootstrap_interval([0.1, 0.2, 0.3], [0.0, 0.1, 0.2], confidence=0.9, rng=rng) is None
-    a, b = rng.normal(0.1, 0.02, 12), rng.normal(0.0, 0.02, 12)
-    found = cmp.bootstrap_interval(a, b, confidence=0.9, rng=np.random.default_rng(2))
-    assert found is not None and found[0] < a.mean() - b.mean() < found[1]
 
 
 def test_round_economics_reproduce_the_arc_dense_numbers() -> None:
@@ -250,6 +229,7 @@ def test_acceptance_pools_counts_and_keeps_surfaces_apart() -> None:
             },
         ]
     )
+    table = table.assign(boot=1, workload=None, concurrency=None, rep=None)  # the loader's other columns
     acc = arm_acceptance(table, "k", 0.1)
     assert acc.primary is not None and acc.primary.source == "metrics"
     assert (acc.primary.draft_tokens, acc.primary.accepted_tokens, acc.primary.void_windows) == (60, 42, 1)

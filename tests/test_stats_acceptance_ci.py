@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import statsmodels.api as sm
+from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.simulate import ChainModel, simulate_chain
-from mtpverdict.stats.acceptance import proportion_interval
 from mtpverdict.stats.acceptance_ci import (
     AcceptanceCounts,
     ClusterUnit,
@@ -38,8 +38,8 @@ def test_wilson_on_drafted_tokens_undercovers_a_chain(concentration: float | Non
     model = ChainModel(concentration=concentration)
     truth, _ = model.truth()
     _, accepted, drafted = _per_request(model, 1)
-    bounds = [
-        proportion_interval(int(a), int(d), ALPHA)
+    bounds = [  # what stats/acceptance.py computed before: Wilson on drafted tokens
+        proportion_confint(int(a), int(d), alpha=ALPHA, method="wilson")
         for a, d in zip(accepted.sum(1), drafted.sum(1), strict=True)
     ]
     covered = _coverage(np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds]), truth)

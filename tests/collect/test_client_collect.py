@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mtpverdict.results import load_results
+from mtpverdict.formats.results_io import load_results
 
 from .conftest import campaign_text
 

@@ -6,6 +6,7 @@ the tables that fails on any use, so a kind that reached for them would fail its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -14,15 +15,16 @@ from typing import Any, cast
 import pytest
 
 from mtpverdict.errors import PolicyError
+from mtpverdict.evidence.comparisons import BootValues
 from mtpverdict.evidence.gather import _arm_cell_index, _arm_comparison_index
 from mtpverdict.evidence.model import BootInfo, CellKey, CoherenceCase, Evidence, Tables
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.policy import OnMissing, Policy, Rule
 from mtpverdict.formats.results import Arm, Campaign, Method, Role, Scope, Spec, Workload
 from mtpverdict.rules import registry
-from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance, Surface
 from mtpverdict.stats.capacity import KvCeiling
+from mtpverdict.stats.procedure import CellComparison, Outcome, VarianceMethod
 from mtpverdict.stats.runs import CellSummary
 
 DECODE = "decode_tps"
@@ -97,29 +99,43 @@ def cell(
 
 def comparison(
     ratio: float,
-    outcome: str = cmp.INCONCLUSIVE,
+    outcome: str = "inconclusive",
     *,
     ci: tuple[float, float] | None = None,
-    method: str = cmp.BETWEEN_BOOTS,
+    variance: VarianceMethod = VarianceMethod.WELCH,
     floor: float = 0.03,
-    df: int = 4,
-) -> cmp.Comparison:
-    """An arm-vs-off comparison given as ratios (the model keeps logs); ci None means no interval."""
+    df: float = 4.0,
+) -> CellComparison:
+    """An arm-vs-off cell comparison given as ratios (the model keeps logs); ci None means no interval.
+
+    Its arm and cell are filled in by make_evidence from the key it is stored under.
+    """
     low, high = (math.nan, math.nan) if ci is None else (math.log(ci[0]), math.log(ci[1]))
-    return cmp.Comparison(
+    nan = math.nan
+    return CellComparison(
+        arm="",
+        cell=("", 0),
+        n_arm=2,
+        n_control=2,
         estimate=math.log(ratio),
         se=0.01,
+        sd_arm=nan,
+        sd_control=nan,
         df=df,
-        method=method,
-        n_arm=2,
-        n_base=2,
         ci_low=low,
         ci_high=high,
-        p_better=math.nan,
-        p_worse=math.nan,
-        p_equivalent=math.nan,
-        floor=math.log1p(floor),
-        outcome=outcome,
+        p_better=nan,
+        p_worse=nan,
+        p_equivalent=nan,
+        p_below_min_effect=nan,
+        floor_first=math.log1p(floor),
+        floor_last=math.log1p(floor),
+        variance=variance,
+        variance_reason=str(variance),
+        loo_p=nan,
+        loo_estimate=nan,
+        loo_boot=None,
+        cell_outcome=Outcome(outcome),
     )
 
 
@@ -181,7 +197,7 @@ def make_evidence(
     window_tokens: int | None = None,
     alpha: float = 0.05,
     cells: Sequence[CellSummary] = (),
-    comparisons: Mapping[CellKey, cmp.Comparison] | None = None,
+    comparisons: Mapping[CellKey, CellComparison] | None = None,
     acceptance: Sequence[ArmAcceptance] = (),
     kv: Sequence[KvCeiling] = (),
     hashes: Mapping[tuple[str, str], frozenset[str]] | None = None,
@@ -202,12 +218,18 @@ def make_evidence(
         window_tokens=window_tokens,
     )
     by_key = {(c.arm, c.workload, c.concurrency, c.metric): c for c in cells}
-    comps = dict(comparisons or {})
+    comps = {
+        key: dataclasses.replace(c, arm=key[0], cell=(key[1], key[2]))
+        for key, c in (comparisons or {}).items()
+    }
     return Evidence(
         campaign=campaign,
         policy=policy(alpha),
         tables=cast(Tables, NoTables()),
         cells=by_key,
+        values=BootValues({}, {}),
+        archived={},
+        runs=(),
         comparisons=comps,
         floors=(),
         acceptance={a.arm: a for a in acceptance},
@@ -219,11 +241,9 @@ def make_evidence(
         likelihood=dict(likelihood or {}),
         boots=dict(boots or {}),
         request_counts=dict(request_counts or {}),
-        bootstraps={},
         arm_cell_index=_arm_cell_index(campaign, by_key),
         floor_index={},
         arm_comparison_index=_arm_comparison_index(comps),
-        boot_index={},
     )
 
 
@@ -273,3 +293,102 @@ def assert_on_missing(evidence: Evidence, arm: Arm, kind: str, body: str = "") -
     assert rejected.passed is False
     assert rejected.detail == sentence + " (rejected: the policy treats missing evidence as failing)"
     assert accepted.passed is True and accepted.detail == sentence + " (on_missing = accept)"
+
+
+# ---------------------------------------------------------------------------------------------------
+# evidence gathered from records, for kinds that read the family procedure
+
+
+BootCells = Mapping[tuple[str, int], float]  # (workload, concurrency) -> decode tok/s of one boot
+TOKENS = 101  # completion tokens of every generated request: a decode window of 100 tokens
+
+
+def gathered(
+    boots: Mapping[str, Sequence[BootCells]],
+    *,
+    policy_text_: str = 'policy_version = 1\nname = "unit"\n',
+    concurrency: Sequence[int] | None = None,
+) -> Evidence:
+    """Evidence gathered (results_from_records + gather) from boots given as decode rates per cell.
+
+    Arms named off* are controls, others MTP candidates at k=2; every boot runs each of its cells
+    three times at exactly its rate, so a boot's statistic is that rate. Boots are ordered arm by arm
+    in the order given, the controls' second boot last (off_A first, off_B last).
+    """
+    from mtpverdict.evidence.gather import gather
+    from mtpverdict.formats.results_io import results_from_records
+
+    names = list(boots)
+    arms = [
+        {
+            "name": name,
+            "role": "control" if name.startswith("off") else "candidate",
+            "spec": {"method": None, "k": 0} if name.startswith("off") else {"method": "mtp", "k": 2},
+            "order": i + 1,
+            "serve_argv": None,
+        }
+        for i, name in enumerate(names)
+    ]
+    workloads = sorted({w for cells in boots.values() for b in cells for w, _ in b})
+    campaign: dict[str, Any] = {
+        "format": "mtpverdict.results/1",
+        "id": "unit",
+        "title": "gathered",
+        "scope": {"device": None, "engine": None, "engine_version": None, "model": None, "claim": None},
+        "arms": arms,
+        "workloads": [
+            {"id": w, "prompt_tokens": None, "max_tokens": TOKENS, "expect_identical": False}
+            for w in workloads
+        ],
+        "window_tokens": None,
+    }
+    if concurrency is not None:
+        campaign["concurrency"] = list(concurrency)
+    records: list[dict[str, Any]] = []
+    order = 0
+    for name in names:
+        for b, cells in enumerate(boots[name], start=1):
+            order += 1
+            records.append(_boot_record(name, b, order))
+            records += [
+                _request(name, b, w, c, rep, rate) for (w, c), rate in cells.items() for rep in (1, 2, 3)
+            ]
+    results = results_from_records(campaign, records)
+    return gather(results, registry.parse_rules(policy_text_, "unit.toml"))
+
+
+def _boot_record(arm: str, boot: int, order: int) -> dict[str, Any]:
+    return {
+        "kind": "boot",
+        "arm": arm,
+        "boot": boot,
+        "order": order,
+        "status": "ready",
+        "ready_seconds": 1.0,
+        "kv_cache_tokens": None,
+        "block_size": None,
+        "num_blocks": None,
+        "max_model_len": None,
+        "engine_version": None,
+        "argv": None,
+        "error": None,
+    }
+
+
+def _request(arm: str, boot: int, wl: str, conc: int, rep: int, rate: float) -> dict[str, Any]:
+    start = 10.0 * rep
+    return {
+        "kind": "request",
+        "arm": arm,
+        "boot": boot,
+        "workload": wl,
+        "concurrency": conc,
+        "rep": rep,
+        "warmup": False,
+        "t_start": start,
+        "t_first": start + 0.1,
+        "t_end": start + 0.1 + (TOKENS - 1) / rate,
+        "prompt_tokens": 10,
+        "completion_tokens": TOKENS,
+        "status": "ok",
+    }

@@ -10,6 +10,7 @@ from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.rules.kinds.context_regime import KIND
 from mtpverdict.stats import compare as cmp
+from mtpverdict.stats.procedure import VarianceMethod
 
 from .conftest import (
     assert_on_missing,
@@ -116,7 +117,11 @@ def test_a_comparison_without_an_interval_has_no_bounds() -> None:
     ev = make_evidence(
         [control(), K2],
         workloads=DEPTHS,
-        comparisons={("k2", "long", 1, "decode_tps"): comparison(1.05, cmp.INCONCLUSIVE, method=cmp.NONE)},
+        comparisons={
+            ("k2", "long", 1, "decode_tps"): comparison(
+                1.05, cmp.INCONCLUSIVE, variance=VarianceMethod.UNKNOWN
+            )
+        },
     )
     (point,) = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["long"]')).profile
     assert (point.ci_low, point.ci_high, math.isclose(point.ratio, 1.05)) == (None, None, True)

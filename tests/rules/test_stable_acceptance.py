@@ -89,14 +89,14 @@ def test_each_threshold_holds_at_the_number(body: str) -> None:
 def test_too_few_drafted_tokens_is_missing_evidence() -> None:
     status, checks = judge("min_drafted_tokens = 1001\nmin_rate = 0.5")
     assert status is RuleStatus.MISSING
-    assert checks == {"min_drafted_tokens": False, "min_rate": True}
+    assert checks == {"min_drafted_tokens": None, "min_rate": True}
     assert judge("min_drafted_tokens = 1000")[0] is RuleStatus.PASS
 
 
 def test_a_failed_rate_outranks_a_small_sample() -> None:
     # Current behaviour: a threshold that fails rejects even when the sample is below min_drafted_tokens.
     status, checks = judge("min_drafted_tokens = 5000\nmin_rate = 0.7")
-    assert status is RuleStatus.FAIL and checks == {"min_drafted_tokens": False, "min_rate": False}
+    assert status is RuleStatus.FAIL and checks == {"min_drafted_tokens": None, "min_rate": False}
 
 
 def test_a_number_not_recorded_is_missing() -> None:

@@ -81,11 +81,11 @@ def test_max_regression_is_required_and_not_negative() -> None:
 def test_sentences() -> None:
     ev = evidence((1, 1.05), (4, 1.20))
     assert KIND.render(KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.1")), K2) == (
-        "k2: TTFT ratio to off (median of boot medians): short c=1 1.05x, short c=4 1.20x; above the "
+        "k2: TTFT ratio to off (geometric mean of boot medians): short c=1 1.05x, short c=4 1.20x; above the "
         "1.10x limit"
     )
     assert KIND.render(KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.3")), K2) == (
-        "k2: TTFT ratio to off (median of boot medians): short c=1 1.05x, short c=4 1.20x"
+        "k2: TTFT ratio to off (geometric mean of boot medians): short c=1 1.05x, short c=4 1.20x"
     )
     missing = KIND.evaluate(make_evidence([control(), K2]), K2, params("ttft", "max_regression = 0.3"))
     assert KIND.render(missing, K2) == "k2: no TTFT comparison with its control"

@@ -83,6 +83,10 @@ class ArmAcceptance:
         found = self._positions()
         return None if found is None else found.per_position_rate
 
+    def positions(self) -> Surface | None:
+        """The surface the per-position rates come from: the primary's first, else another's."""
+        return self._positions()
+
     def _positions(self) -> Surface | None:
         for surface in (self.primary, *self.surfaces):
             if surface is not None and surface.per_position_rate:

@@ -26,13 +26,9 @@ INCONCLUSIVE = "inconclusive"
 
 # How the interval was obtained
 BETWEEN_BOOTS = "between_boots"  # t on per-boot statistics with pooled boot variance
-BOOTSTRAP = "bootstrap"  # scipy.stats.bootstrap over boots (many boots per side)
 WITHIN_BOOT = "within_boot"  # runs inside single boots: precision of those boots, not across boots
 ASSUMED_FLOOR = "assumed_floor"  # no variance estimate: the policy's assumed floor
 NONE = "none"
-
-MIN_BOOTSTRAP_BOOTS = 10  # below this a bootstrap over boots is degenerate (FIELD §4): use t
-BOOTSTRAP_RESAMPLES = 4999
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,33 +242,6 @@ def compare_assumed(
     )
 
 
-def bootstrap_interval(
-    arm: npt.ArrayLike, base: npt.ArrayLike, *, confidence: float, rng: np.random.Generator
-) -> tuple[float, float] | None:
-    """Percentile-BCa interval of the difference of mean log boot statistics, when boots are many."""
-    a = np.asarray(arm, dtype=float)
-    b = np.asarray(base, dtype=float)
-    if a.size < MIN_BOOTSTRAP_BOOTS or b.size < MIN_BOOTSTRAP_BOOTS:
-        return None
-
-    def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.asarray(np.mean(x, axis=axis) - np.mean(y, axis=axis))
-
-    res = sps.bootstrap(
-        (a, b),
-        diff,
-        confidence_level=confidence,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="BCa",
-        random_state=rng,
-        vectorized=True,
-    )
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return None
-    return low, high
-
-
 def _with_method(comp: Comparison, method: str) -> Comparison:
     return Comparison(
         comp.estimate,
@@ -355,14 +324,3 @@ def classify(comparisons: Sequence[Comparison], *, alpha: float) -> list[Compari
             )
         )
     return out
-
-
-def pair_multiplier(variance_df: int, n_arm: int, n_base: int, alpha: float, family_size: int) -> float:
-    """The floor as a multiple of |off_B - off_A| when one A/A pair is the only variance source.
-
-    With s estimated from one pair, s = |D| / sqrt(2), so floor = t(1 - alpha/m, df) * |D| / sqrt(2)
-    * sqrt(1/n_arm + 1/n_base). For df 1, one arm boot against the pair and m = 1 this is ~5.5 (FIELD
-    §4); the naive rule 'promote if the difference exceeds |D|' uses a multiplier of 1.
-    """
-    t_family = float(sps.t.ppf(1.0 - alpha / max(family_size, 1), variance_df))
-    return t_family * math.sqrt(1.0 / n_arm + 1.0 / n_base) / math.sqrt(2.0)

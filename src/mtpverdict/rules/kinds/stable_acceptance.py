@@ -11,7 +11,7 @@ from mtpverdict.formats._check import Count, Fraction, Located
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kind import Finding, RuleKind
-from mtpverdict.stats.acceptance import Surface
+from mtpverdict.stats.acceptance import ArmAcceptance, Surface
 
 CHECKS = (
     "min_drafted_tokens",
@@ -89,7 +89,7 @@ class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
         acc = evidence.acceptance.get(arm.name)
         if acc is None or acc.primary is None:
             return AcceptanceFinding(RuleStatus.MISSING, None, None, None, None, ())
-        checks = list(_checks(params, acc.primary, ""))
+        checks = list(_checks(params, acc.primary, "", acc))
         workloads = acc.workloads()
         if len(workloads) > 1:
             for workload, surface in workloads:
@@ -129,14 +129,20 @@ class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
         return detail + ("; " + "; ".join(problems) if problems else "")
 
 
-def _checks(params: Params, surface: Surface, where: str) -> tuple[Check, ...]:
+def _checks(
+    params: Params, surface: Surface, where: str, acc: ArmAcceptance | None = None
+) -> tuple[Check, ...]:
+    """The thresholds on one surface; the arm's pooled checks may take per-position rates from any surface."""
+    positions = surface if acc is None else acc.positions() or surface
     return tuple(
-        _check(key, float(t), surface, where) for key in CHECKS if (t := getattr(params, key)) is not None
+        _check(key, float(t), surface, positions, where)
+        for key in CHECKS
+        if (t := getattr(params, key)) is not None
     )
 
 
-def _value(key: str, s: Surface) -> float | None:
-    last = None if not s.per_position_rate else s.per_position_rate[-1]
+def _value(key: str, s: Surface, positions: Surface) -> float | None:
+    last = None if not positions.per_position_rate else positions.per_position_rate[-1]
     values = {
         "min_drafted_tokens": None if s.draft_tokens is None else float(s.draft_tokens),
         "min_rate": s.rate,
@@ -147,17 +153,18 @@ def _value(key: str, s: Surface) -> float | None:
     return values[key]
 
 
-def _check(key: str, threshold: float, surface: Surface, where: str) -> Check:
-    value = _value(key, surface)
+def _check(key: str, threshold: float, surface: Surface, positions: Surface, where: str) -> Check:
+    value = _value(key, surface, positions)
     if value is None:
         return Check(key, threshold, None, None, where)
     ok = value <= threshold if key.startswith("max") else value >= threshold
     if key == "min_drafted_tokens" and not ok:
         return Check(key, threshold, value, None, where)  # too small a sample: missing, not failing
-    if key == "min_last_position_rate" and not ok and surface.per_position_high:
+    if key == "min_last_position_rate" and not ok and positions.per_position_high:
         # a rate below the minimum fails only when its whole interval is: the last position is tried
         # only when every earlier one was accepted, so its sample is the smallest of the round
-        ok = None if surface.per_position_high[-1] >= threshold else False  # type: ignore[assignment]
+        if positions.per_position_high[-1] >= threshold:
+            return Check(key, threshold, value, None, where)
     return Check(key, threshold, value, ok, where)
 
 
