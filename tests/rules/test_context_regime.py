@@ -60,6 +60,24 @@ def test_an_unresolved_listed_depth_is_inconclusive() -> None:
     assert finding.status is RuleStatus.INCONCLUSIVE and finding.value == pytest.approx(0.97)
 
 
+def test_an_unresolved_depth_shown_not_worse_beyond_the_margin_passes() -> None:
+    # not told apart from off at Holm's level, but its interval lies above -margin: "does not lose" holds
+    # (non-inferiority, one-sided at alpha per depth; every depth must hold, so no multiplicity correction)
+    ev = evidence(("mid", 1.1, cmp.BETTER), ("long", 1.2, cmp.INCONCLUSIVE))
+    finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
+    assert finding.status is RuleStatus.PASS
+    assert [p.outcome for p in finding.profile] == ["better", "not_worse"]
+    assert "long 1.200x (not_worse)" in KIND.render(finding, K2)
+
+
+def test_an_interval_reaching_below_the_margin_is_not_not_worse() -> None:
+    # ci (0.95, 1.05): the low end lies below 1/1.03, a loss beyond the margin is not excluded
+    ev = evidence(("mid", 1.1, cmp.BETTER), ("long", 1.0, "below_min_effect"))
+    finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["mid", "long"]'))
+    assert finding.status is RuleStatus.INCONCLUSIVE
+    assert finding.profile[1].outcome == "below_min_effect"
+
+
 def test_unlisted_depths_are_profiled_not_judged() -> None:
     ev = evidence(("short", 0.9, cmp.WORSE), ("mid", 1.1, cmp.BETTER), ("long", 1.2, cmp.BETTER))
     finding = KIND.evaluate(ev, K2, params("context_regime", 'workloads = ["long"]'))

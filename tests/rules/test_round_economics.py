@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -57,11 +58,13 @@ def cost(off_tps: float, arm_tps: float, mal: float = MAL) -> float:
 def test_a_round_within_k_plus_one_steps_passes() -> None:
     finding = KIND.evaluate(evidence(), K2, params("round_economics"))
     assert finding.status is RuleStatus.PASS
-    assert finding.value == pytest.approx(cost(110.0, 150.0))  # the upper of two control medians
+    # issue 14 item 2: the controls' level as the comparisons see it (their geometric mean), not the upper
+    assert finding.value == pytest.approx(cost(math.sqrt(100.0 * 110.0), 150.0))
     assert finding.threshold == 3
     ((wl, conc, econ),) = finding.cells
     assert (wl, conc, econ.tokens_per_round, econ.max_tokens_per_round) == ("short", 1, MAL, 3)
-    assert econ.baseline_step_ms == pytest.approx(1000 / 110) and econ.round_ms == pytest.approx(2000 / 150)
+    assert econ.baseline_step_ms == pytest.approx(1000 / math.sqrt(100.0 * 110.0))
+    assert econ.round_ms == pytest.approx(2000 / 150)
 
 
 def test_a_round_costing_more_than_k_plus_one_steps_fails() -> None:
@@ -115,7 +118,7 @@ def test_selectors_are_checked() -> None:
 
 def test_sentences() -> None:
     assert KIND.render(KIND.evaluate(evidence(), K2, params("round_economics")), K2) == (
-        "k2: short c=1: step 9.1 ms, round 13.3 ms, 2.00 tokens/round, cost 1.47 baseline steps"
+        "k2: short c=1: step 9.5 ms, round 13.3 ms, 2.00 tokens/round, cost 1.40 baseline steps"
     )
     failing = KIND.evaluate(evidence(arm_tps=30.0, off_tps=(100.0,)), K2, params("round_economics"))
     assert KIND.render(failing, K2) == (

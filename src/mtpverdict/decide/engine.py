@@ -136,6 +136,11 @@ def _outcome(evidence: Evidence, arms: Sequence[ArmDecision], controls: Sequence
 
     blockers = _blockers(evidence, controls)
     candidates = [a for a in arms if not a.is_control]
+    if not evidence.tables.results.measured_records:
+        return undecided(
+            "no measured evidence: the results directory holds no request, summary or acceptance record, "
+            "so neither speculation nor keeping it off is supported"
+        )
     if blockers:
         return undecided(*blockers)
     if not candidates:

@@ -152,6 +152,14 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
         controls = _control_values(evidence, family)
         if not controls:
             continue
+        apart = _unshared(evidence, family)
+        if apart >= 2:
+            text = (
+                f"{label}the {apart} control boots measured no cell in common: drift across the campaign and "
+                "the null control cannot be checked"
+            )
+            out.append(ControlResult("drift", ControlStatus.UNTESTABLE, text, None))
+            continue
         floor = _family_floor(evidence, family)
         plain = {
             cell: [BootValue(v.arm, v.boot, v.order, v.log_value) for v in vals]
@@ -169,12 +177,27 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
 
 
 def _control_values(evidence: Evidence, family: str) -> dict[tuple[str, int], list[DeviceBootValue]]:
+    """Control boots per cell, for the cells two or more control boots measured (only there can control
+    boots be compared: a cell one boot measured would read as no drift)."""
     names = evidence.control_names(family)
     cells: dict[tuple[str, int], list[DeviceBootValue]] = {}
     for (arm, workload, conc, metric), values in evidence.values.boots.items():
         if arm in names and metric == "decode_tps":
             cells.setdefault((workload, conc), []).extend(values)
-    return cells
+    shared = {cell: values for cell, values in cells.items() if len(values) >= 2}
+    return shared if shared else dict(list(cells.items())[:1])
+
+
+def _unshared(evidence: Evidence, family: str) -> int:
+    """Control boots of a family that share no cell with another control boot (0 when any cell is shared)."""
+    names = evidence.control_names(family)
+    per_cell: dict[tuple[str, int], set[tuple[str, int]]] = {}
+    for (arm, workload, conc, metric), values in evidence.values.boots.items():
+        if arm in names and metric == "decode_tps":
+            per_cell.setdefault((workload, conc), set()).update((v.arm, v.boot) for v in values)
+    if any(len(boots) >= 2 for boots in per_cell.values()):
+        return 0
+    return len(set().union(*per_cell.values())) if per_cell else 0
 
 
 def _family_floor(evidence: Evidence, family: str) -> float | None:

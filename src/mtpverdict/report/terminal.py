@@ -10,8 +10,16 @@ from mtpverdict.stats.runs import METRIC_LABELS
 SHOWN_CELLS = 3  # cells listed per arm before "..."
 
 
-def _cells_text(decision: Decision, arm: ArmDecision, metric: str, order: dict[str, int]) -> tuple[str, str]:
-    """(the arm's first cells as median [min-max] n, its ratio to off at the first cell)."""
+def _ratio_cell(decision: Decision, metric: str, order: dict[str, int]) -> tuple[str, int] | None:
+    """The one cell whose ratio to off the table shows for every arm: the first compared in campaign order."""
+    cells = {(c.workload, c.concurrency) for c in decision.comparisons if c.metric == metric}
+    return min(cells, key=lambda wc: (order.get(wc[0], len(order)), wc[0], wc[1]), default=None)
+
+
+def _cells_text(
+    decision: Decision, arm: ArmDecision, metric: str, order: dict[str, int], at: tuple[str, int] | None
+) -> tuple[str, str]:
+    """(the arm's first cells as median [min-max] n, its ratio to off at the table's ratio cell)."""
     cells = sorted(
         decision.arm_cells(arm.name, metric),
         key=lambda c: (order.get(c.workload, len(order)), c.workload, c.concurrency),
@@ -20,8 +28,8 @@ def _cells_text(decision: Decision, arm: ArmDecision, metric: str, order: dict[s
         f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
         for c in cells[:SHOWN_CELLS]
     ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
-    first = decision.comparison(arm.name, cells[0].workload, cells[0].concurrency, metric) if cells else None
-    ratio = "" if first is None or first.ratio is None else f"{first.ratio:.3f}x"
+    found = None if at is None else decision.comparison(arm.name, at[0], at[1], metric)
+    ratio = "" if found is None or found.ratio is None else f"{found.ratio:.3f}x"
     return runs or "-", ratio
 
 
@@ -45,9 +53,10 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     from tabulate import tabulate
 
     order = {w: i for i, w in enumerate(workloads)}
+    at = _ratio_cell(decision, metric, order)
     rows = []
     for arm in decision.arms:
-        runs, ratio = _cells_text(decision, arm, metric, order)
+        runs, ratio = _cells_text(decision, arm, metric, order, at)
         rows.append(
             [arm.name, arm.label, runs, ratio, _acceptance_text(arm), _kv_text(arm), str(arm.verdict)]
         )
@@ -55,7 +64,7 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
         "arm",
         "spec",
         METRIC_LABELS[metric] + " median [min-max]",
-        "vs off",
+        "vs off" if at is None else f"vs off ({at[0]} c={at[1]})",
         "acceptance",
         "KV pool (ceiling)",
         "verdict",

@@ -36,8 +36,17 @@ class RegimeFinding(Finding):
     concurrency: tuple[int, ...] = ()  # each profile point's concurrency, when several were measured
 
 
+NOT_WORSE = "not_worse"  # a profile point not told apart from off whose interval excludes a loss
+HOLDS = (str(Outcome.BETTER), str(Outcome.EQUIVALENT), NOT_WORSE)
+
+
 class ContextRegime(RuleKind[Params, RegimeFinding]):
-    """Worse than off at any listed workload fails; better or equivalent at all of them passes."""
+    """Worse than off at any listed workload fails; not worse beyond the margin at all of them passes.
+
+    "Not worse" is non-inferiority: the 1 - 2 alpha interval's low end lies above -log(1 + margin), a
+    one-sided test at alpha at each depth. The rule needs it at every listed depth (intersection-union),
+    so no multiplicity correction applies; better and equivalent imply it.
+    """
 
     name = "context_regime"
     params_type = Params
@@ -50,9 +59,10 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
 
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> RegimeFinding:
         metric = str(params.metric)
+        margin = math.log1p(evidence.policy.equivalence_margin)
         measured = sorted(
             (
-                (_point(evidence, workload, comp), conc)
+                (_point(evidence, workload, comp, margin), conc)
                 for workload, conc, comp in evidence.comparisons_of(arm.name, metric)
                 if params.concurrency is None or conc in params.concurrency
             ),
@@ -62,11 +72,11 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
         checked = [p for p in profile if p.workload in params.workloads]
         if not checked:
             return RegimeFinding(RuleStatus.MISSING, None, params.workloads, metric, profile, (), None)
-        losing = tuple(dict.fromkeys(p.workload for p in checked if p.outcome == Outcome.WORSE))
+        losing = tuple(dict.fromkeys(p.workload for p in checked if p.outcome == str(Outcome.WORSE)))
         unmeasured = tuple(w for w in params.workloads if not any(p.workload == w for p in checked))
         if losing:
             status = RuleStatus.FAIL
-        elif not unmeasured and all(p.outcome in (Outcome.BETTER, Outcome.EQUIVALENT) for p in checked):
+        elif not unmeasured and all(p.outcome in HOLDS for p in checked):
             status = RuleStatus.PASS
         else:
             status = RuleStatus.INCONCLUSIVE
@@ -103,14 +113,17 @@ class ContextRegime(RuleKind[Params, RegimeFinding]):
         return detail
 
 
-def _point(evidence: Evidence, workload: str, comp: CellComparison) -> RegimePoint:
+def _point(evidence: Evidence, workload: str, comp: CellComparison, margin: float) -> RegimePoint:
+    outcome = str(comp.cell_outcome)
+    if comp.cell_outcome in (Outcome.INCONCLUSIVE, Outcome.BELOW_MIN_EFFECT) and comp.ci_low > -margin:
+        outcome = NOT_WORSE  # NaN (no interval) compares false: nothing is shown
     return RegimePoint(
         workload=workload,
         prompt_tokens=evidence.campaign.workload(workload).prompt_tokens,
         ratio=math.exp(comp.estimate),
         ci_low=math.exp(comp.ci_low) if math.isfinite(comp.ci_low) else None,
         ci_high=math.exp(comp.ci_high) if math.isfinite(comp.ci_high) else None,
-        outcome=str(comp.cell_outcome),
+        outcome=outcome,
     )
 
 

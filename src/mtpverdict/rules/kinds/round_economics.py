@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from msgspec import Struct
@@ -11,6 +12,7 @@ from mtpverdict.formats._check import PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kind import Finding, RuleKind, cell_label, selected_cells
+from mtpverdict.stats.acceptance import ArmAcceptance
 from mtpverdict.stats.economics import RoundEconomics, round_economics
 
 METRIC = "decode_tps"
@@ -39,34 +41,21 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
     summary = "a speculative round costs no more baseline decode steps than the k + 1 tokens it can return"
 
     def evaluate(self, evidence: Evidence, arm: Arm, params: Params) -> EconomicsFinding:
-        acc = evidence.acceptance.get(arm.name)
-        mal = None if acc is None or acc.primary is None else acc.primary.mean_acceptance_length
-        if mal is None and acc is not None:
-            mal = next((s.mean_acceptance_length for s in acc.surfaces if s.mean_acceptance_length), None)
         if arm.spec.k is None:
-            return EconomicsFinding(
-                RuleStatus.MISSING,
-                None,
-                None,
-                (),
-                "depth k not recorded: a round cannot be judged against k + 1",
-            )
-        if mal is None:
+            missing = "depth k not recorded: a round cannot be judged against k + 1"
+            return EconomicsFinding(RuleStatus.MISSING, None, None, (), missing)
+        acc = evidence.acceptance.get(arm.name)
+        if acc is None or _length(acc, None) is None:
             return EconomicsFinding(
                 RuleStatus.MISSING, None, None, (), "no mean acceptance length for round economics"
             )
-        controls = evidence.control_names(arm.family)
         cells = []
         for workload, conc in selected_cells(
             evidence, arm.name, METRIC, params.workloads, params.concurrency
         ):
-            mine = evidence.cell(arm.name, workload, conc, METRIC)
-            off_vals = [
-                o.median for c in controls if (o := evidence.cell(c, workload, conc, METRIC)) is not None
-            ]
-            if mine is None or not off_vals:
-                continue
-            econ = round_economics(sorted(off_vals)[len(off_vals) // 2], mine.median, mal, arm.spec.k)
+            mal = _length(acc, (workload, conc))
+            mine, off = _levels(evidence, arm, workload, conc)
+            econ = None if mal is None else round_economics(off, mine, mal, arm.spec.k)
             if econ is not None:
                 cells.append((workload, conc, econ))
         if not cells:
@@ -75,10 +64,8 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
             )
         worst = max(e.cost_in_baseline_steps for _, _, e in cells)
         exceeded = any(e.exceeds_max_return for _, _, e in cells)
-        threshold = None if arm.spec.k is None else arm.spec.k + 1
-        return EconomicsFinding(
-            RuleStatus.FAIL if exceeded else RuleStatus.PASS, worst, threshold, tuple(cells), None
-        )
+        status = RuleStatus.FAIL if exceeded else RuleStatus.PASS
+        return EconomicsFinding(status, worst, arm.spec.k + 1, tuple(cells), None)
 
     def render(self, finding: EconomicsFinding, arm: Arm) -> str:
         if finding.missing is not None:
@@ -97,3 +84,35 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
 
 
 KIND = RoundEconomicsKind()
+
+
+def _length(acc: ArmAcceptance, cell: tuple[str, int] | None) -> float | None:
+    """Mean acceptance length of the cell (its own windows, else its workload's), else the arm's."""
+    if cell is not None:
+        for surface in (acc.cell(*cell), acc.cell(cell[0], 0)):
+            if surface is not None and surface.mean_acceptance_length:
+                return surface.mean_acceptance_length
+    if acc.primary is not None and acc.primary.mean_acceptance_length:
+        return acc.primary.mean_acceptance_length
+    return next((s.mean_acceptance_length for s in acc.surfaces if s.mean_acceptance_length), None)
+
+
+def _levels(evidence: Evidence, arm: Arm, workload: str, conc: int) -> tuple[float, float]:
+    """The arm's and the controls' decode rates as the comparison sees them: geometric means of boots."""
+    mine = [v.log_value for v in evidence.values.of(arm.name, (workload, conc), METRIC)]
+    off = [
+        v.log_value
+        for c in evidence.control_names(arm.family)
+        for v in evidence.values.of(c, (workload, conc), METRIC)
+    ]
+    if not mine or not off:  # evidence without per-boot values (built without tables): cell medians
+        arm_cell = evidence.cell(arm.name, workload, conc, METRIC)
+        offs = [
+            c.median
+            for name in evidence.control_names(arm.family)
+            if (c := evidence.cell(name, workload, conc, METRIC))
+        ]
+        return (arm_cell.median if arm_cell else math.nan), (
+            math.exp(sum(map(math.log, offs)) / len(offs)) if offs else math.nan
+        )
+    return math.exp(sum(mine) / len(mine)), math.exp(sum(off) / len(off))
