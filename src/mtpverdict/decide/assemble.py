@@ -19,7 +19,9 @@ from mtpverdict.formats.decision import (
     HistoryInput,
     Inputs,
     KvSummary,
+    MissingnessResult,
     PolicySummary,
+    RefusalResult,
     Resolution,
     SelectedArm,
     SurfaceSummary,
@@ -81,6 +83,21 @@ def kv(evidence: Evidence, arm: Arm) -> KvSummary:
         window_tokens=found.window_tokens,
         ceiling=finite(found.ceiling),
         ratio_to_control=finite(found.ratio_to_control),
+    )
+
+
+def missingness(evidence: Evidence) -> tuple[MissingnessResult, ...]:
+    """Streams completed and kept per arm, boot and cell."""
+    return tuple(
+        MissingnessResult(r.arm, r.boot, r.workload, r.concurrency, r.streams, r.kept, r.burst, r.timing)
+        for r in evidence.missing
+    )
+
+
+def refused(evidence: Evidence) -> tuple[RefusalResult, ...]:
+    """The (arm, cell) pairs not compared for missingness, with the shares and the reason."""
+    return tuple(
+        RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason) for r in evidence.refused
     )
 
 

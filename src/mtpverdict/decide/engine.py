@@ -59,6 +59,8 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         campaign=assemble.campaign_summary(evidence),
         inputs=assemble.inputs(evidence, policy.sha256, history),
         next_step=next_step,
+        missingness=assemble.missingness(evidence),
+        refused=assemble.refused(evidence),
     )
 
 
@@ -69,6 +71,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         *ctl.drift_checks(evidence),
         ctl.blind_check(evidence),
         ctl.harness_check(evidence),
+        ctl.missingness_check(evidence),
         ctl.failed_boots_check(evidence),
     ]
     return [c for c in found if c is not None]

@@ -46,6 +46,7 @@ class BootValues:
 
     boots: Mapping[BootKey, tuple[DeviceBootValue, ...]]
     runs: Mapping[BootKey, tuple[tuple[float, ...], bool]]  # run-level logs, and whether all runs are known
+    withheld: frozenset[BootKey] = frozenset()  # measured, but refused for missingness: still design cells
 
     def of(self, arm: str, cell: Cell, metric: str) -> tuple[DeviceBootValue, ...]:
         return self.boots.get((arm, cell[0], cell[1], metric), ())
@@ -71,7 +72,9 @@ class FamilyRun:
 def design_cells(campaign: Campaign, values: BootValues, family: str, metric: str) -> tuple[Cell, ...]:
     """The cells a family is judged on for a metric (module docstring)."""
     members = {a.name for a in campaign.arms if a.family == family}
-    measured = {(w, c) for (arm, w, c, m) in values.boots if arm in members and m == metric}
+    measured = {
+        (w, c) for (arm, w, c, m) in (*values.boots, *values.withheld) if arm in members and m == metric
+    }
     if campaign.concurrency:
         declared = {(w.id, c) for w in campaign.workloads for c in campaign.concurrency}
         measured |= declared

@@ -135,6 +135,34 @@ def harness_check(evidence: Evidence) -> ControlResult | None:
     )
 
 
+def missingness_check(evidence: Evidence) -> ControlResult | None:
+    """Streams set aside by arm: a difference between an arm and its controls refuses that comparison."""
+    rows = evidence.missing
+    if not rows:
+        return None
+    timing = "the server's own timing" if rows[0].timing == "server" else "the client's timing"
+    streams = sum(r.streams for r in rows)
+    aside = sum(r.set_aside for r in rows)
+    if not evidence.refused:
+        return ControlResult(
+            "missingness",
+            ControlStatus.PASS,
+            f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside, in shares "
+            f"within {evidence.policy.runs.max_missing_gap:.0%} of the controls' at every cell",
+            float(aside),
+        )
+    shown = "; ".join(f"{r.arm} at {r.workload} c={r.concurrency}: {r.reason}" for r in evidence.refused[:4])
+    more = f"; {len(evidence.refused) - 4} more" if len(evidence.refused) > 4 else ""
+    return ControlResult(
+        "missingness",
+        ControlStatus.WARN,
+        f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside, by arm: not "
+        f"compared where an arm's share differs from its controls' by more than "
+        f"{evidence.policy.runs.max_missing_gap:.0%} ({shown}{more})",
+        float(len(evidence.refused)),
+    )
+
+
 def drift_checks(evidence: Evidence) -> list[ControlResult]:
     """Null control and exchangeability of each family's control boots (decode tok/s), in boot order.
 

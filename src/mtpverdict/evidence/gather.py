@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from mtpverdict.evidence.comparisons import BootValues, FamilyRun, flatten, run_family
+from mtpverdict.evidence.comparisons import BootKey, BootValues, FamilyRun, flatten, run_family
 from mtpverdict.evidence.model import (
     BootInfo,
     CellKey,
@@ -26,6 +26,7 @@ from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance import ArmAcceptance, arm_acceptance
 from mtpverdict.stats.blocked import DeviceBootValue
 from mtpverdict.stats.capacity import KvCeiling, kv_ceiling, kv_pool
+from mtpverdict.stats.missingness import AFFECTED_METRICS, MissingRow, Refusal, missing_rows, refusals
 from mtpverdict.stats.procedure import ArchivedVariance, CellComparison
 from mtpverdict.stats.runs import (
     CellSummary,
@@ -56,13 +57,15 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     """Compute every statistic the rules need; pure apart from reading the loaded tables."""
     campaign = results.campaign
     runs = run_table(results.requests)
-    values = values_table(runs, results.summaries)
+    missing = missing_rows(runs, policy.include_cold)
+    refused = _refusals(campaign, missing, policy.runs.max_missing_gap)
+    values, withheld = _withhold(values_table(runs, results.summaries), refused)
     boots = boot_statistics(values, policy.include_cold)
     cells = {
         (c.arm, c.workload, c.concurrency, c.metric): c for c in cell_summaries(values, policy.include_cold)
     }
     counted = values if policy.include_cold else values[~values["cold"].astype(bool)]
-    boot_values = BootValues(boots=_boot_values(boots, results), runs=_run_index(counted))
+    boot_values = BootValues(boots=_boot_values(boots, results), runs=_run_index(counted), withheld=withheld)
     archived = _archived(history)
     family_runs = _family_runs(campaign, policy, boot_values, archived)
     comparisons = flatten(family_runs)
@@ -91,7 +94,31 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         arm_cell_index=_arm_cell_index(campaign, cells),
         floor_index={(f.family, f.workload, f.concurrency, f.metric): f for f in floors},
         arm_comparison_index=_arm_comparison_index(comparisons),
+        missing=missing,
+        refused=refused,
     )
+
+
+def _refusals(campaign: Campaign, missing: Sequence[MissingRow], max_gap: float) -> tuple[Refusal, ...]:
+    """The (arm, cell) pairs refused for missingness, family by family against the family's controls."""
+    out: list[Refusal] = []
+    for family in dict.fromkeys(a.family for a in campaign.arms):
+        members = {a.name for a in campaign.arms if a.family == family}
+        controls = frozenset(a.name for a in campaign.arms if a.family == family and a.is_control)
+        out.extend(refusals([r for r in missing if r.arm in members], controls, max_gap))
+    return tuple(out)
+
+
+def _withhold(values: pd.DataFrame, refused: Sequence[Refusal]) -> tuple[pd.DataFrame, frozenset[BootKey]]:
+    """Drop the decode and TTFT values of refused (arm, cell) pairs; name the keys dropped."""
+    if not refused or values.empty:
+        return values, frozenset()
+    keys = {(r.arm, r.workload, r.concurrency) for r in refused}
+    cell = list(zip(values["arm"], values["workload"], values["concurrency"], strict=True))
+    hit = pd.Series([(str(a), str(w), int(c)) in keys for a, w, c in cell], index=values.index)
+    drop = hit & values["metric"].isin(AFFECTED_METRICS)
+    withheld = frozenset((a, w, c, m) for a, w, c in keys for m in AFFECTED_METRICS)
+    return values[~drop].reset_index(drop=True), withheld
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.stats.acceptance import ArmAcceptance
 from mtpverdict.stats.capacity import KvCeiling
+from mtpverdict.stats.missingness import MissingRow, Refusal
 from mtpverdict.stats.procedure import ArchivedVariance, ArmOutcome, CellComparison
 from mtpverdict.stats.runs import CellSummary
 
@@ -128,6 +129,8 @@ class Evidence:
     arm_cell_index: Mapping[tuple[str, str], tuple[CellSummary, ...]]  # (arm, metric) -> cells in order
     floor_index: Mapping[tuple[str, str, int, str], FamilyFloor]
     arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]
+    missing: tuple[MissingRow, ...] = ()  # streams completed and kept per arm, boot and cell
+    refused: tuple[Refusal, ...] = ()  # (arm, cell) pairs not compared: their missingness differs
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

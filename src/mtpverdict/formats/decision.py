@@ -281,6 +281,30 @@ class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
 
 
+class MissingnessResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """Streams one boot completed at one cell, and how many yielded a decode measurement."""
+
+    arm: str
+    boot: int
+    workload: str
+    concurrency: int
+    streams: int
+    kept: int
+    burst: int
+    timing: Annotated[str, Meta(description="server or client: whose clock timed decode and TTFT.")]
+
+
+class RefusalResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """An (arm, cell) not compared because the share of streams set aside differs from its controls'."""
+
+    arm: str
+    workload: str
+    concurrency: int
+    share: float
+    versus: float
+    reason: str
+
+
 class SelectedArm(Struct, frozen=True, forbid_unknown_fields=True):
     """The arm the decision selects and how to serve it."""
 
@@ -348,6 +372,14 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     next_step: Annotated[
         str | None, Meta(description="What would settle the unresolved arms: the collect command to run.")
     ] = None
+    missingness: Annotated[
+        tuple[MissingnessResult, ...],
+        Meta(description="Per arm, boot and cell: completed streams and those with a decode measurement."),
+    ] = ()
+    refused: Annotated[
+        tuple[RefusalResult, ...],
+        Meta(description="Cells where an arm was not compared: its share of streams set aside differs."),
+    ] = ()
 
     def arm(self, name: str) -> ArmDecision:
         found = self.find_arm(name)

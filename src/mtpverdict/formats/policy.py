@@ -86,6 +86,14 @@ class Runs(Struct, frozen=True, forbid_unknown_fields=True):
     cold: Annotated[
         ColdMode, Meta(description="The first run after each boot: counted or only reported.")
     ] = ColdMode.INCLUDE
+    max_missing_gap: Annotated[
+        Fraction,
+        Meta(
+            description="At a cell, the largest difference between an arm's share of streams set aside "
+            "(no decode measurement: read in a burst, too short) and its controls' share before the arm is "
+            "not compared there."
+        ),
+    ] = 0.10
 
     @property
     def include_cold(self) -> bool:

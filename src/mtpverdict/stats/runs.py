@@ -1,8 +1,14 @@
 """Per-run and per-boot measurements from request and summary records (the seeds' timing definitions).
 
 TTFT = wall time to the first content delta. Decode tok/s of a stream = (completion_tokens - 1) /
-(last delta - first delta): the decode window only, prefill excluded. Aggregate throughput of a run =
-total completion tokens / wall clock of the whole run (never a sum of per-stream rates).
+(last delta - first delta): the decode window only, prefill excluded. When the server reported its own
+timing for every completed stream of the campaign (vLLM --enable-per-request-metrics), decode uses the
+server's generation time (first to last token) and TTFT its queue wait plus time to first token, for
+every stream: the server's clock cannot be read late, so no stream is set aside for arriving in a burst.
+Otherwise a stream the client read from a buffer in a burst has no decode and no TTFT; each run counts
+the streams it kept (n_decode) so that what was set aside can be compared across arms. Aggregate
+throughput of a run = total completion tokens / wall clock of the whole run (never a sum of per-stream
+rates).
 A run is every request sharing (arm, boot, workload, concurrency, rep); the run of a boot with the
 earliest start is its cold run, unless warm-up requests ran before it (they took the cold start).
 """
@@ -35,6 +41,28 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+SERVER_TIMING = ("server_generation_ms", "server_ttft_ms")
+
+
+def server_timed(requests: pd.DataFrame) -> bool:
+    """True when every completed measured stream of 2 or more tokens carries the server's own timing.
+
+    One surface for the whole campaign: mixing the server's clock for some streams with the client's
+    for others would make the surface depend on the arm.
+    """
+    if requests.empty or any(c not in requests for c in SERVER_TIMING):
+        return False
+    measured = requests[
+        ~requests["warmup"].astype(bool)
+        & (requests["status"] == "ok")
+        & (requests["completion_tokens"].astype(float) >= 2)
+    ]
+    if measured.empty:
+        return False
+    generation = measured["server_generation_ms"].astype(float)
+    return bool((generation > 0).all() and measured["server_ttft_ms"].astype(float).notna().all())
+
+
 def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per measured run (warm-ups excluded) with its three metrics and error counts."""
     columns = [
@@ -43,6 +71,9 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         "n_requests",
         "n_errors",
         "n_burst",
+        "n_ok",
+        "n_decode",
+        "timing",
         "decode_tps",
         "ttft_ms",
         "aggregate_tps",
@@ -61,10 +92,20 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     missing = pd.Series(float("nan"), index=req.index)
     chunks = req["chunks"].astype(float) if "chunks" in req else missing
     bunched = req["bunched_chunks"].astype(float) if "bunched_chunks" in req else missing
-    # a stream read from a buffer in a burst measured the harness, not the server: no decode, no TTFT
-    streamed = ~(bunched.notna() & chunks.notna() & (bunched * 2 > chunks - 1) & (chunks >= BURST_MIN_CHUNKS))
-    decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0) & streamed)
-    ttft = ((t_first - t_start) * 1000.0).where(ok & streamed)
+    timed = server_timed(requests)
+    if timed:
+        generation = req["server_generation_ms"].astype(float) / 1000.0
+        queue = req["server_queue_ms"].astype(float).fillna(0.0) if "server_queue_ms" in req else 0.0
+        streamed = pd.Series(True, index=req.index)
+        decode = ((tokens - 1.0) / generation).where(ok & (tokens >= 2) & (generation > 0))
+        ttft = (queue + req["server_ttft_ms"].astype(float)).where(ok)
+    else:
+        # a stream read from a buffer in a burst measured the harness, not the server: no decode, no TTFT
+        streamed = ~(
+            bunched.notna() & chunks.notna() & (bunched * 2 > chunks - 1) & (chunks >= BURST_MIN_CHUNKS)
+        )
+        decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0) & streamed)
+        ttft = ((t_first - t_start) * 1000.0).where(ok & streamed)
     frame = pd.DataFrame(
         {
             **{k: req[k] for k in RUN_KEYS},
@@ -87,7 +128,9 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         decode_tps=("decode", "median"),
         ttft_ms=("ttft", "median"),
         n_burst=("burst", "sum"),
+        n_decode=("decode", "count"),
     ).reset_index()
+    runs["timing"] = "server" if timed else "client"
     wall = runs["t_end"] - runs["t_start"]
     runs["aggregate_tps"] = (runs["tokens"] / wall).where((runs["n_ok"] > 0) & (wall > 0))
     runs["n_errors"] = runs["n_requests"] - runs["n_ok"]

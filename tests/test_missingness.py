@@ -1,0 +1,133 @@
+"""Streams dropped by arm: missingness per arm, boot and cell, comparisons it refuses, the server's clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mtpverdict.decide import decide
+from mtpverdict.formats.results_io import results_from_records
+from mtpverdict.rules import load_policy
+from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.stats.missingness import MissingRow, refusals
+from mtpverdict.stats.runs import run_table
+
+CONTROLS = frozenset({"off_A", "off_B"})
+
+
+def _campaign(seed: int = 3) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    scenario = Scenario(
+        name="bursts",
+        arms=(SimArm("off_A"), SimArm("k1", 1, 0.0), SimArm("off_B")),
+        boots_per_arm=3,
+        reps=3,
+        concurrency=(4,),
+        completion_tokens=64,
+        request_sd=0.15,
+        boot_sd=0.005,
+        run_sd=0.002,
+    )
+    return simulate_campaign(scenario, np.random.default_rng(seed))
+
+
+def _rate(rec: dict[str, Any]) -> float:
+    return float((rec["completion_tokens"] - 1) / (rec["t_end"] - rec["t_first"]))
+
+
+def _burst_the_slow_half(records: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
+    """Mark the slower half of each of the arm's runs as read in a burst: the survivors are the fast ones."""
+    runs: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec["kind"] == "request":
+            rec.setdefault("chunks", 60)
+            rec.setdefault("bunched_chunks", 2)
+            if rec["arm"] == arm:
+                runs.setdefault((rec["boot"], rec["workload"], rec["concurrency"], rec["rep"]), []).append(rec)
+    for members in runs.values():
+        for rec in sorted(members, key=_rate)[: len(members) // 2]:
+            rec["bunched_chunks"] = 58
+    return records
+
+
+def test_streams_set_aside_by_one_arm_refuse_its_comparison_and_are_recorded() -> None:
+    campaign, records = _campaign()
+    biased = _burst_the_slow_half(records, "k1")
+    decision = decide(results_from_records(campaign, biased, label="bursts"), load_policy("default"))
+    rows = {(m.arm, m.boot): m for m in decision.missingness}
+    assert len(decision.missingness) == 9  # 3 arms x 3 boots x one cell
+    assert {(m.streams, m.kept, m.burst, m.timing) for a, m in rows.items() if a[0] == "k1"} == {
+        (8, 4, 4, "client")  # 2 counted runs of 4 streams (the cold one is not counted); the slow 2 of each
+    }
+    assert all(m.kept == m.streams for a, m in rows.items() if a[0] != "k1")
+    ((refusal,),) = ({r for r in decision.refused},)
+    assert (refusal.arm, refusal.workload, refusal.concurrency) == ("k1", "chat", 4)
+    assert refusal.share == pytest.approx(0.5) and refusal.versus == 0.0
+    assert "chosen by the arm" in refusal.reason
+    # the refused cell is missing evidence for k1: no comparison, no promotion
+    assert not [c for c in decision.comparisons if c.arm == "k1" and c.metric == "decode_tps" and c.n_arm]
+    assert decision.decision != "promote"
+    control = next(c for c in decision.controls if c.name == "missingness")
+    assert control.status == "warn" and "k1 at chat c=4" in control.detail
+
+
+def test_streams_set_aside_evenly_refuse_nothing() -> None:
+    campaign, records = _campaign()
+    for arm in ("off_A", "k1", "off_B"):
+        records = _burst_the_slow_half(records, arm)
+    decision = decide(results_from_records(campaign, records, label="even"), load_policy("default"))
+    assert decision.refused == ()
+    control = next(c for c in decision.controls if c.name == "missingness")
+    assert control.status == "pass" and "36 of 72 completed streams set aside" in control.detail
+
+
+def test_the_servers_timing_keeps_every_stream() -> None:
+    campaign, records = _campaign()
+    biased = _burst_the_slow_half(records, "k1")
+    for rec in biased:
+        if rec["kind"] == "request":
+            rec["server_generation_ms"] = (rec["t_end"] - rec["t_first"]) * 1000.0
+            rec["server_ttft_ms"] = (rec["t_first"] - rec["t_start"]) * 1000.0
+            rec["server_queue_ms"] = 0.0
+    decision = decide(results_from_records(campaign, biased, label="server"), load_policy("default"))
+    assert decision.refused == ()
+    assert {(m.kept, m.burst, m.timing) for m in decision.missingness} == {(8, 0, "server")}
+
+
+def test_one_stream_without_server_timing_falls_back_to_the_client_for_all() -> None:
+    base = {"arm": "k1", "boot": 1, "workload": "w", "concurrency": 1, "warmup": False, "status": "ok"}
+    reqs = pd.DataFrame(
+        [
+            {**base, "rep": 1, "stream": 0, "t_start": 0.0, "t_first": 0.1, "t_end": 1.1},
+            {**base, "rep": 2, "stream": 0, "t_start": 2.0, "t_first": 2.1, "t_end": 3.1},
+        ]
+    ).assign(completion_tokens=101, server_generation_ms=[500.0, None], server_ttft_ms=[50.0, None])
+    runs = run_table(reqs)
+    assert list(runs["timing"]) == ["client", "client"]
+    assert list(runs["decode_tps"]) == pytest.approx([100.0, 100.0])  # the client's window, not 500 ms
+    reqs["server_generation_ms"] = [500.0, 250.0]
+    reqs["server_ttft_ms"] = [50.0, 20.0]
+    runs = run_table(reqs)
+    assert list(runs["decode_tps"]) == pytest.approx([200.0, 400.0])
+    assert list(runs["ttft_ms"]) == pytest.approx([50.0, 20.0])
+
+
+def _row(arm: str, streams: int, kept: int, boot: int = 1) -> MissingRow:
+    return MissingRow(arm, boot, "w", 1, streams, kept, streams - kept, "client")
+
+
+def test_controls_that_differ_refuse_the_cell_for_every_arm() -> None:
+    rows = [_row("off_A", 18, 16), _row("off_B", 18, 0), _row("k1", 18, 17)]
+    found = refusals(rows, CONTROLS, 0.10)
+    assert {r.arm for r in found} == {"off_A", "off_B", "k1"}
+    assert all("the controls set aside different shares" in r.reason for r in found)
+
+
+def test_a_gap_within_the_bound_is_compared() -> None:
+    rows = [_row("off_A", 20, 19), _row("off_B", 20, 20), _row("k1", 10, 9), _row("k1", 10, 10, boot=2)]
+    assert refusals(rows, CONTROLS, 0.10) == ()  # k1 5% against the controls' pooled 2.5%
+    rows[2] = _row("k1", 10, 6)  # now 20% against 2.5%
+    (found,) = refusals(rows, CONTROLS, 0.10)
+    assert (found.arm, found.share, found.versus) == ("k1", pytest.approx(0.2), pytest.approx(0.025))
