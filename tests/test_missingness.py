@@ -45,7 +45,9 @@ def _burst_the_slow_half(records: list[dict[str, Any]], arm: str) -> list[dict[s
             rec.setdefault("chunks", 60)
             rec.setdefault("bunched_chunks", 2)
             if rec["arm"] == arm:
-                runs.setdefault((rec["boot"], rec["workload"], rec["concurrency"], rec["rep"]), []).append(rec)
+                runs.setdefault((rec["boot"], rec["workload"], rec["concurrency"], rec["rep"]), []).append(
+                    rec
+                )
     for members in runs.values():
         for rec in sorted(members, key=_rate)[: len(members) // 2]:
             rec["bunched_chunks"] = 58
@@ -62,7 +64,7 @@ def test_streams_set_aside_by_one_arm_refuse_its_comparison_and_are_recorded() -
         (8, 4, 4, "client")  # 2 counted runs of 4 streams (the cold one is not counted); the slow 2 of each
     }
     assert all(m.kept == m.streams for a, m in rows.items() if a[0] != "k1")
-    ((refusal,),) = ({r for r in decision.refused},)
+    (refusal,) = decision.refused
     assert (refusal.arm, refusal.workload, refusal.concurrency) == ("k1", "chat", 4)
     assert refusal.share == pytest.approx(0.5) and refusal.versus == 0.0
     assert "chosen by the arm" in refusal.reason

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from mtpverdict.collect.campaign import SPEC_FLAGS
 from mtpverdict.errors import InputError
 from mtpverdict.serveconfig import (
     FLAGS,
@@ -382,8 +381,7 @@ def test_settings_differences_name_each_key() -> None:
     assert settings_differences(one, one) == []
 
 
-def test_every_flag_the_campaign_lets_arms_differ_in_is_speculative() -> None:
-    assert all(is_speculative_flag(flag) for flag in SPEC_FLAGS)
+def test_every_flag_in_the_table_is_speculative() -> None:
     assert all(is_speculative_flag(flag) for flag in FLAGS)
     assert is_speculative_flag("--speculative-config.num_speculative_tokens")
     assert not any(is_speculative_flag(f) for f in ("--model", "--max-num-seqs", "-m", "--port", "--dtype"))

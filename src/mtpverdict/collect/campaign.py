@@ -31,37 +31,9 @@ SHELL = "/bin/sh"  # what `shell = true` runs the command with, as subprocess's 
 # A campaign is a few tables and prompts (the shipped ones are 3 KB); anything near this size is not one.
 MAX_CAMPAIGN_BYTES = 4 << 20
 
-# Flags that carry the speculative configuration, per engine; anything else in an arm's serve_args
-# breaks harness parity (the arms would differ in more than speculation).
-SPEC_FLAGS = (
-    "--speculative-config",
-    "--speculative_config",
-    "--speculative-model",
-    "--num-speculative-tokens",
-    "--speculative-draft-tensor-parallel-size",
-    "--ngram-prompt-lookup-max",
-    "--ngram-prompt-lookup-min",
-    "--speculative-algorithm",
-    "--speculative-num-steps",
-    "--speculative-eagle-topk",
-    "--speculative-num-draft-tokens",
-    "--speculative-draft-model-path",
-    "--speculative-token-map",
-    "--model-draft",
-    "-md",
-    "--draft-max",
-    "--draft",
-    "--draft-n",
-    "--draft-min",
-    "--draft-p-min",
-    "--spec-replace",
-    "--ctx-size-draft",
-    "-cd",
-    "--gpu-layers-draft",
-    "-ngld",
-    "--device-draft",
-    "-devd",
-)
+# Flags an arm's serve_args may hold besides the speculative configuration (whose flags, per engine, are
+# serveconfig.FLAGS): vLLM's per-request acceptance report, which only a speculating arm can turn on.
+REPORTING_FLAGS: dict[str, int] = {"--per-request-spec-decode-metrics": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,21 +268,38 @@ class CampaignPlan:
 
 
 def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
-    """Arms whose serve_args carry anything but speculative flags: they break harness parity."""
+    """Arms whose serve_args carry anything but speculative flags: they break harness parity.
+
+    Each flag's value count comes from serveconfig's per-engine table, so a switch (llama.cpp's
+    --spec-default) takes none and --spec-replace takes two.
+    """
     out = []
     for arm in arms:
         args = list(arm.serve_args)
         i = 0
         while i < len(args):
-            flag = args[i].split("=", 1)[0]
-            if flag not in SPEC_FLAGS:
+            flag, eq, _ = args[i].partition("=")
+            values = _flag_values(flag)
+            if values is None:
                 out.append(
                     f"arm {arm.name}: {args[i]!r} is not a speculative flag; arms must differ only "
                     "in speculation (use --allow-argv-mismatch to record the difference anyway)"
                 )
                 break
-            i += 1 if "=" in args[i] else 2
+            i += 1 if eq else 1 + values
     return out
+
+
+def _flag_values(flag: str) -> int | None:
+    """How many argv tokens follow a speculative (or reporting) flag; None when it is neither."""
+    from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag
+
+    norm = normalise_flag(flag)
+    if norm in REPORTING_FLAGS:
+        return REPORTING_FLAGS[norm]
+    if norm in FLAGS:
+        return FLAGS[norm].values
+    return 1 if is_speculative_flag(norm) else None
 
 
 def generated_prompt(tokens: int) -> str:

@@ -256,11 +256,54 @@ def _acceptance(results: Results, policy: Policy, runs: pd.DataFrame) -> dict[st
             runs["cold"].astype(bool), ["arm", "boot", "workload", "concurrency", "rep"]
         ].itertuples(index=False):
             cold.setdefault(str(arm), []).append((int(boot), str(workload), int(conc), int(rep)))
+    windows = with_request_windows(results.acceptance, results.requests)
     return {
-        a.name: arm_acceptance(results.acceptance, a.name, 2 * policy.alpha, cold.get(a.name, ()))
+        a.name: arm_acceptance(windows, a.name, 2 * policy.alpha, cold.get(a.name, ()))
         for a in results.campaign.arms
         if not a.is_control
     }
+
+
+REQUEST_SPEC = {
+    "spec_steps": "drafts",
+    "spec_draft_tokens": "draft_tokens",
+    "spec_accepted_tokens": "accepted_tokens",
+}
+
+
+def with_request_windows(acceptance: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """The acceptance windows plus one `response` window per measured request that carried its own
+    acceptance (vLLM --per-request-spec-decode-metrics, llama.cpp timings.draft_n): the per-request
+    surface, clustered by request. An arm whose windows already hold `response` rows (an import of the
+    same responses) keeps those instead, so nothing is counted twice."""
+    if requests.empty or "spec_draft_tokens" not in requests:
+        return acceptance
+    measured = requests[
+        ~requests["warmup"].astype(bool)
+        & (requests["status"] == "ok")
+        & requests["spec_draft_tokens"].notna()
+        & requests["spec_accepted_tokens"].notna()
+    ]
+    imported = set(acceptance.loc[acceptance["source"] == "response", "arm"]) if len(acceptance) else set()
+    measured = measured[~measured["arm"].isin(imported)]
+    if measured.empty:
+        return acceptance
+    rows = pd.DataFrame(
+        {
+            **{k: measured[k].to_numpy() for k in ("arm", "boot", "workload", "concurrency", "rep")},
+            **{dst: measured[src].to_numpy() for src, dst in REQUEST_SPEC.items()},
+            "accepted_per_position": [
+                tuple(p) if isinstance(p, (tuple, list)) else None
+                for p in measured["spec_accepted_per_position"]
+            ],
+            "source": "response",
+            "scoped": "request",
+            "status": "ok",
+        }
+    )
+    if acceptance.empty:
+        return rows.reindex(columns=list(dict.fromkeys([*acceptance.columns, *rows.columns])))
+    return pd.concat([acceptance, rows], ignore_index=True)
 
 
 def _boot_info(results: Results) -> dict[str, tuple[BootInfo, ...]]:

@@ -29,7 +29,7 @@ class Surface:
     """Acceptance as one surface reports it, pooled over that surface's windows for an arm (or cell)."""
 
     source: str
-    scoped: str  # run when every window is one run, window otherwise
+    scoped: str  # request or run when every window is one request or one run, window otherwise
     windows: int
     drafts: int | None
     draft_tokens: int | None
@@ -133,7 +133,9 @@ def _surface(source: str, rows: pd.DataFrame, alpha: float) -> Surface:
     ok = rows[rows["status"] == "ok"]
     void = int((rows["status"] == "void").sum())
     counted = _counted(ok)
-    scoped = "run" if len(ok) and (ok["scoped"] == "run").all() else "window"
+    scoped = "window"
+    for one in ("request", "run"):
+        scoped = one if len(ok) and (ok["scoped"] == one).all() else scoped
     drafts = draft_tokens = accepted = None
     rate = low = high = mal = None
     per_pos: tuple[float, ...] | None = None
@@ -220,7 +222,8 @@ def arm_acceptance(
 
 def _cells(rows: pd.DataFrame, alpha: float) -> tuple[tuple[CellKey, Surface], ...]:
     """The primary surface's run-scoped windows pooled per (workload, concurrency) and per workload."""
-    scoped = rows[(rows["scoped"] == "run") & rows["workload"].notna() & rows["concurrency"].notna()]
+    inside = rows["scoped"].isin(("run", "request"))  # a request lies inside one run
+    scoped = rows[inside & rows["workload"].notna() & rows["concurrency"].notna()]
     if scoped.empty:
         return ()
     out: list[tuple[CellKey, Surface]] = []
