@@ -227,6 +227,7 @@ def floors(evidence: Evidence) -> tuple[FloorResult, ...]:
             pair_difference=_gain(f.pair_difference),
             variance_sources=f.sources,
             candidates=f.n_candidates,
+            pair=f.pair,
         )
         for f in evidence.floors
     )

@@ -239,6 +239,12 @@ def _floors(runs: Sequence[FamilyRun], values: BootValues, campaign: Campaign) -
                     ),
                     sources=tuple(sorted({str(c.variance) for c in at})),
                     n_candidates=len(run.arms),
+                    pair=(
+                        f"{control_boots[-1].arm} boot {control_boots[-1].boot} vs "
+                        f"{control_boots[0].arm} boot {control_boots[0].boot}"
+                        if len(control_boots) == 2
+                        else None
+                    ),
                 )
             )
     return tuple(out)

@@ -50,6 +50,7 @@ class FamilyFloor:
     pair_difference: float | None  # log(last / first control boot) when the family has exactly two
     sources: tuple[str, ...]  # the variance methods its comparisons used
     n_candidates: int
+    pair: str | None = None  # which two boots pair_difference compares: "off_B boot 1 vs off_A boot 1"
 
     @property
     def known(self) -> bool:

@@ -191,9 +191,15 @@ class FloorResult(Struct, frozen=True, forbid_unknown_fields=True):
     floor_last: Annotated[
         float | None, Meta(description="Holm's last step: what is called better once other arms are.")
     ]
-    pair_difference: float | None
+    pair_difference: Annotated[
+        float | None, Meta(description="The last control boot over the first, when there are exactly two.")
+    ]
     variance_sources: tuple[str, ...]
     candidates: int
+    pair: Annotated[
+        str | None,
+        Meta(description='The two boots pair_difference compares: "off_B boot 1 vs off_A boot 1".'),
+    ] = None
 
 
 class ComparisonResult(Struct, frozen=True, forbid_unknown_fields=True):

@@ -463,7 +463,7 @@ def floor_table(data: ReportData) -> Table | None:
             "unknown" if f.floor_last is None else signed_pct(f.floor_last),
             NONE if f.df is None else f"{f.df:.1f}",
             pct(f.boot_sd),
-            signed_pct(f.pair_difference),
+            _pair(f.pair_difference, f.pair),
             ", ".join(f.variance_sources) or "none",
             str(f.candidates),
         )
@@ -493,13 +493,20 @@ def floor_table(data: ReportData) -> Table | None:
             "last step",
             "df",
             "control boot sd",
-            "off_B vs off_A",
+            "control pair",
             "variance",
             "depths",
         ),
         rows=rows,
         note=note,
     )
+
+
+def _pair(difference: float | None, pair: str | None) -> str:
+    """The two control boots' difference, saying which two (off_A's own boots when off_B has none)."""
+    if difference is None:
+        return NONE
+    return signed_pct(difference) if pair is None else f"{signed_pct(difference)} ({pair})"
 
 
 def report_tables(data: ReportData) -> tuple[Table, ...]:
