@@ -6,9 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from mtpverdict.decide import decide
 from mtpverdict.evidence.gather import gather
 from mtpverdict.formats.results_io import results_from_records
+from mtpverdict.report.data import ReportData
+from mtpverdict.report.tables import acceptance_table
+from mtpverdict.report.terminal import render_summary
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 
@@ -90,3 +95,38 @@ def test_imported_response_windows_are_not_counted_twice() -> None:
     evidence = gather(results_from_records(campaign, records, label="pr"), load_policy("default"))
     primary = evidence.acceptance["k2"].primary
     assert primary is not None and (primary.windows, primary.draft_tokens) == (1, 10)
+
+
+def test_acceptance_is_shown_per_workload_in_the_summary_and_the_report() -> None:
+    scenario = Scenario(
+        name="two-workloads",
+        arms=(SimArm("off_A"), SimArm("k2", 2, 0.1), SimArm("off_B")),
+        boots_per_arm=2,
+        reps=2,
+        concurrency=(1, 2),
+        completion_tokens=32,
+        workloads=("repetitive", "novel"),
+    )
+    campaign, records = simulate_campaign(scenario, np.random.default_rng(6))
+    for rec in records:
+        if rec["kind"] == "request" and rec["arm"] == "k2":
+            first, second = (9, 8) if rec["workload"] == "repetitive" else (2, 0)
+            rec.update(
+                spec_steps=10,
+                spec_draft_tokens=20,
+                spec_accepted_tokens=first + second,
+                spec_accepted_per_position=[first, second],
+            )
+    results = results_from_records(campaign, records, label="two")
+    decision = decide(results, load_policy("default"))
+    k2 = decision.arm("k2")
+    assert k2.acceptance is not None
+    by_workload = {(w.workload, w.concurrency): w.surface.acceptance_rate for w in k2.acceptance.workloads}
+    assert by_workload[("repetitive", 0)] == 0.85 and by_workload[("novel", 0)] == 0.1
+    text = render_summary(decision, "decode_tps", [w["id"] for w in campaign["workloads"]])
+    assert "(repetitive 85%, novel 10%)" in text
+    empty = pd.DataFrame()
+    table = acceptance_table(ReportData(results, decision, "computed", empty, empty))
+    assert table is not None
+    scopes = {(row[0], row[3]): row[5] for row in table.rows}
+    assert scopes[("k2", "novel")] == "10.0%" and scopes[("k2", "repetitive c=2")] == "85.0%"

@@ -8,6 +8,7 @@ the report cannot disagree with it; the runs listed beside them come from the re
 from __future__ import annotations
 
 import html as html_lib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -223,7 +224,7 @@ def acceptance_table(data: ReportData) -> Table | None:
     doc = data.decision
     rows = []
     for arm in doc.arms:
-        for surface, primary in _surfaces(arm):
+        for surface, primary, scope in _surfaces_and_workloads(arm, data.workload_rank):
             sample = (
                 f"{surface.accepted_tokens:,} / {surface.draft_tokens:,}"
                 if surface.accepted_tokens is not None and surface.draft_tokens is not None
@@ -246,6 +247,7 @@ def acceptance_table(data: ReportData) -> Table | None:
                     arm.name,
                     arm.label,
                     source,
+                    scope,
                     str(surface.windows),
                     pct(surface.acceptance_rate),
                     ci,
@@ -265,6 +267,7 @@ def acceptance_table(data: ReportData) -> Table | None:
             "arm",
             "spec",
             "surface",
+            "scope",
             "windows",
             "acceptance",
             ci_label(doc.policy.alpha),
@@ -276,12 +279,27 @@ def acceptance_table(data: ReportData) -> Table | None:
         ),
         rows=tuple(rows),
         note=(
-            "Acceptance = accepted / drafted tokens, with a Wilson interval on its sample; the primary "
-            "surface is the first with counts (metrics, response, log, report). Mean acceptance length "
+            "Acceptance = accepted / drafted tokens, with a covering interval clustered by request, window "
+            "or draft round; the primary surface is the first with counts (response, metrics, log, report). "
+            "Scope: the arm pooled, then each workload (every concurrency pooled) and each workload and "
+            "concurrency on the primary surface, since one workload's repetition can lift the pool. "
+            "Mean acceptance length "
             "counts the bonus token (k + 1 at most). Surfaces cover different windows and need not agree "
             "exactly."
         ),
     )
+
+
+def _surfaces_and_workloads(
+    arm: ArmDecision, rank: Callable[[str], int]
+) -> list[tuple[SurfaceSummary, bool, str]]:
+    """Every surface of the arm pooled, then the primary surface per workload and per cell."""
+    out = [(surface, primary, "all") for surface, primary in _surfaces(arm)]
+    if arm.acceptance is not None:
+        for w in sorted(arm.acceptance.workloads, key=lambda w: (rank(w.workload), w.concurrency)):
+            scope = w.workload if w.concurrency == 0 else f"{w.workload} c={w.concurrency}"
+            out.append((w.surface, False, scope))
+    return out
 
 
 def _kv_window(arm: ArmDecision) -> tuple[int | None, float | None]:

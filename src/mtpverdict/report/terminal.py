@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
 from mtpverdict.stats.runs import METRIC_LABELS
@@ -33,12 +33,19 @@ def _cells_text(
     return runs or "-", ratio
 
 
-def _acceptance_text(arm: ArmDecision) -> str:
+def _acceptance_text(arm: ArmDecision, order: Mapping[str, int]) -> str:
     acc = arm.acceptance
     if acc is None or acc.primary.acceptance_rate is None:
         return ""
     n = acc.primary.draft_tokens
-    return f"{acc.primary.acceptance_rate * 100:.1f}%" + (f" n={n}" if n is not None else " n=?")
+    text = f"{acc.primary.acceptance_rate * 100:.1f}%" + (f" n={n}" if n is not None else " n=?")
+    pooled = sorted(
+        (w for w in acc.workloads if w.concurrency == 0 and w.surface.acceptance_rate is not None),
+        key=lambda w: (order.get(w.workload, len(order)), w.workload),
+    )
+    if len(pooled) > 1:  # one workload's repetition can lift the pooled figure: show each
+        text += " (" + ", ".join(f"{w.workload} {w.surface.acceptance_rate:.0%}" for w in pooled) + ")"
+    return text
 
 
 def _kv_text(arm: ArmDecision) -> str:
@@ -58,7 +65,7 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     for arm in decision.arms:
         runs, ratio = _cells_text(decision, arm, metric, order, at)
         rows.append(
-            [arm.name, arm.label, runs, ratio, _acceptance_text(arm), _kv_text(arm), str(arm.verdict)]
+            [arm.name, arm.label, runs, ratio, _acceptance_text(arm, order), _kv_text(arm), str(arm.verdict)]
         )
     headers = [
         "arm",
