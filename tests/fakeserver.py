@@ -179,6 +179,8 @@ class Handler(BaseHTTPRequestHandler):
         chat = self.path.endswith("/chat/completions")
         prompt = body["messages"][-1]["content"] if chat else body.get("prompt", "")
         max_tokens = int(body.get("max_tokens", 16))
+        if st.args.eos_after and not body.get("ignore_eos"):  # the model emits EOS early
+            max_tokens = min(max_tokens, st.args.eos_after)
         tokens = output_tokens(prompt, max_tokens)
         if body.get("stream") and self._hostile_stream(n, chat):
             return
@@ -338,6 +340,9 @@ def main() -> int:
     parser.add_argument("--kv", type=int, default=100_000)
     parser.add_argument("--boot-delay", type=float, default=0.2)
     parser.add_argument("--fault", default=None)
+    parser.add_argument(
+        "--eos-after", type=int, default=0, help="end a request without ignore_eos after this many tokens"
+    )
     parser.add_argument("--enable-per-request-metrics", action="store_true")
     parser.add_argument(
         "--speculative-config",

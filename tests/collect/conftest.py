@@ -56,6 +56,7 @@ def campaign_text(
     boots: int = 1,
     tps: int = 400,
     stall: int = 3,
+    eos_after: int = 0,
 ) -> str:
     """off_A, ngram k2 (acceptance 0.9), a random draft k2 (acceptance 0), off_B, on the fake server.
 
@@ -78,7 +79,8 @@ def campaign_text(
             lines += [f'method = "{method}"', f"k = {k}"]
         lines.append(f"serve_args = {json.dumps(serve)}")
         arms.append("[[arms]]\n" + "\n".join(lines))
-    command = json.dumps([sys.executable, str(FAKE), "--port", "{port}", "--tps", str(tps), "{spec}"])
+    eos = ["--eos-after", str(eos_after)] if eos_after else []
+    command = json.dumps([sys.executable, str(FAKE), "--port", "{port}", "--tps", str(tps), *eos, "{spec}"])
     return f"""
 campaign_version = 1
 id = "fake"

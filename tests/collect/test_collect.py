@@ -64,7 +64,8 @@ def _start_collect(campaign: Path, out: Path) -> subprocess.Popen[bytes]:
 
 def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port: int) -> None:
     out = tmp_path / "results"
-    done = _collect(_write(tmp_path, campaign_text(port)), out)
+    # the fake model emits EOS after 3 tokens unless told to ignore it: the identity probe must ignore it
+    done = _collect(_write(tmp_path, campaign_text(port, eos_after=3)), out)
     assert done.returncode == 0, done.stderr
     assert "draft_random_k2 boot 1: ready" in done.stdout and "acceptance 0/" in done.stdout
     results = load_results(out)
@@ -98,6 +99,8 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
         if r["kind"] == "coherence" and r["case"] == "identity-chat"
     }
     assert len(identity) == 4 and len(set(identity.values())) == 1
+    probes = [r["output"] for r in recs if r["kind"] == "coherence" and r["case"] == "identity-chat"]
+    assert all(len(text.split()) == 24 for text in probes)  # max_tokens compared, not 3
     assert all(r["mean_nll"] > 0 for r in recs if r["kind"] == "likelihood")
     assert results.counts()["request"]["off_A"] == 11
     decision = json.loads(decide_directory(out).json_text)

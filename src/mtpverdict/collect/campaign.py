@@ -303,12 +303,26 @@ def _flag_values(flag: str) -> int | None:
 
 
 def generated_prompt(tokens: int) -> str:
-    """A deterministic prose prompt of about `tokens` tokens (one common word is about one token)."""
-    words = (
-        "the model reads a long passage about rivers and mountains and cities and the people who "
-        "live near them and then it writes a short summary of what it has read"
-    ).split()
-    return " ".join(words[i % len(words)] for i in range(tokens))
+    """A deterministic prompt of about `tokens` tokens that does not repeat itself.
+
+    Words are drawn from prompt_words.txt (about 740 common English words, one token each in most
+    tokenizers) by a generator seeded with `tokens`, in sentences of 8 to 16 words. A prompt that
+    repeated one sentence let n-gram drafters copy from it and inflated their acceptance; here a
+    3-gram recurs only by chance.
+    """
+    import random
+    from importlib import resources
+
+    text = resources.files("mtpverdict.collect").joinpath("prompt_words.txt").read_text("utf-8")
+    words = [w for line in text.splitlines() if not line.startswith("#") for w in line.split()]
+    rng = random.Random(tokens)
+    out: list[str] = []
+    while len(out) < tokens:
+        sentence = [rng.choice(words) for _ in range(min(rng.randint(8, 16), tokens - len(out)))]
+        sentence[0] = sentence[0].capitalize()
+        sentence[-1] += "."
+        out.extend(sentence)
+    return " ".join(out)
 
 
 def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:

@@ -680,14 +680,15 @@ async def complete_text(
     chat: bool,
     headers: dict[str, str],
     limits: StreamLimits | None = None,
+    ignore_eos: bool = False,
 ) -> tuple[str | None, str | None]:
-    """A non-streamed greedy completion: (text, error)."""
+    """A non-streamed greedy completion: (text, error); with ignore_eos, max_tokens long."""
     limits = limits or StreamLimits()
     path = "/v1/chat/completions" if chat else "/v1/completions"
     body, error = await _post_json(
         client,
         base_url + path,
-        _payload(model, prompt, max_tokens, chat, False, stream=False),
+        _payload(model, prompt, max_tokens, chat, ignore_eos, stream=False),
         headers,
         limits.total_seconds(max_tokens),
     )

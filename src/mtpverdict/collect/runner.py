@@ -879,6 +879,7 @@ class Collector:
                     )
                     self._check_alive(server, f"{workload.id} c={conc} rep {rep}")
             if workload.expect_identical:  # one un-nonced greedy probe: the same prompt in every arm
+                # EOS ignored: a probe that stops at the first EOS compares a handful of tokens
                 text, error = await cl.complete_text(
                     client,
                     base_url,
@@ -887,6 +888,7 @@ class Collector:
                     max_tokens=workload.max_tokens,
                     chat=workload.chat,
                     headers=self.headers,
+                    ignore_eos=True,
                 )
                 self._check_alive(server, f"the identity probe of {workload.id}")
                 if text is not None:
