@@ -77,3 +77,16 @@ def test_the_readme_example_runs() -> None:
     run = mtpverdict.decide_directory(FIXTURES / "synthetic-clean-win", rules="default")
     assert run.decision.decision == mtpverdict.DecisionKind.PROMOTE
     assert run.json_text.startswith("{")
+
+
+def test_functions_named_like_their_module_stay_functions() -> None:
+    # importing the submodules first bound mtpverdict.gate to the module: `from mtpverdict import gate`
+    # then gave a module, and calling it raised TypeError
+    code = (
+        "import mtpverdict.gate, mtpverdict.verify, mtpverdict.decide.engine\n"
+        "from mtpverdict import decide, gate, verify\n"
+        "assert all(callable(f) for f in (decide, gate, verify)), (decide, gate, verify)\n"
+        "from mtpverdict.gate import GateResult\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -12,6 +12,8 @@ The names below are the library's public API (docs/python-api.md). They load on 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from mtpverdict._version import __version__
@@ -113,3 +115,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+# Public functions named like the submodule that defines them (decide, gate, verify).
+_SHADOWED = frozenset(name for name, module in _LAZY.items() if module == f"mtpverdict.{name}")
+
+
+class _Package(types.ModuleType):
+    """This package's module type: importing the submodule `mtpverdict.gate` binds it in sys.modules
+    only, so `mtpverdict.gate` stays the function `gate`, whatever was imported first. (Reach such a
+    submodule with `from mtpverdict.gate import ...`, never `import mtpverdict.gate as ...`.)"""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
