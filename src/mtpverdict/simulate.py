@@ -391,162 +391,183 @@ def parse_arm(text: str) -> dict[str, Any]:
     return arm
 
 
+@dataclass(slots=True)
+class _Checked:
+    """A mapping read key by key: each bad value becomes a Problem naming its key, and its default."""
+
+    obj: Mapping[str, Any]
+    source: str
+    problems: list[Any] = field(default_factory=list)
+
+    def bad(self, key: str, message: str) -> None:
+        from mtpverdict.errors import Problem
+
+        self.problems.append(Problem(self.source, message, key=key))
+
+    def unknown(self, table: Mapping[str, Any], allowed: Sequence[str], prefix: str = "") -> None:
+        for key in table:
+            if key not in allowed:
+                self.bad(f"{prefix}{key}", f"unknown key; use one of {', '.join(allowed)}")
+
+    def number(self, key: str, default: float, low: float, high: float = math.inf) -> float:
+        value = self.obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            self.bad(key, f"must be a number, not {value!r}")
+            return default
+        if not low <= value <= high:
+            self.bad(key, f"{value} is out of range [{low}, {high}]")
+            return default
+        return float(value)
+
+    def integer(self, key: str, default: int, low: int) -> int:
+        value = self.obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            self.bad(key, f"must be a whole number >= {low}, not {value!r}")
+            return default
+        return value
+
+    def text(self, key: str, default: str, empty_ok: bool) -> str:
+        value = self.obj.get(key, default)
+        if not isinstance(value, str) or (not empty_ok and not value):
+            self.bad(key, "must be a string" if empty_ok else "must be a non-empty string")
+            return default
+        return value
+
+    def concurrency(self, default: tuple[int, ...]) -> tuple[int, ...]:
+        value = self.obj.get("concurrency", list(default))
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in value)
+            or len(set(value)) != len(value)
+        ):
+            self.bad("concurrency", f"must be a list of distinct whole numbers >= 1, not {value!r}")
+            return default
+        return tuple(value)
+
+    def names(self, key: str) -> list[str]:
+        value = self.obj.get(key, [])
+        if not isinstance(value, list | tuple) or any(not isinstance(v, str) for v in value):
+            self.bad(key, "must be a list of arm names")
+            return []
+        return list(value)
+
+
+def _sim_arm(check: _Checked, raw: Any, where: str, void_names: Sequence[str]) -> SimArm | None:
+    """One [[arms]] table as a SimArm, or None after recording what is wrong with it."""
+    if not isinstance(raw, Mapping):
+        check.bad(where, "must be a table with name, k and effect")
+        return None
+    check.unknown(raw, ARM_KEYS, f"{where}.")
+    arm_name = raw.get("name")
+    if not isinstance(arm_name, str) or not re.match(ARM_NAME, arm_name):
+        check.bad(f"{where}.name", f"{arm_name!r} is not an arm name (letters, digits, _.+- ; up to 64)")
+        return None
+    k = raw.get("k", 0)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        check.bad(f"{where}.k", f"must be 0 (speculation off) or a whole number of tokens, not {k!r}")
+        return None
+    try:
+        effect = math.log1p(parse_effect(raw.get("effect", 0.0), f"{where}.effect"))
+    except ValueError as exc:
+        check.bad(f"{where}.effect", str(exc).split(": ", 1)[1])
+        return None
+    if k == 0 and effect != 0.0:
+        check.bad(f"{where}.effect", "a control arm (k 0) is the baseline: it has no effect")
+        return None
+    ranged = (
+        ("effect_slope", raw.get("effect_slope", 0.0), -1.0, 1.0),
+        ("acceptance", raw.get("acceptance", 0.9), 0.0, 1.0),
+        ("position_decay", raw.get("position_decay", 0.9), 0.0, 1.0),
+    )
+    wrong = [
+        (key, v, lo, hi)
+        for key, v, lo, hi in ranged
+        if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi
+    ]
+    for key, v, lo, hi in wrong:
+        check.bad(f"{where}.{key}", f"must be a number in [{lo}, {hi}], not {v!r}")
+    void = raw.get("void", False) or arm_name in void_names
+    if wrong:
+        return None
+    if not isinstance(void, bool):
+        check.bad(f"{where}.void", "must be true or false")
+        return None
+    if void and k == 0:
+        check.bad(f"{where}.void", "a control arm drafts nothing, so it cannot be void")
+        return None
+    slope, rate, decay = (float(v) for _, v, _, _ in ranged)
+    return SimArm(
+        name=arm_name,
+        k=k,
+        effect=effect,
+        effect_slope=slope,
+        first_position_rate=VOID_ACCEPTANCE if void else rate,
+        position_decay=decay,
+    )
+
+
+def _sim_arms(check: _Checked, void_names: Sequence[str], failed: Sequence[str]) -> list[SimArm]:
+    """The [[arms]] tables, then the checks across them (names unique, a control and a candidate)."""
+    raw_arms = check.obj.get("arms", [parse_arm(a) for a in DEFAULT_ARMS])
+    if not isinstance(raw_arms, list | tuple) or not raw_arms:
+        check.bad("arms", "must list the arms ([[arms]] tables with name, k and effect)")
+        raw_arms = []
+    arms = [
+        arm
+        for i, raw in enumerate(raw_arms)
+        if (arm := _sim_arm(check, raw, f"arms[{i}]", void_names)) is not None
+    ]
+    names = [a.name for a in arms]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        check.bad("arms", f"arm {dup!r} appears twice")
+    if arms and not any(a.k == 0 for a in arms):
+        check.bad("arms", "no control arm: add one with k 0 (e.g. off_A first and off_B last)")
+    if arms and not any(a.k > 0 for a in arms):
+        check.bad("arms", "no candidate arm: add one with k >= 1")
+    for key, listed in (("void_arms", void_names), ("failed_boots", failed)):
+        for arm_name in listed:
+            if arm_name not in names:
+                check.bad(key, f"{arm_name!r} is not an arm")
+    return arms
+
+
 def simulation_from_mapping(obj: Mapping[str, Any], source: str) -> Simulation:
     """Build a Simulation from a TOML-like mapping; raise InputError naming each bad key.
 
     Effects are relative to off (0.05 or "5%" = 5% faster decode); standard deviations and drift are
     on log scale (0.02 is about 2%). Missing keys take the Scenario defaults.
     """
-    from mtpverdict.errors import InputError, Problem
+    from mtpverdict.errors import InputError
 
-    problems: list[Problem] = []
-
-    def bad(key: str, message: str) -> None:
-        problems.append(Problem(source, message, key=key))
-
-    problems.extend(
-        Problem(source, f"unknown key; use one of {', '.join(SIM_KEYS)}", key=key)
-        for key in obj
-        if key not in SIM_KEYS
-    )
+    check = _Checked(obj, source)
+    check.unknown(obj, SIM_KEYS)
     base = Scenario(name="simulated", arms=())
-
-    def number(key: str, default: float, low: float, high: float = math.inf) -> float:
-        value = obj.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            bad(key, f"must be a number, not {value!r}")
-            return default
-        if not low <= value <= high:
-            bad(key, f"{value} is out of range [{low}, {high}]")
-            return default
-        return float(value)
-
-    def integer(key: str, default: int, low: int) -> int:
-        value = obj.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            bad(key, f"must be a whole number >= {low}, not {value!r}")
-            return default
-        return value
-
-    name = obj.get("name", "simulated")
-    if not isinstance(name, str) or not name:
-        bad("name", "must be a non-empty string")
-        name = "simulated"
-    description = obj.get("description", "")
-    if not isinstance(description, str):
-        bad("description", "must be a string")
-        description = ""
-    seed = integer("seed", DEFAULT_SEED, 0)
-    concurrency = obj.get("concurrency", list(base.concurrency))
-    if (
-        not isinstance(concurrency, list | tuple)
-        or not concurrency
-        or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in concurrency)
-        or len(set(concurrency)) != len(concurrency)
-    ):
-        bad("concurrency", f"must be a list of distinct whole numbers >= 1, not {concurrency!r}")
-        concurrency = list(base.concurrency)
-    names_of: dict[str, list[str]] = {}
-    for key in ("void_arms", "failed_boots"):
-        value = obj.get(key, [])
-        if not isinstance(value, list | tuple) or any(not isinstance(v, str) for v in value):
-            bad(key, "must be a list of arm names")
-            value = []
-        names_of[key] = list(value)
-    raw_arms = obj.get("arms", [parse_arm(a) for a in DEFAULT_ARMS])
-    arms: list[SimArm] = []
-    if not isinstance(raw_arms, list | tuple) or not raw_arms:
-        bad("arms", "must list the arms ([[arms]] tables with name, k and effect)")
-        raw_arms = []
-    for i, raw in enumerate(raw_arms):
-        where = f"arms[{i}]"
-        if not isinstance(raw, Mapping):
-            bad(where, "must be a table with name, k and effect")
-            continue
-        problems.extend(
-            Problem(source, f"unknown key; use one of {', '.join(ARM_KEYS)}", key=f"{where}.{key}")
-            for key in raw
-            if key not in ARM_KEYS
-        )
-        arm_name = raw.get("name")
-        if not isinstance(arm_name, str) or not re.match(ARM_NAME, arm_name):
-            bad(f"{where}.name", f"{arm_name!r} is not an arm name (letters, digits, _.+- ; up to 64)")
-            continue
-        k = raw.get("k", 0)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            bad(f"{where}.k", f"must be 0 (speculation off) or a whole number of tokens, not {k!r}")
-            continue
-        try:
-            effect = math.log1p(parse_effect(raw.get("effect", 0.0), f"{where}.effect"))
-        except ValueError as exc:
-            bad(f"{where}.effect", str(exc).split(": ", 1)[1])
-            continue
-        if k == 0 and effect != 0.0:
-            bad(f"{where}.effect", "a control arm (k 0) is the baseline: it has no effect")
-            continue
-        slope = raw.get("effect_slope", 0.0)
-        rate = raw.get("acceptance", 0.9)
-        decay = raw.get("position_decay", 0.9)
-        void = raw.get("void", False) or arm_name in names_of["void_arms"]
-        checks = (
-            ("effect_slope", slope, -1.0, 1.0),
-            ("acceptance", rate, 0.0, 1.0),
-            ("position_decay", decay, 0.0, 1.0),
-        )
-        if any(
-            isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi
-            for _, v, lo, hi in checks
-        ):
-            for key, v, lo, hi in checks:
-                if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
-                    bad(f"{where}.{key}", f"must be a number in [{lo}, {hi}], not {v!r}")
-            continue
-        if not isinstance(void, bool):
-            bad(f"{where}.void", "must be true or false")
-            continue
-        if void and k == 0:
-            bad(f"{where}.void", "a control arm drafts nothing, so it cannot be void")
-            continue
-        arms.append(
-            SimArm(
-                name=arm_name,
-                k=k,
-                effect=effect,
-                effect_slope=float(slope),
-                first_position_rate=VOID_ACCEPTANCE if void else float(rate),
-                position_decay=float(decay),
-            )
-        )
-    names = [a.name for a in arms]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
-        bad("arms", f"arm {dup!r} appears twice")
-    if arms and not any(a.k == 0 for a in arms):
-        bad("arms", "no control arm: add one with k 0 (e.g. off_A first and off_B last)")
-    if arms and not any(a.k > 0 for a in arms):
-        bad("arms", "no candidate arm: add one with k >= 1")
-    for key in ("void_arms", "failed_boots"):
-        for arm_name in names_of[key]:
-            if arm_name not in names:
-                bad(key, f"{arm_name!r} is not an arm")
+    name = check.text("name", "simulated", empty_ok=False)
+    description = check.text("description", "", empty_ok=True)
+    seed = check.integer("seed", DEFAULT_SEED, 0)
+    concurrency = check.concurrency(base.concurrency)
+    void_names, failed = check.names("void_arms"), check.names("failed_boots")
+    arms = _sim_arms(check, void_names, failed)
     scenario = Scenario(
         name=name,
         description=description,
         arms=tuple(arms),
-        boots_per_arm=integer("boots", base.boots_per_arm, 1),
-        reps=integer("reps", base.reps, 1),
-        concurrency=tuple(concurrency),
-        completion_tokens=integer("completion_tokens", base.completion_tokens, 2),
-        prompt_tokens=integer("prompt_tokens", base.prompt_tokens, 1),
-        base_decode_tps=number("base_decode_tps", base.base_decode_tps, 1e-3),
-        boot_sd=number("boot_sd", base.boot_sd, 0.0, 1.0),
-        run_sd=number("run_sd", base.run_sd, 0.0, 1.0),
-        request_sd=number("request_sd", base.request_sd, 0.0, 1.0),
-        drift_total=number("drift", base.drift_total, -1.0, 1.0),
-        cold_factor=number("cold_factor", base.cold_factor, 0.01, 1.0),
-        failed_boots=tuple(names_of["failed_boots"]),
+        boots_per_arm=check.integer("boots", base.boots_per_arm, 1),
+        reps=check.integer("reps", base.reps, 1),
+        concurrency=concurrency,
+        completion_tokens=check.integer("completion_tokens", base.completion_tokens, 2),
+        prompt_tokens=check.integer("prompt_tokens", base.prompt_tokens, 1),
+        base_decode_tps=check.number("base_decode_tps", base.base_decode_tps, 1e-3),
+        boot_sd=check.number("boot_sd", base.boot_sd, 0.0, 1.0),
+        run_sd=check.number("run_sd", base.run_sd, 0.0, 1.0),
+        request_sd=check.number("request_sd", base.request_sd, 0.0, 1.0),
+        drift_total=check.number("drift", base.drift_total, -1.0, 1.0),
+        cold_factor=check.number("cold_factor", base.cold_factor, 0.01, 1.0),
+        failed_boots=tuple(failed),
     )
-    if problems:
-        raise InputError(problems)
+    if check.problems:
+        raise InputError(check.problems)
     return Simulation(scenario=scenario, seed=seed)
 
 

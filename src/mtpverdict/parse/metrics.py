@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mtpverdict.errors import EngineTextError, Problem
@@ -128,13 +128,7 @@ def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
             if tokens is not None and key not in kv_seen:
                 kv_seen.add(key)
                 kv.append(KvCapacity(kv_cache_tokens=tokens))
-    engine: Engine | None = None
-    if engines:
-        best: Engine = max(engines, key=engines.__getitem__)
-        engine = best
-        if len(engines) > 1:
-            listed = ", ".join(f"{e} ({n} samples)" for e, n in sorted(engines.items()))
-            warnings.append(f"the exposition mixes engines: {listed}; read as {engine}")
+    engine = _engine_of(engines, warnings)
 
     def total(base: str) -> int | None:
         if base not in seen_counters:
@@ -147,21 +141,13 @@ def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
     def first_total(bases: Iterable[str]) -> int | None:
         return next((total(b) for b in bases if b in seen_counters), None)
 
-    positions: list[tuple[int, int]] = []
-    for position in sorted(per_pos):
-        whole = _whole(per_pos[position])
-        if whole is None:
-            shown = per_pos[position]
-            warnings.append(f"per-position counter {position} = {shown!r} is not a count; left out")
-            positions = []
-            break
-        positions.append((position, whole))
+    positions = _positions(per_pos, warnings)
     return MetricsSnapshot(
         engine=engine,
         drafts=total(DRAFTS),
         draft_tokens=total(DRAFT_TOKENS),
         accepted_tokens=total(ACCEPTED_TOKENS),
-        accepted_per_position=tuple(positions),
+        accepted_per_position=positions,
         prompt_tokens=first_total(PROMPT_TOKENS),
         generation_tokens=first_total(GENERATION_TOKENS),
         gauges=tuple(r for r in (_gauge(series) for series in gauge_series.values()) if r is not None),
@@ -169,6 +155,30 @@ def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
         cache_config=cache_config,
         warnings=tuple(warnings),
     )
+
+
+def _engine_of(engines: Mapping[Engine, int], warnings: list[str]) -> Engine | None:
+    """The engine most samples name; a mix of engines is read as that one, with a warning."""
+    if not engines:
+        return None
+    engine: Engine = max(engines, key=engines.__getitem__)
+    if len(engines) > 1:
+        listed = ", ".join(f"{e} ({n} samples)" for e, n in sorted(engines.items()))
+        warnings.append(f"the exposition mixes engines: {listed}; read as {engine}")
+    return engine
+
+
+def _positions(per_pos: Mapping[int, float], warnings: list[str]) -> tuple[tuple[int, int], ...]:
+    """Per-position accepted counts by position; none at all when one of them is not a whole count."""
+    positions: list[tuple[int, int]] = []
+    for position in sorted(per_pos):
+        whole = _whole(per_pos[position])
+        if whole is None:
+            shown = per_pos[position]
+            warnings.append(f"per-position counter {position} = {shown!r} is not a count; left out")
+            return ()
+        positions.append((position, whole))
+    return tuple(positions)
 
 
 def acceptance_delta(

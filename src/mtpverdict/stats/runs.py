@@ -63,6 +63,34 @@ def server_timed(requests: pd.DataFrame) -> bool:
     return bool((generation > 0).all() and measured["server_ttft_ms"].astype(float).notna().all())
 
 
+Timing = tuple["pd.Series[bool]", "pd.Series[float]", "pd.Series[float]"]  # streamed, decode, TTFT
+
+
+def _server_timing(req: pd.DataFrame, ok: pd.Series[bool]) -> Timing:
+    """Decode and TTFT of each stream by the server's clock: every completed stream measured."""
+    tokens = req["completion_tokens"].astype(float)
+    generation = req["server_generation_ms"].astype(float) / 1000.0
+    queue = req["server_queue_ms"].astype(float).fillna(0.0) if "server_queue_ms" in req else 0.0
+    decode = ((tokens - 1.0) / generation).where(ok & (tokens >= 2) & (generation > 0))
+    ttft = (queue + req["server_ttft_ms"].astype(float)).where(ok)
+    return pd.Series(True, index=req.index), decode, ttft
+
+
+def _client_timing(req: pd.DataFrame, ok: pd.Series[bool]) -> Timing:
+    """Decode and TTFT by the client's clock; a stream read from a buffer in a burst measured the
+    harness, not the server: no decode, no TTFT."""
+    t_start, t_first = req["t_start"].astype(float), req["t_first"].astype(float)
+    window = req["t_end"].astype(float) - t_first
+    tokens = req["completion_tokens"].astype(float)
+    missing = pd.Series(float("nan"), index=req.index)
+    chunks = req["chunks"].astype(float) if "chunks" in req else missing
+    bunched = req["bunched_chunks"].astype(float) if "bunched_chunks" in req else missing
+    streamed = ~(bunched.notna() & chunks.notna() & (bunched * 2 > chunks - 1) & (chunks >= BURST_MIN_CHUNKS))
+    decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0) & streamed)
+    ttft = ((t_first - t_start) * 1000.0).where(ok & streamed)
+    return streamed, decode, ttft
+
+
 def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per measured run (warm-ups excluded) with its three metrics and error counts."""
     columns = [
@@ -85,27 +113,10 @@ def run_table(requests: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     ok = req["status"] == "ok"
     t_start = req["t_start"].astype(float)
-    t_first = req["t_first"].astype(float)
     t_end = req["t_end"].astype(float)
     tokens = req["completion_tokens"].astype(float)
-    window = t_end - t_first
-    missing = pd.Series(float("nan"), index=req.index)
-    chunks = req["chunks"].astype(float) if "chunks" in req else missing
-    bunched = req["bunched_chunks"].astype(float) if "bunched_chunks" in req else missing
     timed = server_timed(requests)
-    if timed:
-        generation = req["server_generation_ms"].astype(float) / 1000.0
-        queue = req["server_queue_ms"].astype(float).fillna(0.0) if "server_queue_ms" in req else 0.0
-        streamed = pd.Series(True, index=req.index)
-        decode = ((tokens - 1.0) / generation).where(ok & (tokens >= 2) & (generation > 0))
-        ttft = (queue + req["server_ttft_ms"].astype(float)).where(ok)
-    else:
-        # a stream read from a buffer in a burst measured the harness, not the server: no decode, no TTFT
-        streamed = ~(
-            bunched.notna() & chunks.notna() & (bunched * 2 > chunks - 1) & (chunks >= BURST_MIN_CHUNKS)
-        )
-        decode = ((tokens - 1.0) / window).where(ok & (tokens >= 2) & (window > 0) & streamed)
-        ttft = ((t_first - t_start) * 1000.0).where(ok & streamed)
+    streamed, decode, ttft = _server_timing(req, ok) if timed else _client_timing(req, ok)
     frame = pd.DataFrame(
         {
             **{k: req[k] for k in RUN_KEYS},
