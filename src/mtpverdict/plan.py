@@ -135,9 +135,9 @@ def standard_error(sd: float, boots_per_arm: int, design: Design) -> float:
 
 def critical_value(alpha: float, df: int, depths: int) -> float:
     """One-sided t critical value at alpha / depths: the most stringent Holm step."""
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
-    return float(sps.t.ppf(1.0 - alpha / max(depths, 1), df))
+    return float(tdist.t_ppf(1.0 - alpha / max(depths, 1), df))
 
 
 def design_floor(sd: float, boots_per_arm: int, design: Design, alpha: float) -> float:
@@ -156,7 +156,7 @@ def design_power(log_effect: float, sd: float, boots_per_arm: int, design: Desig
     power to the power `cells`: the cells of one boot share its shift, so their tests are positively
     dependent and the product is a lower bound of the joint power.
     """
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     df = design_df(boots_per_arm, design)
     if df < 1:
@@ -164,7 +164,7 @@ def design_power(log_effect: float, sd: float, boots_per_arm: int, design: Desig
     se = standard_error(sd, boots_per_arm, design)
     if se == 0:
         return 1.0 if log_effect > 0 else 0.0
-    per_cell = float(sps.nct.sf(critical_value(alpha, df, design.depths), df, log_effect / se))
+    per_cell = float(tdist.nct_sf(critical_value(alpha, df, design.depths), df, log_effect / se))
     return per_cell ** max(design.cells, 1)
 
 
@@ -191,21 +191,21 @@ def blocked_floor(
     log(1 + min_effect) + t(1 - alpha / depths, blocked_df) x sd sqrt(1/n + 1/(controls n)) with n =
     devices x rounds boots per arm; device levels cancel, so they do not enter it.
     """
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     df = blocked_df(sd, devices, rounds, design)
     if df < 1:
         return math.inf
     n = devices * rounds
     se = sd * math.sqrt(1.0 / n + 1.0 / (design.control_arms * n))
-    return math.log1p(min_effect) + float(sps.t.ppf(1.0 - alpha / max(design.depths, 1), df)) * se
+    return math.log1p(min_effect) + float(tdist.t_ppf(1.0 - alpha / max(design.depths, 1), df)) * se
 
 
 def blocked_power(
     log_effect: float, sd: float, devices: int, rounds: int, design: Design, alpha: float
 ) -> float:
     """Power of the blocked procedure to call a depth better at every cell (as design_power)."""
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     df = blocked_df(sd, devices, rounds, design)
     if df < 1:
@@ -214,8 +214,8 @@ def blocked_power(
     se = sd * math.sqrt(1.0 / n + 1.0 / (design.control_arms * n))
     if se == 0:
         return 1.0 if log_effect > 0 else 0.0
-    critical = float(sps.t.ppf(1.0 - alpha / max(design.depths, 1), df))
-    return float(sps.nct.sf(critical, df, log_effect / se)) ** max(design.cells, 1)
+    critical = float(tdist.t_ppf(1.0 - alpha / max(design.depths, 1), df))
+    return float(tdist.nct_sf(critical, df, log_effect / se)) ** max(design.cells, 1)
 
 
 def _blocked_row(
@@ -650,14 +650,14 @@ def welch_floor(
     log(1 + min_effect) + t(1 - alpha / depths, Welch df) x sd sqrt(1/n + 1/(controls n)): Holm's first
     step. The df is the one the true sds give; a campaign's own estimate varies around it.
     """
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     n_c = design.control_arms * boots_per_arm
     df = welch_df(sd, boots_per_arm, sd, n_c)
     if math.isnan(df):
         return math.inf
     se = sd * math.sqrt(1.0 / boots_per_arm + 1.0 / n_c)
-    return math.log1p(min_effect) + float(sps.t.ppf(1.0 - alpha / max(design.depths, 1), df)) * se
+    return math.log1p(min_effect) + float(tdist.t_ppf(1.0 - alpha / max(design.depths, 1), df)) * se
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,22 +696,22 @@ def settle_probability(
     per-cell probability: a lower bound). Equivalence uses the normal-shift approximation of TOST
     power with t quantiles.
     """
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     df = welch_df(sd_arm, n_arm, sd_control, n_control)
     if math.isnan(df):
         return {"better": 0.0, "equivalent": 0.0, "worse": 0.0, "below_min_effect": 0.0}
     se = math.sqrt(sd_arm**2 / n_arm + sd_control**2 / n_control)
     m, cells = max(family_size, 1), max(len(effects), 1)
-    t_all = float(sps.t.ppf(1 - alpha / m, df))
-    t_any = float(sps.t.ppf(1 - alpha / (m * cells), df))
+    t_all = float(tdist.t_ppf(1 - alpha / m, df))
+    t_any = float(tdist.t_ppf(1 - alpha / (m * cells), df))
     better = equivalent = 1.0
     worse = short = 0.0
     for d in effects:
-        better *= float(sps.nct.sf(t_all, df, (d - shift) / se))
-        short = max(short, float(sps.nct.cdf(-t_any, df, (d - shift) / se)))
-        worse = max(worse, float(sps.nct.cdf(-t_any, df, d / se)))
-        inside = sps.t.cdf((margin - d) / se - t_all, df) - sps.t.cdf((-margin - d) / se + t_all, df)
+        better *= float(tdist.nct_sf(t_all, df, (d - shift) / se))
+        short = max(short, float(tdist.nct_cdf(-t_any, df, (d - shift) / se)))
+        worse = max(worse, float(tdist.nct_cdf(-t_any, df, d / se)))
+        inside = tdist.t_cdf((margin - d) / se - t_all, df) - tdist.t_cdf((-margin - d) / se + t_all, df)
         equivalent *= max(0.0, float(inside))
     return {"better": better, "equivalent": equivalent, "worse": worse, "below_min_effect": short}
 

@@ -22,7 +22,8 @@ way, and exact Clopper-Pearson over rounds when rounds are the unit. The bounds 
 
 The linearised variance is a few lines of numpy written here so the coverage simulation can run on
 thousands of campaigns at once; a test checks it against statsmodels' cluster-robust standard error of
-the weighted mean. The Clopper-Pearson step is statsmodels `proportion_confint(method="beta")`.
+the weighted mean. The Clopper-Pearson step is statsmodels' `proportion_confint(method="beta")`, taken
+from scipy.special directly (stats/tdist.py; identical numbers, without importing scipy.stats).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy import stats as sps
+
+from mtpverdict.stats import tdist
 
 Array = npt.NDArray[np.float64]
 
@@ -97,8 +99,6 @@ def ratio_interval(
     Returns rate, low, high, design effect and effective sample size, each over the leading axes.
     Clusters with a zero denominator carry no information and count for nothing.
     """
-    from statsmodels.stats.proportion import proportion_confint
-
     a = np.asarray(numerator, dtype=float)
     d = np.asarray(denominator, dtype=float)
     used = d > 0
@@ -111,10 +111,10 @@ def ratio_interval(
         binomial = rate * (1 - rate) / total_d
         deff = np.where(binomial > 0, np.maximum(1.0, var / binomial), 1.0)
         n_eff = total_d / deff
-        tokens_t = sps.t.ppf(1 - alpha / 2, np.maximum(total_d - 1, 1))
-        cluster_t = sps.t.ppf(1 - alpha / 2, np.maximum(n - 1, 1))
+        tokens_t = tdist.t_ppf(1 - alpha / 2, np.maximum(total_d - 1, 1))
+        cluster_t = tdist.t_ppf(1 - alpha / 2, np.maximum(n - 1, 1))
         n_eff = np.minimum(total_d, n_eff * (tokens_t / cluster_t) ** 2)
-    low, high = proportion_confint(rate * n_eff, n_eff, alpha=alpha, method="beta")
+    low, high = tdist.clopper_pearson(rate * n_eff, n_eff, alpha)
     return rate, np.asarray(low, dtype=float), np.asarray(high, dtype=float), deff, n_eff
 
 
@@ -168,8 +168,6 @@ def _clustered(counts: Sequence[AcceptanceCounts], unit: ClusterUnit, alpha: flo
 
 def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAcceptance | None:
     """Pooled counters: draft rounds as clusters (from the per-position histogram), or a round bound."""
-    from statsmodels.stats.proportion import proportion_confint
-
     if any(c.drafts is None for c in counts):
         return None
     accepted = sum(c.accepted for c in counts)
@@ -180,7 +178,7 @@ def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAccep
         return None
     if any(p is None for p in per_pos) or len({len(p or ()) for p in per_pos}) != 1:
         k = tokens / drafts
-        low, high = proportion_confint(accepted / k, drafts, alpha=alpha, method="beta")
+        low, high = tdist.clopper_pearson(accepted / k, drafts, alpha)
         overall = RateInterval(
             accepted / tokens,
             float(low),
@@ -210,7 +208,7 @@ def _by_rounds(counts: Sequence[AcceptanceCounts], alpha: float) -> ChainedAccep
     )
     positions = []
     for hits in (int(x) for x in pooled):
-        lo, hi = proportion_confint(hits, drafts, alpha=alpha, method="beta")
+        lo, hi = tdist.clopper_pearson(hits, drafts, alpha)
         positions.append(
             RateInterval(
                 hits / drafts, float(lo), float(hi), hits, drafts, drafts, ClusterUnit.ROUND, 1.0, drafts

@@ -309,9 +309,9 @@ def _drop_z(
 
 
 def _t_sf(z: Array, df: Array) -> Array:
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
-    return np.asarray(sps.t.sf(z, df))
+    return np.asarray(tdist.t_sf(z, df))
 
 
 def blocked_batch(
@@ -667,7 +667,7 @@ def device_drift(position: Array, device: Ints, y: Array) -> DeviceDrift:
     to the devices and has N - devices - 1 degrees of freedom (absent boots, NaN, left out). With one
     device it is the ordinary least-squares slope of stats/drift.py's linear shape.
     """
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     x = np.broadcast_to(np.asarray(position, dtype=float), y.shape)
     present = ~np.isnan(y)
@@ -694,5 +694,5 @@ def device_drift(position: Array, device: Ints, y: Array) -> DeviceDrift:
     ok = (df >= 1) & (sxx > 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = np.where(ok, 2.0 * sps.t.sf(np.abs(t), np.maximum(df, 1)), np.nan)
+        p = np.where(ok, 2.0 * tdist.t_sf(np.abs(t), np.maximum(df, 1)), np.nan)
     return DeviceDrift(np.where(ok, slope * span, np.nan), np.asarray(p), df.astype(np.int64))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+
+from mtpverdict.stats import tdist
 
 # Outcomes of one comparison (FIELD §4: criterion-style plus equivalence)
 BETTER = "better"
@@ -127,17 +128,17 @@ def compare_boots(
         )
     se = math.sqrt(variance.s2 * (1.0 / a.size + 1.0 / b.size))
     df = variance.df
-    tq = float(sps.t.ppf(1.0 - alpha, df))
-    t_family = float(sps.t.ppf(1.0 - alpha / max(family_size, 1), df))
+    tq = float(tdist.t_ppf(1.0 - alpha, df))
+    t_family = float(tdist.t_ppf(1.0 - alpha / max(family_size, 1), df))
     shift = math.log1p(min_effect)
     good = sign * estimate
     if se > 0:
-        p_better = float(sps.t.sf((good - shift) / se, df))
-        p_worse = float(sps.t.cdf(good / se, df))
+        p_better = float(tdist.t_sf((good - shift) / se, df))
+        p_worse = float(tdist.t_cdf(good / se, df))
         margin = math.log1p(equivalence_margin)
         # TOST: two one-sided tests against -margin and +margin with the pooled boot variance
         p_equiv = max(
-            float(sps.t.sf((estimate + margin) / se, df)), float(sps.t.cdf((estimate - margin) / se, df))
+            float(tdist.t_sf((estimate + margin) / se, df)), float(tdist.t_cdf((estimate - margin) / se, df))
         )
     else:
         p_better = 0.0 if good > shift else 1.0

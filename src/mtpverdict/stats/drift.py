@@ -27,8 +27,8 @@ from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
 
+from mtpverdict.stats import tdist
 from mtpverdict.stats.procedure import BootValue, Cell
 from mtpverdict.stats.welch import Array
 
@@ -141,7 +141,7 @@ def fit_shapes(order: Array, y: Array) -> ShapeArrays:
 def _two_sided(t: Array, df: npt.NDArray[np.int64]) -> Array:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.asarray(2.0 * sps.t.sf(np.abs(t), df))
+        return np.asarray(2.0 * tdist.t_sf(np.abs(t), df))
 
 
 def failing(shapes: ShapeArrays, bound: float, alpha: float) -> npt.NDArray[np.bool_]:

@@ -24,7 +24,8 @@ from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+
+from mtpverdict.stats import tdist
 
 Array = npt.NDArray[np.float64]
 
@@ -189,15 +190,15 @@ def _t_tests(estimate: Array, se: Array, df: Array, th: Thresholds) -> tuple[Arr
         warnings.simplefilter("ignore", RuntimeWarning)  # NaN cells stay NaN
         z_shift = (good - th.shift) / se
         p_equiv = np.maximum(
-            sps.t.sf((estimate + th.margin) / se, df), sps.t.cdf((estimate - th.margin) / se, df)
+            tdist.t_sf((estimate + th.margin) / se, df), tdist.t_cdf((estimate - th.margin) / se, df)
         )
         return (
-            np.asarray(sps.t.sf(z_shift, df)),
-            np.asarray(sps.t.cdf(z_shift, df)),
-            np.asarray(sps.t.cdf(good / se, df)),
+            np.asarray(tdist.t_sf(z_shift, df)),
+            np.asarray(tdist.t_cdf(z_shift, df)),
+            np.asarray(tdist.t_cdf(good / se, df)),
             np.asarray(p_equiv),
-            np.asarray(sps.t.ppf(1.0 - th.alpha, df)),
-            np.asarray(sps.t.ppf(1.0 - th.alpha / max(th.family_size, 1), df)),
+            np.asarray(tdist.t_ppf(1.0 - th.alpha, df)),
+            np.asarray(tdist.t_ppf(1.0 - th.alpha / max(th.family_size, 1), df)),
         )
 
 
@@ -235,7 +236,7 @@ def _leave_one_out(
     z_worst = np.take_along_axis(z, worst[..., None], axis=-1)[..., 0]
     with warnings.catch_warnings(), np.errstate(invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = np.asarray(sps.t.sf(z_worst, df))
+        p = np.asarray(tdist.t_sf(z_worst, df))
     n_arm_slots = arm.shape[-1]
     drop = np.where(worst < n_arm_slots, worst, -1 - (worst - n_arm_slots)).astype(np.int64)
     finite = np.isfinite(z_worst)

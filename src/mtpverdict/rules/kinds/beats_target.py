@@ -131,7 +131,7 @@ def _cell_value(evidence: Evidence, arm: str, workload: str, conc: int, params: 
 
 def _lower_bound(evidence: Evidence, arm: str, workload: str, conc: int, metric: str) -> float | None:
     """One-sided (1 - alpha) t lower bound of the geometric mean over a cell's runs."""
-    from scipy import stats as sps
+    from mtpverdict.stats import tdist
 
     cell = evidence.cell(arm, workload, conc, metric)
     if cell is None or cell.n < 2 or not cell.runs_known:
@@ -139,7 +139,7 @@ def _lower_bound(evidence: Evidence, arm: str, workload: str, conc: int, metric:
     logs = [math.log(v) for v in cell.values]
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    t = float(sps.t.ppf(1 - evidence.policy.alpha, len(logs) - 1))
+    t = float(tdist.t_ppf(1 - evidence.policy.alpha, len(logs) - 1))
     return math.exp(mean - t * sd / math.sqrt(len(logs)))
 
 
