@@ -787,6 +787,11 @@ def _warnings(campaign: Campaign, tables: dict[str, pd.DataFrame], root: Path | 
     if missing and len(tables["boot"]):
         shown = ", ".join(f"{a} boot {b}" for a, b in missing[:5])
         out.append(f"records refer to boots with no boot record ({shown}); their boot order is unknown")
+    if not sum(len(tables[kind]) for kind in ("request", "summary", "acceptance")):
+        out.append(
+            "the directory holds no measurements (no request, summary or acceptance record): a decision "
+            "on it is inconclusive under every policy"
+        )
     with_records: set[str] = set()
     for kind in ("request", "summary", "acceptance", "boot", "coherence"):
         with_records.update(str(a) for a in tables[kind]["arm"].unique())
