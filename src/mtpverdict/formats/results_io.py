@@ -420,15 +420,11 @@ def _decode_line(line: bytes, number: int, source: str, problems: _Problems) -> 
         return None
     try:
         obj = _check.loads_strict(text)
-    except _check.DuplicateKeyError as exc:
+    except _check.LimitError as exc:
         problems.add(source, str(exc), line=number)
         return None
     except ValueError as exc:
-        hint = (
-            ""
-            if "nested" in str(exc) or "a number in JSON" in str(exc)
-            else ("; a truncated write leaves a broken last line: delete it or re-run with --resume")
-        )
+        hint = "; a truncated write leaves a broken last line: delete it or re-run with --resume"
         problems.add(source, f"{exc}{hint}", line=number)
         return None
     if not isinstance(obj, dict):

@@ -1,0 +1,425 @@
+"""Hostile files given to every loader: each is refused with exit 2 and one line, never a crash or a hang.
+
+Every case runs the real command line in a child process with a time limit and an address-space limit,
+so a loader that hangs on a FIFO or reads /dev/zero without end fails the test instead of the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES
+
+BASE = FIXTURES / "synthetic-clean-win"
+TIME_LIMIT = 60  # seconds; a refusal takes well under one
+MEMORY_LIMIT = 3 << 30  # address space of the child: a loader reading /dev/zero dies instead of the host
+DEEP = 100_000  # nesting levels: past Python's recursion limit in any recursive parser
+DEEP_TOML = 5_000  # tomllib recurses once per level
+INT30 = 10**29 + 7  # 30 digits: beyond 2**53, still a float (pandas turns it into an object column)
+INT400 = 10**399 + 1  # 400 digits: float() of it raises OverflowError
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`python -m mtpverdict ARGS` with a time and memory limit; a hang raises TimeoutExpired."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "mtpverdict", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=TIME_LIMIT,
+        preexec_fn=_limit_memory,  # noqa: PLW1509 - the child only sets a resource limit
+        env=env,
+    )
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Exit 2 with exactly one `Error:` line holding every fragment; returns that line."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, f"exit {done.returncode}: {done.stderr[-600:]}"
+    assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr[-600:]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+# --- building hostile files ------------------------------------------------------------------------
+
+
+def results_copy(tmp: Path, name: str = "results") -> Path:
+    out = tmp / name
+    out.mkdir()
+    for item in ("campaign.json", "records.jsonl"):
+        shutil.copy(BASE / item, out / item)
+    shutil.copytree(BASE / "raw", out / "raw")
+    return out
+
+
+def deep_json(levels: int = DEEP) -> str:
+    return "[" * levels + "]" * levels
+
+
+def edit_campaign(results: Path, change: Callable[[dict[str, object]], None]) -> None:
+    path = results / "campaign.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def replace_in(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def fifo(path: Path) -> Path:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def dev_zero(path: Path) -> Path:
+    path.unlink(missing_ok=True)
+    path.symlink_to("/dev/zero")
+    return path
+
+
+def with_bom(path: Path) -> Path:
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    return path
+
+
+def first_record(results: Path, kind: str) -> tuple[int, dict[str, object]]:
+    lines = (results / "records.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if record["kind"] == kind:
+            return i, record
+    raise AssertionError(kind)
+
+
+def set_record(results: Path, kind: str, text_of: Callable[[dict[str, object]], str]) -> None:
+    """Replace the first record of `kind` by the JSON text `text_of(record)` returns."""
+    path = results / "records.jsonl"
+    lines = path.read_text().splitlines()
+    i, record = first_record(results, kind)
+    lines[i] = text_of(record)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def with_raw_value(record: dict[str, object], key: str, raw: str) -> str:
+    """A record's JSON text with `key`'s value written as the raw JSON text `raw`."""
+    marker = "__RAW__"
+    record[key] = marker
+    return json.dumps(record).replace(f'"{marker}"', raw)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A hostile input: `build(tmp)` writes it and returns the arguments; the error holds `expect`."""
+
+    build: Callable[[Path], list[str | Path]]
+    expect: tuple[str, ...]
+
+
+# --- results directories (validate, decide, report, plan --pilot all load them the same way) ----------
+
+
+def _records(change: Callable[[Path], object]) -> Callable[[Path], list[str | Path]]:
+    def build(tmp: Path) -> list[str | Path]:
+        results = results_copy(tmp)
+        change(results)
+        return ["validate", results]
+
+    return build
+
+
+RESULTS_CASES = {
+    "records-deep": Case(
+        _records(
+            lambda r: set_record(r, "likelihood", lambda rec: with_raw_value(rec, "tokens", deep_json()))
+        ),
+        ("records.jsonl:", "nested deeper than"),
+    ),
+    "records-draft-tokens-30-digits": Case(
+        _records(
+            lambda r: set_record(r, "acceptance", lambda rec: with_raw_value(rec, "draft_tokens", str(INT30)))
+        ),
+        ("records.jsonl:", "draft_tokens", "2**53"),
+    ),
+    "records-prompt-tokens-400-digits": Case(
+        _records(
+            lambda r: set_record(r, "request", lambda rec: with_raw_value(rec, "prompt_tokens", str(INT400)))
+        ),
+        ("records.jsonl:", "prompt_tokens", "2**53"),
+    ),
+    "records-fifo": Case(
+        _records(lambda r: fifo(r / "records.jsonl")), ("records.jsonl", "not a regular file")
+    ),
+    "records-dev-zero": Case(
+        _records(lambda r: dev_zero(r / "records.jsonl")), ("records.jsonl", "not a regular file")
+    ),
+    "records-bom": Case(
+        _records(lambda r: with_bom(r / "records.jsonl")), ("records.jsonl:1", "byte order mark")
+    ),
+    "campaign-deep": Case(
+        _records(
+            lambda r: replace_in(r / "campaign.json", '"spec": {', f'"spec": {{"config": {deep_json()}, ')
+        ),
+        ("campaign.json", "nested deeper than"),
+    ),
+    "campaign-window-30-digits": Case(
+        _records(lambda r: edit_campaign(r, lambda c: c.update(window_tokens=INT30))),
+        ("campaign.json", "window_tokens", "2**53"),
+    ),
+    "campaign-order-400-digits": Case(
+        _records(lambda r: replace_in(r / "campaign.json", '"order": 2', f'"order": {INT400}')),
+        ("campaign.json", "order", "2**53"),
+    ),
+    "campaign-duplicate-key": Case(
+        _records(lambda r: replace_in(r / "campaign.json", "{", '{"title": "a forged first title", ')),
+        ("campaign.json", "'title' appears twice"),
+    ),
+    "campaign-fifo": Case(
+        _records(lambda r: fifo(r / "campaign.json")), ("campaign.json", "FIFO", "not a regular file")
+    ),
+    "campaign-dev-zero": Case(
+        _records(lambda r: dev_zero(r / "campaign.json")),
+        ("campaign.json", "character device", "not a regular file"),
+    ),
+    "campaign-bom": Case(
+        _records(lambda r: with_bom(r / "campaign.json")), ("campaign.json", "byte order mark")
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RESULTS_CASES.values(), ids=RESULTS_CASES.keys())
+def test_results_directories_are_refused(tmp_path: Path, case: Case) -> None:
+    assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
+
+
+# --- policy files (rules check; decide --rules) ----------------------------------------------------
+
+POLICY = """policy_version = 1
+name = "hostile"
+description = "a policy"
+alpha = 0.05
+
+[controls]
+void_min_drafted = 50
+
+[[rules]]
+kind = "beats_target"
+severity = "veto"
+metric = "decode_tps"
+workloads = ["chat"]
+concurrency = [1]
+floor = 40.0
+target = 50.0
+"""
+
+
+def _policy(
+    text: str | None = None, make: Callable[[Path], object] | None = None
+) -> Callable[[Path], list[str | Path]]:
+    def build(tmp: Path) -> list[str | Path]:
+        path = tmp / "policy.toml"
+        path.write_text(POLICY if text is None else text)
+        if make is not None:
+            make(path)
+        return ["rules", "check", path]
+
+    return build
+
+
+POLICY_CASES = {
+    "policy-deep-array": Case(
+        _policy(POLICY + "extra = " + "[" * DEEP_TOML + "]" * DEEP_TOML + "\n"),
+        ("policy.toml", "nested deeper"),
+    ),
+    "policy-deep-table": Case(
+        _policy(POLICY.replace('name = "hostile"', "name = " + "{a = " * DEEP_TOML + "1" + "}" * DEEP_TOML)),
+        ("policy.toml", "nested deeper"),
+    ),
+    "policy-int-30-digits": Case(
+        _policy(POLICY.replace("void_min_drafted = 50", f"void_min_drafted = {INT30}")),
+        ("policy.toml", "void_min_drafted", "2**53"),
+    ),
+    "policy-nan-target": Case(_policy(POLICY.replace("target = 50.0", "target = nan")), ("target", "finite")),
+    "policy-inf-target": Case(_policy(POLICY.replace("target = 50.0", "target = inf")), ("target", "finite")),
+    "policy-nan-floor": Case(_policy(POLICY.replace("floor = 40.0", "floor = nan")), ("floor", "finite")),
+    "policy-minus-inf-floor": Case(
+        _policy(POLICY.replace("floor = 40.0", "floor = -inf")), ("floor", "finite")
+    ),
+    "policy-fifo": Case(_policy(make=fifo), ("policy.toml", "FIFO", "not a regular file")),
+    "policy-dev-zero": Case(
+        _policy(make=dev_zero), ("policy.toml", "character device", "not a regular file")
+    ),
+    "policy-bom": Case(_policy(make=with_bom), ("policy.toml", "byte order mark")),
+}
+
+
+@pytest.mark.parametrize("case", POLICY_CASES.values(), ids=POLICY_CASES.keys())
+def test_policy_files_are_refused(tmp_path: Path, case: Case) -> None:
+    assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
+
+
+def test_the_hostile_policy_is_valid_as_written(tmp_path: Path) -> None:
+    """The base every policy case edits is a valid policy: each refusal is the edit's."""
+    done = run_cli(*_policy()(tmp_path))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_non_finite_target_never_reaches_decide(tmp_path: Path, value: str) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.replace("target = 50.0", f"target = {value}"))
+    done = run_cli("decide", BASE, "--rules", policy, "--out", tmp_path / "d.json")
+    assert_refused(done, "target", "finite")
+    assert not (tmp_path / "d.json").exists()
+
+
+# --- campaign files (collect --dry-run) ------------------------------------------------------------
+
+CAMPAIGN_TOML = """campaign_version = 1
+id = "c"
+title = "t"
+concurrency = [1]
+reps = 1
+
+[server]
+mode = "launch"
+command = ["serve", "--port", "{port}", "{spec}"]
+
+[[arms]]
+name = "off_A"
+role = "control"
+
+[[arms]]
+name = "k1"
+role = "candidate"
+method = "mtp"
+k = 1
+serve_args = ["--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']
+
+[[workloads]]
+id = "w"
+prompt = "p"
+max_tokens = 8
+"""
+
+
+def _campaign_file(
+    text: str | None = None, make: Callable[[Path], object] | None = None
+) -> Callable[[Path], list[str | Path]]:
+    def build(tmp: Path) -> list[str | Path]:
+        path = tmp / "campaign.toml"
+        path.write_text(CAMPAIGN_TOML if text is None else text)
+        if make is not None:
+            make(path)
+        return ["collect", path, "--out", tmp / "out", "--dry-run"]
+
+    return build
+
+
+CAMPAIGN_FILE_CASES = {
+    "campaign-toml-deep-array": Case(
+        _campaign_file(
+            CAMPAIGN_TOML.replace("concurrency = [1]", "concurrency = " + "[" * DEEP_TOML + "]" * DEEP_TOML)
+        ),
+        ("campaign.toml", "nested deeper"),
+    ),
+    "campaign-toml-deep-table": Case(
+        _campaign_file(
+            CAMPAIGN_TOML.replace('title = "t"', "title = " + "{a = " * DEEP_TOML + "1" + "}" * DEEP_TOML)
+        ),
+        ("campaign.toml", "nested deeper"),
+    ),
+    "campaign-toml-int-30-digits": Case(
+        _campaign_file(CAMPAIGN_TOML.replace("max_tokens = 8", f"max_tokens = {INT30}")),
+        ("campaign.toml", "max_tokens", "2**53"),
+    ),
+    "campaign-toml-fifo": Case(_campaign_file(make=fifo), ("campaign.toml", "FIFO", "not a regular file")),
+    "campaign-toml-dev-zero": Case(
+        _campaign_file(make=dev_zero), ("campaign.toml", "character device", "not a regular file")
+    ),
+    "campaign-toml-bom": Case(_campaign_file(make=with_bom), ("campaign.toml", "byte order mark")),
+}
+
+
+@pytest.mark.parametrize("case", CAMPAIGN_FILE_CASES.values(), ids=CAMPAIGN_FILE_CASES.keys())
+def test_campaign_files_are_refused(tmp_path: Path, case: Case) -> None:
+    assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
+
+
+def test_the_hostile_campaign_file_is_valid_as_written(tmp_path: Path) -> None:
+    done = run_cli(*_campaign_file()(tmp_path))
+    assert done.returncode == 0, done.stderr
+
+
+# --- decision files (verify, report --decision) ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A results directory and the text of the decision made on it."""
+    tmp = tmp_path_factory.mktemp("decided")
+    results = results_copy(tmp)
+    done = run_cli("decide", results, "--out", tmp / "decision.json", "-q")
+    assert done.returncode == 0, done.stderr
+    return results, (tmp / "decision.json").read_text()
+
+
+def _edit_decision(text: str, how: str) -> str:
+    if how == "deep":
+        return text.replace('"reasons": [', f'"reasons": [{deep_json()}, ', 1)
+    if how == "int30":
+        return text.replace('"kv_cache_tokens": 920000', f'"kv_cache_tokens": {INT30}', 1)
+    if how == "duplicate":
+        return text.replace("{", '{"decision": "promote", ', 1)
+    raise AssertionError(how)
+
+
+DECISION_EDITS = {"deep": "nested deeper", "int30": "2**53", "duplicate": "'decision' appears twice"}
+DECISION_FILES = {"fifo": "FIFO", "dev-zero": "character device", "bom": "byte order mark"}
+
+
+def _decision_file(tmp: Path, text: str, how: str) -> Path:
+    path = tmp / "decision.json"
+    if how in DECISION_EDITS:
+        edited = _edit_decision(text, how)
+        assert edited != text
+        path.write_text(edited)
+    else:
+        path.write_text(text)
+        {"fifo": fifo, "dev-zero": dev_zero, "bom": with_bom}[how](path)
+    return path
+
+
+@pytest.mark.parametrize("how", [*DECISION_EDITS, *DECISION_FILES])
+@pytest.mark.parametrize("command", ["verify", "report"])
+def test_decision_files_are_refused(
+    tmp_path: Path, decided: tuple[Path, str], how: str, command: str
+) -> None:
+    results, text = decided
+    path = _decision_file(tmp_path, text, how)
+    if command == "verify":
+        done = run_cli("verify", path, results)
+    else:
+        done = run_cli("report", results, "--decision", path, "--out", tmp_path / "report")
+    assert_refused(done, "decision.json", {**DECISION_EDITS, **DECISION_FILES}[how])
+    assert not (tmp_path / "report").exists()
