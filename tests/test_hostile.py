@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES
+from .conftest import DATA, FIXTURES
 
 BASE = FIXTURES / "synthetic-clean-win"
-TIME_LIMIT = 60  # seconds; a refusal takes well under one
+TIME_LIMIT = 30  # seconds; a refusal takes about one, a decision a few
 MEMORY_LIMIT = 3 << 30  # address space of the child: a loader reading /dev/zero dies instead of the host
 DEEP = 100_000  # nesting levels: past Python's recursion limit in any recursive parser
 DEEP_TOML = 5_000  # tomllib recurses once per level
@@ -423,3 +423,122 @@ def test_decision_files_are_refused(
         done = run_cli("report", results, "--decision", path, "--out", tmp_path / "report")
     assert_refused(done, "decision.json", {**DECISION_EDITS, **DECISION_FILES}[how])
     assert not (tmp_path / "report").exists()
+
+
+# --- engine text (parse) and other tools' files (import vllm-bench) ---------------------------------
+
+RESPONSE = DATA / "engine" / "llamacpp" / "response_json.txt"
+BENCH = DATA / "vllm_bench" / "k3_detailed.json"
+
+
+def _engine_file(source: Path, how: str, tmp: Path) -> Path:
+    path = tmp / "input.json"
+    text = source.read_text()
+    if how == "duplicate":
+        key = "model" if source == RESPONSE else "date"
+        assert f'"{key}":' in text
+        path.write_text(text.replace("{", f'{{"{key}": "forged", ', 1))
+    elif how == "deep":
+        path.write_text(text.replace("{", '{"nest": ' + deep_json() + ", ", 1))
+    elif how == "int30":
+        key = '"draft_n": 42' if source == RESPONSE else '"completed": 3'
+        path.write_text(text.replace(key, key.split(":")[0] + f": {INT30}", 1))
+        assert path.read_text() != text
+    else:
+        path.write_text(text)
+        {"fifo": fifo, "dev-zero": dev_zero, "bom": with_bom}[how](path)
+    return path
+
+
+ENGINE_EXPECT = {
+    "duplicate": "appears twice",
+    "deep": "nested deeper",
+    "int30": "2**53",
+    "fifo": "FIFO",
+    "dev-zero": "character device",
+}
+
+
+@pytest.mark.parametrize("how", ENGINE_EXPECT)
+def test_parse_refuses_hostile_json_and_special_files(tmp_path: Path, how: str) -> None:
+    path = _engine_file(RESPONSE, how, tmp_path)
+    assert_refused(run_cli("parse", path, "--json"), "input.json", ENGINE_EXPECT[how])
+
+
+@pytest.mark.parametrize("how", [*ENGINE_EXPECT, "bom"])
+def test_import_refuses_hostile_bench_files(tmp_path: Path, how: str) -> None:
+    path = _engine_file(BENCH, how, tmp_path)
+    out = tmp_path / "out"
+    done = run_cli("import", "vllm-bench", path, "--arm", "k3", "--method", "mtp", "--k", "3", "--out", out)
+    assert_refused(done, "input.json", {**ENGINE_EXPECT, "bom": "byte order mark"}[how])
+    assert not (out / "records.jsonl").exists()
+
+
+def test_import_refuses_a_results_directory_with_a_forged_campaign(tmp_path: Path) -> None:
+    out = results_copy(tmp_path)
+    replace_in(
+        out / "campaign.json",
+        "{",
+        '{"id": "forged", ',
+    )
+    done = run_cli("import", "vllm-bench", BENCH, "--arm", "k3", "--method", "mtp", "--k", "3", "--out", out)
+    assert_refused(done, "campaign.json", "'id' appears twice")
+
+
+def test_parse_still_reads_json_lines_and_a_bom(tmp_path: Path) -> None:
+    """JSON lines are not one document: they are read line by line, as before; a BOM is tolerated."""
+    lines = DATA / "engine" / "llamacpp" / "jsonl_responses.txt"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + lines.read_bytes())
+    done = run_cli("parse", path, "--json")
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["acceptance"]) == 2
+
+
+# --- simulation settings (simulate --config) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("how", "expect"),
+    [
+        ("deep", "nested deeper"),
+        ("int30", "2**53"),
+        ("fifo", "FIFO"),
+        ("dev-zero", "character device"),
+        ("bom", "byte order mark"),
+    ],
+)
+def test_simulate_refuses_hostile_settings(tmp_path: Path, how: str, expect: str) -> None:
+    path = tmp_path / "sim.toml"
+    path.write_text("seed = 1\n")
+    if how == "deep":
+        path.write_text("seed = " + "[" * DEEP_TOML + "]" * DEEP_TOML + "\n")
+    elif how == "int30":
+        path.write_text(f"seed = {INT30}\n")
+    else:
+        {"fifo": fifo, "dev-zero": dev_zero, "bom": with_bom}[how](path)
+    done = run_cli("simulate", tmp_path / "out", "--config", path)
+    assert_refused(done, "sim.toml", expect)
+    assert not (tmp_path / "out" / "records.jsonl").exists()
+
+
+# --- serve configs (gate --serve-config) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("how", "expect"),
+    [
+        ("deep", "nesting depth"),
+        ("fifo", "FIFO"),
+        ("dev-zero", "character device"),
+    ],
+)
+def test_gate_refuses_hostile_serve_configs(tmp_path: Path, how: str, expect: str) -> None:
+    path = tmp_path / "compose.yaml"
+    path.write_text("services:\n  seat:\n    command: [vllm, serve, m]\n")
+    if how == "deep":
+        path.write_text("services:\n  seat:\n    command: " + "[" * DEEP_TOML + "]" * DEEP_TOML + "\n")
+    else:
+        {"fifo": fifo, "dev-zero": dev_zero}[how](path)
+    done = run_cli("gate", BASE, "--proposed", "k=1", "--serve-config", path, "--service", "seat")
+    assert_refused(done, "compose.yaml", expect)

@@ -105,6 +105,8 @@ def _reject_constant(name: str) -> float:
 
 
 _STRICT_JSON = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_reject_constant)
+# other tools' files (vllm bench) write NaN for an empty mean; everything else in them is held strictly
+_STRICT_JSON_WITH_NAN = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
 def loads_strict(text: str) -> Any:
@@ -129,11 +131,12 @@ def loads_strict(text: str) -> Any:
     return value
 
 
-def raw_decode_strict(text: str, position: int) -> tuple[Any, int]:
+def raw_decode_strict(text: str, position: int, *, allow_nan: bool = False) -> tuple[Any, int]:
     """One JSON value starting at `position` (documents written one after another) and the position
-    after it, with loads_strict's limits."""
+    after it, with loads_strict's limits (NaN and Infinity read as floats when `allow_nan`)."""
+    decoder = _STRICT_JSON_WITH_NAN if allow_nan else _STRICT_JSON
     try:
-        value, end = _STRICT_JSON.raw_decode(text, position)
+        value, end = decoder.raw_decode(text, position)
     except RecursionError:
         raise LimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     breach = limits_problem(value)
