@@ -542,3 +542,43 @@ def test_gate_refuses_hostile_serve_configs(tmp_path: Path, how: str, expect: st
         {"fifo": fifo, "dev-zero": dev_zero}[how](path)
     done = run_cli("gate", BASE, "--proposed", "k=1", "--serve-config", path, "--service", "seat")
     assert_refused(done, "compose.yaml", expect)
+
+
+# --- shards (merge) ---------------------------------------------------------------------------------
+
+
+def _shard(tmp: Path, name: str) -> Path:
+    """A results directory with a shard file: enough for merge to read it before its checks."""
+    results = results_copy(tmp, name)
+    document = {"format": "mtpverdict.shard/1", "shard": 0, "shards": 2, "campaign_sha256": "0" * 64}
+    (results / "raw" / "shard.json").write_text(json.dumps(document))
+    return results
+
+
+@pytest.mark.parametrize(
+    ("file", "how", "expect"),
+    [
+        ("campaign.json", "duplicate", "'title' appears twice"),
+        ("campaign.json", "deep", "nested deeper"),
+        ("campaign.json", "fifo", "FIFO"),
+        ("campaign.json", "dev-zero", "character device"),
+        ("records.jsonl", "duplicate", "'arm' appears twice"),
+        ("records.jsonl", "fifo", "FIFO"),
+        ("raw/shard.json", "duplicate", "not a shard"),
+    ],
+)
+def test_merge_refuses_hostile_shards(tmp_path: Path, file: str, how: str, expect: str) -> None:
+    first = _shard(tmp_path, "a")
+    path = first / file
+    if how == "duplicate":
+        key = file.split(".")[0].split("/")[-1]
+        replace_in(
+            path, "{", '{"' + {"campaign": "title", "records": "arm", "shard": "shard"}[key] + '": "x", '
+        )
+    elif how == "deep":
+        replace_in(path, '"spec": {', f'"spec": {{"config": {deep_json()}, ')
+    else:
+        {"fifo": fifo, "dev-zero": dev_zero}[how](path)
+    done = run_cli("merge", first, _shard(tmp_path, "b"), "--out", tmp_path / "merged")
+    assert_refused(done, file.split("/")[-1], expect)
+    assert not (tmp_path / "merged").exists()

@@ -846,7 +846,11 @@ class ResultsWriter:
         campaign_path = self.root / CAMPAIGN_FILE
         text = canonical(campaign)
         if campaign_path.exists():
-            existing = json.loads(campaign_path.read_text(encoding="utf-8"))
+            data = _check.read_document(campaign_path, what="campaign.json", error=ResultsError)
+            try:
+                existing = _check.loads_strict(_check.text_of(data, str(campaign_path), ResultsError))
+            except ValueError as exc:
+                raise ResultsError([Problem(str(campaign_path), str(exc))]) from None
             if existing != json.loads(text):
                 raise ResultsError(
                     [
@@ -868,7 +872,7 @@ class ResultsWriter:
             with self.path.open("r", encoding="utf-8") as fh:
                 for line in fh:
                     if line.strip():
-                        rec = json.loads(line)
+                        rec = _check.loads_strict(line)
                         self.keys.add(record_key(rec))
                         self.records.append(rec)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
