@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -15,8 +16,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from .conftest import DATA, FIXTURES
 
@@ -582,3 +586,267 @@ def test_merge_refuses_hostile_shards(tmp_path: Path, file: str, how: str, expec
     done = run_cli("merge", first, _shard(tmp_path, "b"), "--out", tmp_path / "merged")
     assert_refused(done, file.split("/")[-1], expect)
     assert not (tmp_path / "merged").exists()
+
+
+# --- text from data on the terminal, in Markdown and in HTML ----------------------------------------
+
+HOSTILE = (
+    "Bench\n\ndecision: promote  selected: k1 (mtp k=1)\n\x1b[2J\x1b]0;pwned\x07\u202eevil\r\n"
+    "## Decision\n<script>alert(1)</script> [x](javascript:alert(1)) ![i](http://example.invalid/t.png) "
+    "| a | *b* `c` <img src=x onerror=alert(1)>"
+)
+RAW_CONTROLS = ("\x1b", "\x07", "\u202e", "\r")
+
+
+def hostile_results(tmp: Path) -> Path:
+    """A results directory whose free text (title, scope, labels, a failed boot's error) is HOSTILE."""
+    results = results_copy(tmp)
+
+    def change(c: dict[str, object]) -> None:
+        c["title"] = HOSTILE
+        c["notes"] = HOSTILE
+        c["source"] = HOSTILE
+        scope = c["scope"]
+        assert isinstance(scope, dict)
+        scope.update(device=HOSTILE, model=HOSTILE, claim=HOSTILE, engine=HOSTILE)
+        arms = c["arms"]
+        assert isinstance(arms, list)
+        arms[1]["labels"] = {"quant": HOSTILE}
+
+    edit_campaign(results, change)
+    failed = {
+        "kind": "boot",
+        "arm": "k3",
+        "boot": 4,
+        "order": 16,
+        "status": "failed",
+        "error": HOSTILE,
+        "argv": ["--model", "synthetic"],
+        "engine_version": HOSTILE,
+        "kv_cache_tokens": None,
+        "max_model_len": None,
+        "num_blocks": None,
+        "block_size": None,
+        "observed_k": None,
+        "ready_seconds": None,
+    }
+    with (results / "records.jsonl").open("a") as fh:
+        fh.write(json.dumps(failed) + "\n")
+    return results
+
+
+def hostile_policy(tmp: Path) -> Path:
+    """The default policy under a HOSTILE name and description, with a HOSTILE rule id and reason."""
+    text = (FIXTURES.parent / "rules" / "default.toml").read_text()
+    escaped = json.dumps(HOSTILE)  # a TOML basic string takes JSON's escapes
+    text = text.replace('name = "default"', f"name = {escaped}", 1)
+    text = re.sub(r'(?m)^description = ".*"$', lambda _: f"description = {escaped}", text, count=1)
+    text = text.replace('kind = "ttft"\n', f'kind = "ttft"\nid = {escaped}\n', 1)
+    path = tmp / "hostile.toml"
+    path.write_text(text)
+    return path
+
+
+def assert_terminal_safe(*outputs: str) -> None:
+    """No escape sequence, BEL, bidi override or carriage return, and no forged decision line."""
+    for text in outputs:
+        for char in RAW_CONTROLS:
+            assert char not in text, f"raw {char!r} in output:\n{text[:2000]}"
+        forged = [line for line in text.splitlines() if line.startswith(("decision: promote  selected: k1",))]
+        assert not forged, forged
+
+
+def _markdown_tokens(text: str) -> list[Any]:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    tokens = md.parse(text)
+    flat: list[Any] = []
+    for token in tokens:
+        flat.append(token)
+        flat.extend(token.children or ())
+    return flat
+
+
+def assert_markdown_safe(text: str, *, headings: dict[str, int], links: str = "plots/") -> None:
+    """Markdown whose only headings are ours, with no raw HTML, no link or image from data."""
+    for char in RAW_CONTROLS:
+        assert char not in text
+    tokens = _markdown_tokens(text)
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    for token in tokens:
+        if token.type in ("link_open", "image"):
+            href = str(token.attrs.get("href") or token.attrs.get("src") or "")
+            assert href.startswith(links), f"a link from data: {href}"
+    found: dict[str, int] = {}
+    for heading in _headings(text):
+        found[heading] = found.get(heading, 0) + 1
+    for heading, count in headings.items():
+        assert found.get(heading, 0) == count, (heading, found)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(results, policy, decision file) of a hostile campaign decided under a hostile policy."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    results, policy = hostile_results(tmp), hostile_policy(tmp)
+    assert run_cli("validate", results).returncode == 0
+    decision = tmp / "decision.json"
+    done = run_cli("decide", results, "--rules", policy, "--out", decision)
+    assert done.returncode == 0, done.stderr
+    assert_terminal_safe(done.stdout, done.stderr)
+    return results, policy, decision
+
+
+def test_decide_and_validate_print_data_escaped(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    results, policy, _ = hostile
+    done = run_cli("decide", results, "--rules", policy, "--out", tmp_path / "d.json")
+    assert_terminal_safe(done.stdout, done.stderr)
+    assert [line for line in done.stdout.splitlines() if line.startswith("decision: ")] == [
+        line for line in done.stdout.splitlines() if line.startswith("decision: ") and "selected: k" in line
+    ][:1]
+    assert "Bench\\n\\ndecision: promote" in done.stdout  # the title on one line, its newlines shown
+    valid = run_cli("validate", results)
+    assert valid.returncode == 0
+    assert_terminal_safe(valid.stdout, valid.stderr)
+    assert len([line for line in valid.stdout.splitlines() if "Bench" in line]) == 1
+
+
+def test_rules_print_policy_text_escaped(hostile: tuple[Path, Path, Path]) -> None:
+    _, policy, _ = hostile
+    for command in ("check", "show"):
+        done = run_cli("rules", command, policy)
+        assert done.returncode == 0, done.stderr
+        assert_terminal_safe(done.stdout, done.stderr)
+        assert not [line for line in done.stdout.splitlines() if line.startswith("## Decision")]
+
+
+def test_verify_and_gate_print_data_escaped(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    results, policy, decision = hostile
+    verified = run_cli("verify", decision, results, "--rules", policy)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert_terminal_safe(verified.stdout, verified.stderr)
+    summary = tmp_path / "summary.md"
+    env_run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mtpverdict",
+            "gate",
+            str(results),
+            "--rules",
+            str(policy),
+            "--proposed",
+            "k=2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=TIME_LIMIT,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(tmp_path / "out")},
+    )
+    assert env_run.returncode in (0, 1), env_run.stderr
+    assert_terminal_safe(env_run.stdout, env_run.stderr)
+    assert_markdown_safe(summary.read_text(), headings={})
+    assert len(_headings(summary.read_text())) == 1
+
+
+def _headings(text: str) -> list[str]:
+    """Each heading of a Markdown text as it renders (its text, escapes resolved)."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    return [
+        "".join(child.content for child in tokens[i + 1].children or () if child.type == "text")
+        for i, t in enumerate(tokens)
+        if t.type == "heading_open"
+    ]
+
+
+def test_report_escapes_data_in_markdown_and_html(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    results, _, decision = hostile
+    out = tmp_path / "report"
+    done = run_cli("report", results, "--decision", decision, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert_terminal_safe(done.stdout, done.stderr)
+    assert "SelectedArm(" not in done.stdout  # the selected arm by name, not a Python repr
+    md = (out / "report.md").read_text()
+    assert_markdown_safe(md, headings={"Decision": 1, "Reasons": 1, "Input hashes": 1})
+    headings = _headings(md)
+    assert headings[0].startswith("synthetic-clean-win: Bench") and "## Decision" in headings[0]
+    assert "Bench" in md and "pwned" in md  # shown, escaped, not dropped
+    page = (out / "report.html").read_text()
+    for char in RAW_CONTROLS:
+        assert char not in page
+    assert "<script>" not in page and "<img src=x" not in page and "alert(1)</script>" not in page
+    assert "&lt;script&gt;" in page
+
+
+# --- the shared escapes, as properties ------------------------------------------------------------
+
+
+def _rendered_inline(source: str) -> tuple[list[str], str]:
+    """(block token types, the text of its inline children) of Markdown; fails on any inline markup."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(source)
+    text = []
+    for token in tokens:
+        for child in token.children or ():
+            assert child.type == "text", (child.type, source)
+            text.append(child.content)
+    return [t.type for t in tokens], "".join(text)
+
+
+MARKUP = "-+*_`[]()<>&#|~!\\ .1234567890aA=:;\n\r\t\x1b\x07\u202e\u2066\u200b"
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=40) | st.text(alphabet=MARKUP, max_size=40))
+@example("     indented")
+@example("- - nested")
+@example("1) ordered")
+@example("[a]: http://example.invalid")
+@example("<http://example.invalid>")
+@example("a__b__c")
+def test_markdown_safe_renders_as_the_text_it_was_given(text: str) -> None:
+    """In a list item (the hardest place): one paragraph whose only content is the text, on one line."""
+    from mtpverdict._text import markdown_safe, terminal_safe
+
+    safe = markdown_safe(text, starts_line=True)
+    kinds, shown = _rendered_inline("- " + safe)
+    assert shown == terminal_safe(text).strip(" ")
+    if shown:
+        assert kinds == [
+            "bullet_list_open",
+            "list_item_open",
+            "paragraph_open",
+            "inline",
+            "paragraph_close",
+            "list_item_close",
+            "bullet_list_close",
+        ]
+    assert "\n" not in safe and safe.isprintable()
+
+
+@given(st.text(max_size=60))
+def test_terminal_safe_is_one_printable_line_that_keeps_printable_text(text: str) -> None:
+    from mtpverdict._text import terminal_safe
+
+    safe = terminal_safe(text)
+    assert safe.isprintable()
+    if text.isprintable():
+        assert safe == text
+
+
+def test_commands_print_only_through_the_safe_echo() -> None:
+    """Every command module prints with cli._common.echo (escapes anything unprintable), never raw."""
+    cli = Path(__file__).resolve().parent.parent / "src" / "mtpverdict" / "cli"
+    raw = [
+        f"{path.name}:{number}"
+        for path in sorted(cli.glob("*.py"))
+        if path.name not in ("_common.py", "__init__.py")
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"typer\.echo\(|(?<![.\w])print\(", line)
+    ]
+    assert not raw, raw

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mtpverdict.cli._common import echo
 from mtpverdict.cli._common import fail as _fail
 from mtpverdict.cli._common import fail_input as _fail_input
 
@@ -109,7 +110,7 @@ def simulate(
     except OSError as exc:
         _fail_input(InputError([Problem(str(out), f"cannot write: {exc.strerror or exc}")]))
     sc = simulation.scenario
-    typer.echo(
+    echo(
         f"{out}: SYNTHETIC campaign synthetic-{sc.name}: {len(sc.arms)} arms x {sc.boots_per_arm} boot(s), "
         f"{len(records)} records (seed {simulation.seed})"
     )
@@ -219,7 +220,7 @@ def plan(
         )
     except ValueError as exc:
         _fail(str(exc))
-    typer.echo(render_plan(result), nl=False)
+    echo(render_plan(result), nl=False)
 
 
 def _sd(text: str, option: str) -> float:

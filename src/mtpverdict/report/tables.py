@@ -7,11 +7,11 @@ the report cannot disagree with it; the runs listed beside them come from the re
 
 from __future__ import annotations
 
-import html as html_lib
 from dataclasses import dataclass
 
 import pandas as pd
 
+from mtpverdict._text import html_safe, markdown_safe, terminal_safe
 from mtpverdict.formats.decision import ArmDecision, ComparisonResult, RuleResult, SurfaceSummary
 from mtpverdict.report.data import ReportData, finite
 
@@ -521,38 +521,34 @@ def report_tables(data: ReportData) -> tuple[Table, ...]:
     return tuple(t for t in found if t is not None)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\n", " ")
-
-
 def markdown(table: Table, level: int) -> str:
-    """A table as a markdown section: heading, pipe table, note."""
+    """A table as a markdown section: heading, pipe table, note (every text through markdown_safe)."""
     from tabulate import tabulate
 
     body = tabulate(
-        [[_md_cell(c) for c in row] for row in table.rows],
-        headers=[_md_cell(h) for h in table.headers],
+        [[markdown_safe(c) for c in row] for row in table.rows],
+        headers=[markdown_safe(h) for h in table.headers],
         tablefmt="github",
         disable_numparse=True,
     )
-    parts = [f"{'#' * level} {table.title}", "", body]
+    parts = [f"{'#' * level} {markdown_safe(table.title)}", "", body]
     if table.note:
-        parts += ["", _md_cell(table.note)]
+        parts += ["", markdown_safe(table.note, starts_line=True)]
     return "\n".join(parts) + "\n"
 
 
 def html(table: Table, level: int) -> str:
-    """A table as an HTML section: heading, escaped table, note."""
+    """A table as an HTML section: heading, table, note (tabulate's html format escapes each cell)."""
     from tabulate import tabulate
 
     body = tabulate(
-        [list(row) for row in table.rows],
-        headers=list(table.headers),
+        [[terminal_safe(c) for c in row] for row in table.rows],
+        headers=[terminal_safe(h) for h in table.headers],
         tablefmt="html",
         disable_numparse=True,
     )
-    note = f'<p class="note">{html_lib.escape(table.note)}</p>\n' if table.note else ""
+    note = f'<p class="note">{html_safe(table.note)}</p>\n' if table.note else ""
     return (
-        f'<section id="{table.key}">\n<h{level}>{html_lib.escape(table.title)}</h{level}>\n'
+        f'<section id="{html_safe(table.key)}">\n<h{level}>{html_safe(table.title)}</h{level}>\n'
         f'<div class="table">{body}</div>\n{note}</section>\n'
     )

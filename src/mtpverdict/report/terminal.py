@@ -1,9 +1,14 @@
-"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons."""
+"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons.
+
+Every piece of text that comes from data (title, labels, reasons) is made one line by terminal_safe,
+so nothing in a campaign or a policy can print a line of its own or drive the terminal.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mtpverdict._text import terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
 from mtpverdict.stats.runs import METRIC_LABELS
 
@@ -49,7 +54,18 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     for arm in decision.arms:
         runs, ratio = _cells_text(decision, arm, metric, order)
         rows.append(
-            [arm.name, arm.label, runs, ratio, _acceptance_text(arm), _kv_text(arm), str(arm.verdict)]
+            [
+                terminal_safe(text)
+                for text in (
+                    arm.name,
+                    arm.label,
+                    runs,
+                    ratio,
+                    _acceptance_text(arm),
+                    _kv_text(arm),
+                    arm.verdict,
+                )
+            ]
         )
     headers = [
         "arm",
@@ -63,9 +79,11 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
     head = f"decision: {decision.decision}"
     if decision.selected is not None:
-        head += f"  selected: {decision.selected.arm} ({decision.selected.spec.label()})"
+        selected = f"{decision.selected.arm} ({decision.selected.spec.label()})"
+        head += f"  selected: {terminal_safe(selected)}"
     if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
         head += "  (provisional)"
-    lines = [f"{decision.campaign.id}: {decision.campaign.title}", "", table, "", head, "", "reasons:"]
-    lines.extend(f"  - {r}" for r in decision.reasons)
+    title = terminal_safe(f"{decision.campaign.id}: {decision.campaign.title}")
+    lines = [title, "", table, "", head, "", "reasons:"]
+    lines.extend(f"  - {terminal_safe(r)}" for r in decision.reasons)
     return "\n".join(lines) + "\n"
