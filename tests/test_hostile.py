@@ -850,3 +850,28 @@ def test_commands_print_only_through_the_safe_echo() -> None:
         if re.search(r"typer\.echo\(|(?<![.\w])print\(", line)
     ]
     assert not raw, raw
+
+
+def test_report_of_a_decision_naming_arms_with_dollars_and_escapes(
+    decided: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Names in a decision file are free text: `$...$` is not mathtext to parse, ESC not put in an SVG."""
+    import xml.etree.ElementTree as ET
+
+    results, text = decided
+    decision = json.loads(text)
+    odd = " $\\frac{$ \x1b[31m"
+    for arm in decision["arms"]:
+        arm["name"] += odd
+        arm["family"] = "fam $x^{$"
+    if decision.get("selected"):
+        decision["selected"]["arm"] += odd
+    path = tmp_path / "decision.json"
+    path.write_text(json.dumps(decision))
+    done = run_cli("report", results, "--decision", path, "--out", tmp_path / "report")
+    assert done.returncode == 0, done.stderr
+    svgs = sorted((tmp_path / "report" / "plots").glob("*.svg"))
+    assert svgs
+    for svg in svgs:
+        assert "\x1b" not in svg.read_text()
+        ET.parse(svg)

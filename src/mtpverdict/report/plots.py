@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
+from mtpverdict._text import terminal_lines
 from mtpverdict.formats.decision import ArmDecision, Decision
 from mtpverdict.report.data import ReportData, file_stem, finite
 from mtpverdict.report.tables import kv_ceiling
@@ -69,6 +70,7 @@ RC_PARAMS: dict[str, Any] = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "text.parse_math": False,  # a `$` in a name from data is a dollar sign, never mathtext to parse
 }
 
 
@@ -605,7 +607,10 @@ def _draw_throughput(d: _ThroughputData) -> Figure:
                 extra.setdefault(f"selected: {arm.name}", Patch(color=SELECTED_COLOR, alpha=0.5))
         ax.set_ylim(low, high)
         ax.set_xticks(
-            range(len(d.arms)), labels, rotation=30 if rotate else 0, ha="right" if rotate else "center"
+            range(len(d.arms)),
+            [terminal_lines(t) for t in labels],
+            rotation=30 if rotate else 0,
+            ha="right" if rotate else "center",
         )
         for tick, arm in zip(ax.get_xticklabels(), d.arms, strict=True):
             if arm.name == d.selected:
@@ -711,7 +716,7 @@ def _draw_kv(d: _KvData) -> Figure:
         if bar.ceiling is not None:
             text += f"  ·  ceiling {bar.ceiling:.2f}x"
         ax.text(bar.pool, y, "  " + text, va="center", fontsize=10)
-    ax.set_yticks(ys, [b.label + ("  [selected]" if b.selected else "") for b in d.bars])
+    ax.set_yticks(ys, [terminal_lines(b.label + ("  [selected]" if b.selected else "")) for b in d.bars])
     for tick, bar in zip(ax.get_yticklabels(), d.bars, strict=True):
         if bar.selected:
             tick.set_fontweight("bold")
@@ -795,7 +800,7 @@ def _draw_drift(d: _DriftData) -> Figure:
         handles.append(Line2D([], [], color="black", marker="o", markerfacecolor="white", linestyle="none"))
         labels.append("cold run (hollow)")
     top = axes[0].secondary_xaxis("top")
-    top.set_xticks([(lo + hi) / 2 for _, lo, hi in d.boots], [a for a, _, _ in d.boots])
+    top.set_xticks([(lo + hi) / 2 for _, lo, hi in d.boots], [terminal_lines(a) for a, _, _ in d.boots])
     top.tick_params(length=0, labelsize=9, labelrotation=45 if len(d.boots) > 8 else 0)
     axes[-1].set_xlabel("run order in the campaign (one band per boot, in boot order)")
     fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
@@ -811,9 +816,14 @@ def _draw_drift(d: _DriftData) -> Figure:
 
 def _render(make: Callable[[], Figure]) -> tuple[bytes, bytes]:
     import matplotlib
+    from matplotlib.text import Text
 
     with matplotlib.rc_context(cast(Any, RC_PARAMS)):
         fig = make()
+        # names from data: no control character reaches the SVG's XML (tick labels, which the formatter
+        # sets again at draw time, are made safe where they are set)
+        for text in fig.findobj(Text):
+            text.set_text(terminal_lines(text.get_text()))
         return _images(fig)
 
 
