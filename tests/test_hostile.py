@@ -875,3 +875,18 @@ def test_report_of_a_decision_naming_arms_with_dollars_and_escapes(
     for svg in svgs:
         assert "\x1b" not in svg.read_text()
         ET.parse(svg)
+
+
+def test_collect_prints_a_server_error_escaped(tmp_path: Path) -> None:
+    """A server's own words (its exit message, recorded as the boot's error) reach no terminal raw."""
+    noisy = "printf '\\033]0;pwned\\007 boom\\n\\033[2J'; printf '\\342\\200\\256evil\\n'; exit 3"
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(
+        CAMPAIGN_TOML.replace(
+            'command = ["serve", "--port", "{port}", "{spec}"]',
+            f"command = {json.dumps(['sh', '-c', noisy, '{port}', '{spec}'])}\nboot_timeout = 10",
+        )
+    )
+    done = run_cli("collect", campaign, "--out", tmp_path / "out")
+    assert "boom" in done.stdout + done.stderr  # the error is shown, escaped
+    assert_terminal_safe(done.stdout, done.stderr)
