@@ -890,3 +890,45 @@ def test_collect_prints_a_server_error_escaped(tmp_path: Path) -> None:
     done = run_cli("collect", campaign, "--out", tmp_path / "out")
     assert "boom" in done.stdout + done.stderr  # the error is shown, escaped
     assert_terminal_safe(done.stdout, done.stderr)
+
+
+def _oversized(path: Path, size: int) -> Path:
+    """A sparse file of `size` bytes: no disk used, every byte read is NUL."""
+    path.unlink(missing_ok=True)
+    with path.open("wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize("loader", ["campaign.json", "policy", "campaign file", "decision", "bench file"])
+def test_an_oversized_file_is_refused_naming_the_limit(
+    tmp_path: Path, decided: tuple[Path, str], loader: str
+) -> None:
+    huge = (1 << 30) + 1  # past every document limit (16 MiB, 256 MiB)
+    results, _ = decided
+    if loader == "campaign.json":
+        copy = results_copy(tmp_path)
+        _oversized(copy / "campaign.json", huge)
+        args: list[str | Path] = ["validate", copy]
+    elif loader == "policy":
+        args = ["rules", "check", _oversized(tmp_path / "policy.toml", huge)]
+    elif loader == "campaign file":
+        args = ["collect", _oversized(tmp_path / "c.toml", huge), "--out", tmp_path / "o", "--dry-run"]
+    elif loader == "decision":
+        args = ["verify", _oversized(tmp_path / "decision.json", huge), results]
+    else:
+        bench = _oversized(tmp_path / "bench.json", huge)
+        args = [
+            "import",
+            "vllm-bench",
+            bench,
+            "--arm",
+            "k1",
+            "--method",
+            "mtp",
+            "--k",
+            "1",
+            "--out",
+            tmp_path / "o",
+        ]
+    assert_refused(run_cli(*args), "larger than", "MiB")
