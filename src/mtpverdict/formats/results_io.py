@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import typing
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -188,15 +189,15 @@ def _campaign_problems(campaign: Campaign) -> list[_check.Located]:
 
 def _arm_set_problems(campaign: Campaign) -> list[_check.Located]:
     arms = campaign.arms
-    names = [a.name for a in arms]
+    names = Counter(a.name for a in arms)  # counted once: list.count per arm was quadratic
     out: list[_check.Located] = [
         ("arms", f"arm name {dup!r} appears twice; names must be unique")
-        for dup in sorted({n for n in names if names.count(n) > 1})
+        for dup in sorted(n for n, times in names.items() if times > 1)
     ]
-    orders = [a.order for a in arms]
+    orders = Counter(a.order for a in arms)
     out.extend(
         ("arms", f"two arms share order {order}; each arm boots at its own position")
-        for order in sorted({o for o in orders if orders.count(o) > 1})
+        for order in sorted(o for o, times in orders.items() if times > 1)
     )
     if arms and not any(a.is_control for a in arms):
         out.append(

@@ -113,8 +113,8 @@ def _ordered(arms: Sequence[ArmDecision]) -> list[ArmDecision]:
     return sorted(arms, key=lambda a: (_depth(a), index[a.name]))
 
 
-def _family_arms(doc: Decision, family: str) -> list[ArmDecision]:
-    return [a for a in doc.arms if a.family == family]
+def _family_arms(data: ReportData, family: str) -> list[ArmDecision]:
+    return list(data.index.family_arms.get(family, ()))
 
 
 def _suffix(doc: Decision, family: str) -> str:
@@ -137,10 +137,10 @@ def _control_floor(
 ) -> tuple[float | None, bool]:
     """The decision's floor for a cell; else the floor its comparisons assumed (flagged), when they agree."""
     doc = data.decision
-    floor = doc.floor(family, workload, conc, metric)
+    floor = data.index.floors.get((family, workload, conc, metric))
     if floor is not None and floor.floor is not None:
         return floor.floor, False
-    members = {a.name for a in _family_arms(doc, family)}
+    members = {a.name for a in _family_arms(data, family)}
     assumed = {
         c.floor
         for c in doc.comparisons
@@ -152,14 +152,14 @@ def _control_floor(
 
 
 def _throughput_series(data: ReportData, family: str, metric: str, arms: list[ArmDecision]) -> list[_Series]:
-    doc = data.decision
+    cell_of = data.index.cells
     position = {a.name: i for i, a in enumerate(arms)}
     controls = [a.name for a in arms if a.is_control]
     out = []
     for i, (workload, conc) in enumerate(_cells(data, set(position), metric)):
         xs, ys, lows, highs = [], [], [], []
         for arm in arms:
-            cell = doc.cell(arm.name, workload, conc, metric)
+            cell = cell_of.get((arm.name, workload, conc, metric))
             if cell is None:
                 continue
             xs.append(float(position[arm.name]))
@@ -170,7 +170,7 @@ def _throughput_series(data: ReportData, family: str, metric: str, arms: list[Ar
             continue
         band = None
         control_medians = [
-            c.median for name in controls if (c := doc.cell(name, workload, conc, metric)) is not None
+            c.median for name in controls if (c := cell_of.get((name, workload, conc, metric))) is not None
         ]
         floor, assumed = _control_floor(data, family, workload, conc, metric)
         if control_medians and floor is not None and floor > 0:
@@ -202,7 +202,7 @@ class _ThroughputData:
 def _throughput_data(data: ReportData, family: str) -> _ThroughputData | str:
     doc = data.decision
     metrics = ("decode_tps", "aggregate_tps")
-    family_arms = _family_arms(doc, family)
+    family_arms = _family_arms(data, family)
     with_data = {c.arm for c in doc.cells if c.metric in metrics}
     arms = _ordered([a for a in family_arms if a.name in with_data])
     if not arms:
@@ -322,7 +322,7 @@ def _context_data(data: ReportData) -> _ContextData | str:
     floors: set[float] = set()
     for i, (arm_name, conc) in enumerate(keys):
         rows = kept[(arm_name, conc)]
-        arm = doc.find_arm(arm_name)
+        arm = data.index.arms.get(arm_name)
         color = COLORS[i % len(COLORS)]
         below_from = None
         for j in range(len(rows)):
@@ -353,8 +353,8 @@ def _context_data(data: ReportData) -> _ContextData | str:
         )
         floors |= {
             c.floor
-            for c in doc.comparisons
-            if c.arm == arm_name and c.metric == "decode_tps" and c.floor is not None
+            for c in data.index.arm_comparisons.get(arm_name, ())
+            if c.metric == "decode_tps" and c.floor is not None
         }
     return _ContextData(
         title=f"{data.campaign_label}: decode ratio to off against prompt depth",
@@ -450,7 +450,7 @@ def _points(frame: pd.DataFrame) -> tuple[tuple[int, float, bool], ...]:
 def _drift_data(data: ReportData, family: str) -> _DriftData | str:
     doc = data.decision
     runs = data.runs
-    family_arms = _family_arms(doc, family)
+    family_arms = _family_arms(data, family)
     controls = [a.name for a in family_arms if a.is_control]
     if runs.empty:
         only = " (summary records only)" if not data.results.summaries.empty else ""
@@ -884,7 +884,7 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
         )
     )
     for family in doc.families:
-        if not any(a.is_control for a in _family_arms(doc, family)):
+        if not any(a.is_control for a in _family_arms(data, family)):
             continue
         plots.append(
             _plot(

@@ -8,6 +8,7 @@ the report cannot disagree with it; the runs listed beside them come from the re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -63,12 +64,16 @@ def tokens(value: int | None) -> str:
     return NONE if value is None else f"{value:,}"
 
 
-def _arm_order(data: ReportData) -> dict[str, int]:
-    return {a.name: i for i, a in enumerate(data.decision.arms)}
-
-
 def _cell_sort(data: ReportData, arm: str, workload: str, concurrency: int) -> tuple[int, int, str, int]:
-    return (_arm_order(data).get(arm, 0), data.workload_rank(workload), workload, concurrency)
+    return (data.index.arm_rank.get(arm, 0), data.workload_rank(workload), workload, concurrency)
+
+
+def _by(frame: pd.DataFrame, keys: list[str]) -> dict[Any, pd.DataFrame]:
+    """The rows of a frame split by the values of `keys`, once (a filter per arm would be quadratic)."""
+    if frame.empty:
+        return {}
+    by = keys[0] if len(keys) == 1 else keys
+    return dict(iter(frame.groupby(by, sort=False)))  # iter: a GroupBy has a `keys` list, not a mapping
 
 
 def _runs_text(values: pd.DataFrame, digits: int) -> str:
@@ -97,12 +102,12 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
         return None
     digits = 1
     vals = data.values[data.values["metric"] == metric] if not data.values.empty else data.values
+    per_cell = _by(vals, ["arm", "workload", "concurrency"])
     rows = []
     for c in cells:
-        arm = doc.find_arm(c.arm)
-        sub = vals[
-            (vals["arm"] == c.arm) & (vals["workload"] == c.workload) & (vals["concurrency"] == c.concurrency)
-        ].sort_values(["boot", "rep"], kind="mergesort")
+        arm = data.index.arms.get(c.arm)
+        sub = per_cell.get((c.arm, c.workload, c.concurrency), vals.iloc[:0])
+        sub = sub.sort_values(["boot", "rep"], kind="mergesort")
         if not c.runs_known:
             n_total = int(float(sub["n_requests"].max())) if not sub.empty else c.n
             runs = f"median only (summary of {n_total} runs)"
@@ -121,7 +126,8 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
                 f"{c.n} ({c.n_boots} boot{'s' if c.n_boots != 1 else ''})",
             )
         )
-    missing = [a.name for a in doc.arms if not any(c.arm == a.name for c in cells)]
+    measured = {c.arm for c in cells}
+    missing = [a.name for a in doc.arms if a.name not in measured]
     note = (
         f"A run marked {COLD_MARK} is cold (the first measured run of its boot); runs of several boots are "
         "listed per boot (b1, b2, ...). Median and spread are the decision's, over the runs it counted (n): "
@@ -343,17 +349,14 @@ def kv_table(data: ReportData) -> Table | None:
     )
 
 
-def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
-    coh = data.results.coherence
-    lik = data.results.likelihood
-    cases = coh[coh["arm"] == arm.name] if not coh.empty else coh
-    nll = lik[lik["arm"] == arm.name] if not lik.empty else lik
+def _quality_rows(arm: ArmDecision, cases: pd.DataFrame, nll: pd.DataFrame) -> tuple[str, ...] | None:
+    """One arm's row: its coherence cases and likelihood records (already its own), its rule outcomes."""
     outcomes: list[RuleResult] = [r for r in arm.rules if r.kind in QUALITY_KINDS]
     if cases.empty and nll.empty and not outcomes:
         return None
     passed = int(cases["passed"].astype(bool).sum()) if not cases.empty else 0
     failed = sorted({str(c) for c, p in zip(cases["case"], cases["passed"], strict=True) if not bool(p)})
-    coherence = NONE if cases.empty else f"{passed}/{len(cases)}"
+    coherent = NONE if cases.empty else f"{passed}/{len(cases)}"
     nll_text = NONE
     if not nll.empty:
         values = nll["mean_nll"].astype(float)
@@ -367,7 +370,7 @@ def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
     return (
         arm.name,
         arm.label,
-        coherence,
+        coherent,
         ", ".join(failed) or NONE,
         nll_text,
         status("coherence"),
@@ -379,7 +382,14 @@ def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
 
 def quality_table(data: ReportData) -> Table | None:
     """Coherence cases, greedy-output identity and teacher-forced likelihood per arm."""
-    rows = [row for arm in data.decision.arms if (row := _quality_rows(data, arm)) is not None]
+    coh, lik = data.results.coherence, data.results.likelihood
+    cases, nll = _by(coh, ["arm"]), _by(lik, ["arm"])
+    rows = [
+        row
+        for arm in data.decision.arms
+        if (row := _quality_rows(arm, cases.get(arm.name, coh.iloc[:0]), nll.get(arm.name, lik.iloc[:0])))
+        is not None
+    ]
     if not rows:
         return None
     return Table(

@@ -10,22 +10,26 @@ from collections.abc import Sequence
 
 from mtpverdict._text import terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.report.data import DecisionIndex
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
 
 
-def _cells_text(decision: Decision, arm: ArmDecision, metric: str, order: dict[str, int]) -> tuple[str, str]:
+def _cells_text(index: DecisionIndex, arm: ArmDecision, metric: str) -> tuple[str, str]:
     """(the arm's first cells as median [min-max] n, its ratio to off at the first cell)."""
+    order = index.workload_rank
     cells = sorted(
-        decision.arm_cells(arm.name, metric),
+        index.arm_cells.get((arm.name, metric), ()),
         key=lambda c: (order.get(c.workload, len(order)), c.workload, c.concurrency),
     )
     runs = "; ".join(
         f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
         for c in cells[:SHOWN_CELLS]
     ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
-    first = decision.comparison(arm.name, cells[0].workload, cells[0].concurrency, metric) if cells else None
+    first = (
+        index.comparisons.get((arm.name, cells[0].workload, cells[0].concurrency, metric)) if cells else None
+    )
     ratio = "" if first is None or first.ratio is None else f"{first.ratio:.3f}x"
     return runs or "-", ratio
 
@@ -49,10 +53,10 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     """A seed-style text summary: per-arm table of the selection metric, acceptance, KV; then reasons."""
     from tabulate import tabulate
 
-    order = {w: i for i, w in enumerate(workloads)}
+    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
     rows = []
     for arm in decision.arms:
-        runs, ratio = _cells_text(decision, arm, metric, order)
+        runs, ratio = _cells_text(index, arm, metric)
         rows.append(
             [
                 terminal_safe(text)
