@@ -7,6 +7,7 @@ writes a cProfile of each command for the largest campaign, to find a step that 
 the arms.
 
     python bench/arm_scaling.py [--arms 250,1000,2000,10000] [--work DIR] [--profile DIR] [--no-report]
+                                [--src OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -67,11 +68,15 @@ def write_campaign(directory: Path, arms: int) -> int:
     return len(records)
 
 
-def run(args: list[str], profile: Path | None = None) -> Timing:
-    """Run `python -m mtpverdict ARGS` (under cProfile when `profile` names the output)."""
+def run(args: list[str], profile: Path | None = None, src: Path | None = None) -> Timing:
+    """Run `python -m mtpverdict ARGS` (under cProfile when `profile` names the output; the package
+    from `src` when given, to time another checkout on the same campaigns)."""
     prefix = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
+    env = {**os.environ, "PYTHONPATH": str(src)} if src else None
     start = time.perf_counter()
-    proc = subprocess.Popen([*prefix, "-m", "mtpverdict", *args], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*prefix, "-m", "mtpverdict", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     return Timing(wall, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status))
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="where to write the campaigns (default: a temp dir)")
     parser.add_argument("--profile", type=Path, help="write cProfile output of the largest campaign here")
     parser.add_argument("--no-report", action="store_true", help="time decide only")
+    parser.add_argument("--src", type=Path, help="time the package under this src/ (another checkout)")
     args = parser.parse_args(argv)
     sizes = sorted(int(a) for a in args.arms.split(","))
     work = args.work or Path(tempfile.mkdtemp(prefix="arm-scaling-"))
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         decided = run(
             ["decide", str(directory), "--out", str(decision), "-q"],
             profiling / f"decide-{arms}.prof" if profiling else None,
+            args.src,
         )
         reported = None
         if not args.no_report and decided.returncode == 0:
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             reported = run(
                 ["report", str(directory), "--decision", str(decision), "--out", str(out)],
                 profiling / f"report-{arms}.prof" if profiling else None,
+                args.src,
             )
         rows.append((arms, decided, reported))
         report_text = (
@@ -116,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             if reported
             else "- | - | -"
         )
-        print(f"| {arms:,} | {count:,} | {decided.wall:.1f} | {decided.cpu:.1f} | {report_text} |", flush=True)
+        print(
+            f"| {arms:,} | {count:,} | {decided.wall:.1f} | {decided.cpu:.1f} | {report_text} |", flush=True
+        )
     if len(rows) >= 2:
         (a0, d0, r0), (a1, d1, r1) = rows[0], rows[-1]
         slope = math.log(d1.cpu / d0.cpu) / math.log(a1 / a0)

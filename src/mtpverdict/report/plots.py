@@ -29,6 +29,10 @@ PLOT_DPI = 110  # PNG pixels per inch: an 11-inch-wide figure is 1210 px, readab
 FIG_WIDTH = 11.0  # inches
 PANEL_HEIGHT = 2.7  # inches per stacked panel (drift plot)
 MAX_DRIFT_PANELS = 6  # cells stacked in the drift plot before the figure gets too tall to read
+# Arms (series, bars, ticks) one figure can label legibly at FIG_WIDTH; past it a plot is skipped with the
+# reason (the tables list every arm). Without it a campaign of 10k arms drew a KV figure 605,000 px tall
+# (0.55 in per bar, about 3 GB of pixels) and a legend of 10k entries.
+MAX_PLOTTED_ARMS = 64
 TITLE_WRAP = 52  # characters per line of a panel title (half the figure width at 11 pt)
 KV_MIN_ROWS = 3  # the KV chart keeps room for this many bars so one bar is not drawn as a block
 POSITION_DODGE = 0.05  # draft positions: sideways offset between arms, so equal rates stay visible
@@ -111,6 +115,13 @@ def _depth(arm: ArmDecision) -> int:
 def _ordered(arms: Sequence[ArmDecision]) -> list[ArmDecision]:
     index = {a.name: i for i, a in enumerate(arms)}
     return sorted(arms, key=lambda a: (_depth(a), index[a.name]))
+
+
+def _too_many(count: int, what: str) -> str:
+    return (
+        f"{count:,} {what}: more than {MAX_PLOTTED_ARMS} cannot be told apart in one figure; "
+        "the tables list every arm"
+    )
 
 
 def _family_arms(data: ReportData, family: str) -> list[ArmDecision]:
@@ -207,6 +218,8 @@ def _throughput_data(data: ReportData, family: str) -> _ThroughputData | str:
     arms = _ordered([a for a in family_arms if a.name in with_data])
     if not arms:
         return "no arm of this family has a throughput measurement"
+    if len(arms) > MAX_PLOTTED_ARMS:
+        return _too_many(len(arms), "arms measured")
     panels = []
     for metric in metrics:
         series = _throughput_series(data, family, metric, arms)
@@ -243,8 +256,10 @@ def _acceptance_data(data: ReportData) -> _AcceptanceData | str:
 
     doc = data.decision
     series = []
-    arms = _ordered([a for a in doc.arms if not a.is_control])
-    for i, arm in enumerate(a for a in arms if _positions_of(a) is not None):
+    arms = _ordered([a for a in doc.arms if not a.is_control and _positions_of(a) is not None])
+    if len(arms) > MAX_PLOTTED_ARMS:
+        return _too_many(len(arms), "arms with per-position rates")
+    for i, arm in enumerate(arms):
         found = _positions_of(arm)
         assert found is not None
         rates, source, drafts = found
@@ -315,7 +330,9 @@ def _context_data(data: ReportData) -> _ContextData | str:
             "no arm was compared with off at two or more known prompt depths "
             "(prompt_tokens in campaign.json or reported by the server)"
         )
-    order = {a.name: i for i, a in enumerate(doc.arms)}
+    if len(kept) > MAX_PLOTTED_ARMS:
+        return _too_many(len(kept), "arm and concurrency series")
+    order = data.index.arm_rank
     keys = sorted(kept, key=lambda k: (order.get(k[0], 0), k[1]))
     several_c = len({k[1] for k in keys}) > 1
     series, crossings = [], []
@@ -384,6 +401,9 @@ class _KvData:
 
 def _kv_data(data: ReportData) -> _KvData | str:
     doc = data.decision
+    pooled = sum(arm.kv.kv_cache_tokens is not None for arm in doc.arms)
+    if pooled > MAX_PLOTTED_ARMS:
+        return _too_many(pooled, "arms with a KV pool")
     bars, windows, verdicts = [], set(), []
     for arm in doc.arms:
         pool = arm.kv.kv_cache_tokens
