@@ -162,17 +162,26 @@ INT_RANGE_MESSAGE = "must be between -2**53 and 2**53 (the integers every reader
 
 def limits_problem(value: Any, prefix: str = "") -> Located | None:
     """The first breach of the shared limits in a decoded value (nesting deeper than MAX_DEPTH, an
-    integer beyond +-MAX_INT) as (key or None, message), else None. Iterative: no recursion."""
+    integer beyond +-MAX_INT) as (key or None, message), else None.
+
+    Iterative (no recursion) and pushing only containers, so a decision of thousands of arms is walked
+    in one cheap pass; keys are named by a second walk, only when something is wrong.
+    """
+    if type(value) is int:
+        return None if -MAX_INT <= value <= MAX_INT else _locate_int(value, prefix)
+    if not isinstance(value, dict | list | tuple):
+        return None
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if type(item) is int:  # bool is an int subclass but never out of range
-            if not -MAX_INT <= item <= MAX_INT:
-                return _locate_int(value, prefix)
-        elif isinstance(item, dict | list | tuple):
-            if depth > MAX_DEPTH:
-                return (prefix.rstrip(".") or None, f"nested deeper than {MAX_DEPTH} levels")
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+        for child in item.values() if isinstance(item, dict) else item:
+            if type(child) is int:  # bool is an int subclass but never out of range
+                if not -MAX_INT <= child <= MAX_INT:
+                    return _locate_int(value, prefix)
+            elif isinstance(child, dict | list | tuple):
+                if depth >= MAX_DEPTH:
+                    return (prefix.rstrip(".") or None, f"nested deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
     return None
 
 
@@ -190,8 +199,25 @@ def _locate_int(value: Any, prefix: str) -> Located:
     raise AssertionError("an integer out of range was found in the first walk")
 
 
+def _any_nonfinite(value: Any) -> bool:
+    """Whether a decoded value holds a NaN or infinite float anywhere (one walk, no key paths)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
 def nonfinite_keys(value: Any, prefix: str = "") -> Iterator[str]:
     """Keys (dotted, with [i]) holding a NaN or infinite float (TOML and YAML can write them)."""
+    if not _any_nonfinite(value):  # the usual case, without building a key path for every value
+        return
     stack: list[tuple[Any, str]] = [(value, prefix)]
     while stack:
         item, where = stack.pop()

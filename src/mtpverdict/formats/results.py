@@ -140,12 +140,10 @@ class Workload(Struct, frozen=True, forbid_unknown_fields=True):
     description: Annotated[str | None, Meta(description="What the workload is.")] = None
 
 
+# dict=True lets the frozen Struct cache its lookups by arm name and by family (functools.cached_property):
+# code asking per arm and per cell stays linear in the number of arms. (The docstring is the schema's.)
 class Campaign(Struct, frozen=True, forbid_unknown_fields=True, dict=True):
-    """campaign.json: the arms (sorted by boot order on load), the workloads and the scope of the claim.
-
-    Lookups by arm name and by family are indexed once per campaign (`dict=True` lets a frozen Struct
-    cache them), so code asking per arm stays linear in the number of arms.
-    """
+    """campaign.json: the arms (sorted by boot order on load), the workloads and the scope of the claim."""
 
     format: Annotated[Literal["mtpverdict.results/1"], Meta(description=f'Always "{RESULTS_FORMAT}".')]
     id: Annotated[Name, Meta(description="Campaign id.")]

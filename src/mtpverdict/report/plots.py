@@ -458,6 +458,7 @@ class _DriftData:
     boots: tuple[tuple[str, float, float], ...]  # (arm, first run order, last run order)
     control_colors: tuple[tuple[str, str], ...]  # (control arm, colour)
     dropped: int
+    controls_only: bool = False  # too many boots: only the control boots are banded and labelled
 
 
 def _points(frame: pd.DataFrame) -> tuple[tuple[int, float, bool], ...]:
@@ -520,6 +521,9 @@ def _drift_data(data: ReportData, family: str) -> _DriftData | str:
         (str(a), float(lo), float(hi))
         for a, lo, hi in zip(spans["arm"], spans["min"], spans["max"], strict=True)
     )
+    controls_only = len(boot_spans) > MAX_PLOTTED_ARMS  # too many boots to band and label one by one
+    if controls_only:
+        boot_spans = tuple(span for span in boot_spans if span[0] in controls)
     drift = [c for c in doc.controls if c.name == "drift"]
     status = ""
     if drift and drift[0].value is not None:
@@ -533,6 +537,7 @@ def _drift_data(data: ReportData, family: str) -> _DriftData | str:
         boots=boot_spans,
         control_colors=tuple(colors.items()),
         dropped=dropped,
+        controls_only=controls_only,
     )
 
 
@@ -782,7 +787,7 @@ def _draw_drift(d: _DriftData) -> Figure:
     any_cold = False
     for ax, panel in zip(axes, d.panels, strict=True):
         for i, (_arm, lo, hi) in enumerate(d.boots):
-            if i % 2:
+            if i % 2 or d.controls_only:
                 ax.axvspan(lo - 0.5, hi + 0.5, color="#efefef", linewidth=0, zorder=0)
         groups = [(GREY, 14, panel.others)] + [(b.color, 46, b.runs) for b in panel.controls]
         for color, size, pts in groups:
@@ -822,7 +827,11 @@ def _draw_drift(d: _DriftData) -> Figure:
     top = axes[0].secondary_xaxis("top")
     top.set_xticks([(lo + hi) / 2 for _, lo, hi in d.boots], [terminal_lines(a) for a, _, _ in d.boots])
     top.tick_params(length=0, labelsize=9, labelrotation=45 if len(d.boots) > 8 else 0)
-    axes[-1].set_xlabel("run order in the campaign (one band per boot, in boot order)")
+    axes[-1].set_xlabel(
+        "run order in the campaign (a band per control boot; too many boots to band them all)"
+        if d.controls_only
+        else "run order in the campaign (one band per boot, in boot order)"
+    )
     fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
     title = d.title
     if d.dropped:

@@ -7,6 +7,8 @@ the report cannot disagree with it; the runs listed beside them come from the re
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,19 +78,33 @@ def _by(frame: pd.DataFrame, keys: list[str]) -> dict[Any, pd.DataFrame]:
     return dict(iter(frame.groupby(by, sort=False)))  # iter: a GroupBy has a `keys` list, not a mapping
 
 
-def _runs_text(values: pd.DataFrame, digits: int) -> str:
-    """Runs in boot and rep order, cold runs marked; several boots are separated by `;`."""
-    parts = []
-    for boot in sorted({int(b) for b in values["boot"]}):
-        group = values[values["boot"] == boot]
-        runs = ", ".join(
-            f"{v:,.{digits}f}{COLD_MARK if cold else ''}"
-            for v, cold in zip(group["value"], group["cold"].astype(bool), strict=True)
+_Run = tuple[int, int, float, bool, float]  # (boot, rep, value, cold, requests it summarises)
+
+
+def _runs_by_cell(values: pd.DataFrame) -> dict[tuple[str, str, int], list[_Run]]:
+    """Each cell's runs in boot and rep order, read in one pass over the columns (no frame per cell)."""
+    out: dict[tuple[str, str, int], list[_Run]] = {}
+    if values.empty:
+        return out
+    columns = ("arm", "workload", "concurrency", "boot", "rep", "value", "cold", "n_requests")
+    for arm, workload, conc, boot, rep, value, cold, n in zip(*(values[c] for c in columns), strict=True):
+        out.setdefault((str(arm), str(workload), int(conc)), []).append(
+            (int(boot), int(rep), float(value), bool(cold), float(n))
         )
-        parts.append((boot, runs))
+    for runs in out.values():
+        runs.sort(key=lambda r: (r[0], r[1]))  # stable, as the table's mergesort by boot and rep was
+    return out
+
+
+def _runs_text(runs: Sequence[_Run], digits: int) -> str:
+    """Runs in boot and rep order, cold runs marked; several boots are separated by `;`."""
+    parts = [
+        (boot, ", ".join(f"{r[2]:,.{digits}f}{COLD_MARK if r[3] else ''}" for r in group))
+        for boot, group in itertools.groupby(runs, key=lambda r: r[0])
+    ]
     if len(parts) == 1:
         return parts[0][1]
-    return "; ".join(f"b{boot}: {runs}" for boot, runs in parts)
+    return "; ".join(f"b{boot}: {text}" for boot, text in parts)
 
 
 def metric_table(data: ReportData, metric: str) -> Table | None:
@@ -102,17 +118,16 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
         return None
     digits = 1
     vals = data.values[data.values["metric"] == metric] if not data.values.empty else data.values
-    per_cell = _by(vals, ["arm", "workload", "concurrency"])
+    per_cell = _runs_by_cell(vals)
     rows = []
     for c in cells:
         arm = data.index.arms.get(c.arm)
-        sub = per_cell.get((c.arm, c.workload, c.concurrency), vals.iloc[:0])
-        sub = sub.sort_values(["boot", "rep"], kind="mergesort")
+        sub = per_cell.get((c.arm, c.workload, c.concurrency), [])
         if not c.runs_known:
-            n_total = int(float(sub["n_requests"].max())) if not sub.empty else c.n
+            n_total = int(max(r[4] for r in sub)) if sub else c.n
             runs = f"median only (summary of {n_total} runs)"
         else:
-            runs = _runs_text(sub, digits) if not sub.empty else NONE
+            runs = _runs_text(sub, digits) if sub else NONE
         spread = f"[{c.min:,.{digits}f}-{c.max:,.{digits}f}]"
         rows.append(
             (
