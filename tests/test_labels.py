@@ -7,7 +7,7 @@ import pandas as pd
 
 from mtpverdict.decide import decide
 from mtpverdict.formats.results_io import results_from_records
-from mtpverdict.report.data import ReportData
+from mtpverdict.report.data import DecisionIndex, ReportData
 from mtpverdict.report.tables import floor_table
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
@@ -44,6 +44,8 @@ def test_the_control_pair_names_its_boots_when_off_b_lacks_the_cell() -> None:
     assert pairs[("w1", 1)] == "off_B boot 1 vs off_A boot 1"
     assert pairs[("w2", 1)] == "off_A boot 2 vs off_A boot 1"  # not "off_B vs off_A"
     empty = pd.DataFrame()
-    table = floor_table(ReportData(results, decision, "computed", empty, empty))
+    workloads = [w.id for w in results.campaign.workloads]
+    data = ReportData(results, decision, "computed", empty, empty, DecisionIndex.of(decision, workloads))
+    table = floor_table(data)
     assert table is not None and "control pair" in table.headers
     assert any("(off_A boot 2 vs off_A boot 1)" in cell for row in table.rows for cell in row)

@@ -11,7 +11,7 @@ import pandas as pd
 from mtpverdict.decide import decide
 from mtpverdict.evidence.gather import gather
 from mtpverdict.formats.results_io import results_from_records
-from mtpverdict.report.data import ReportData
+from mtpverdict.report.data import DecisionIndex, ReportData
 from mtpverdict.report.tables import acceptance_table
 from mtpverdict.report.terminal import render_summary
 from mtpverdict.rules import load_policy
@@ -126,7 +126,9 @@ def test_acceptance_is_shown_per_workload_in_the_summary_and_the_report() -> Non
     text = render_summary(decision, "decode_tps", [w["id"] for w in campaign["workloads"]])
     assert "(repetitive 85%, novel 10%)" in text
     empty = pd.DataFrame()
-    table = acceptance_table(ReportData(results, decision, "computed", empty, empty))
+    workloads = [w.id for w in results.campaign.workloads]
+    data = ReportData(results, decision, "computed", empty, empty, DecisionIndex.of(decision, workloads))
+    table = acceptance_table(data)
     assert table is not None
     scopes = {(row[0], row[3]): row[5] for row in table.rows}
     assert scopes[("k2", "novel")] == "10.0%" and scopes[("k2", "repetitive c=2")] == "85.0%"

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mtpverdict._text import terminal_safe
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -35,7 +37,7 @@ class Problem:
 
 def printable(text: str) -> str:
     """One line whatever the input held: control characters (newlines, escapes) shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return terminal_safe(text)
 
 
 class MtpverdictError(Exception):

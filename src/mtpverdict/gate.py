@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mtpverdict._text import markdown_safe, terminal_safe
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats.decision import Decision
 from mtpverdict.formats.policy import Severity
@@ -465,7 +466,9 @@ def evaluate(
     source = config.source if config else ""
     label = proposed.text if proposed else (serve.label() if isinstance(serve, ServeSpec) else source)
     if isinstance(proposal, list):
-        return GateResult(False, _lines(proposal), evidence.decision, evidence.selected, _line(label), label)
+        return GateResult(
+            False, _lines(proposal), evidence.decision, evidence.selected, terminal_safe(label), label
+        )
     ok, reasons, arm = support(evidence, proposal)
     if proposal.off and config is not None:
         # the control this deployment is (families can have controls on other models or devices)
@@ -484,16 +487,11 @@ def evaluate(
     if not ok:
         reasons += [f"decision reason: {r}" for r in evidence.reasons[:SHOWN_DECISION_REASONS]]
     spec = serve.label() if isinstance(serve, ServeSpec) else (arm.label if arm else proposal.label)
-    return GateResult(ok, _lines(reasons), evidence.decision, evidence.selected, _line(label), spec)
-
-
-def _line(text: str) -> str:
-    """Text from the inputs, safe on a terminal: control characters (ESC, newlines, RLO) shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return GateResult(ok, _lines(reasons), evidence.decision, evidence.selected, terminal_safe(label), spec)
 
 
 def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
-    return tuple(_line(r) for r in reasons)
+    return tuple(terminal_safe(r) for r in reasons)
 
 
 def gate(
@@ -526,32 +524,28 @@ def gate(
 # --------------------------------------------------------------------------------------------------
 # what CI sees
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 _OUTPUT_VALUE = re.compile(r"[^A-Za-z0-9_.:=+ ()-]")
-
-
-def _md(text: str) -> str:
-    """Text from data, safe in Markdown: one line, control characters shown escaped, markup escaped."""
-    return _MARKDOWN.sub(r"\\\1", _line(text))
 
 
 def step_summary(result: GateResult) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY."""
     head = "supported" if result.supported else "refused"
     lines = [
-        f"### mtpverdict gate: {_md(result.label)} {head}",
+        f"### mtpverdict gate: {markdown_safe(result.label)} {head}",
         "",
-        f"decision: {_md(result.decision)}"
-        + (f", selected {_md(result.selected)}" if result.selected else ""),
+        f"decision: {markdown_safe(result.decision)}"
+        + (f", selected {markdown_safe(result.selected)}" if result.selected else ""),
         "",
     ]
-    lines += [f"- {_md(r.strip())}" for r in result.reasons]
+    lines += [f"- {markdown_safe(r.strip(), starts_line=True)}" for r in result.reasons]
     return "\n".join(lines) + "\n"
 
 
 def bad_input_summary(exc: InputError) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY when the gate could not run (exit 2)."""
-    return "### mtpverdict gate: bad input\n\n" + "".join(f"- {_md(str(p))}\n" for p in exc.problems)
+    return "### mtpverdict gate: bad input\n\n" + "".join(
+        f"- {markdown_safe(str(p), starts_line=True)}\n" for p in exc.problems
+    )
 
 
 def _append(path: str | None, text: str) -> None:

@@ -11,7 +11,6 @@ decision never mistakes a missing device for a smaller campaign. The merged dire
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -19,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtpverdict._files import NotReadable, open_regular
 from mtpverdict._jsonio import atomic_write, record_line
 from mtpverdict.collect import layout
 from mtpverdict.collect.shard import SHARD_FILE, read_shard_file
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats._check import loads_strict, read_document
 from mtpverdict.formats.results_io import (
     CAMPAIGN_FILE,
     RAW_DIR,
@@ -78,21 +79,26 @@ def _read_shard(path: Path) -> _ShardDir:
             "missing or unreadable: not a shard (collect it with `collect --shard I/N`)",
         )
     try:
-        campaign = json.loads((path / CAMPAIGN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        campaign = loads_strict(read_document(path / CAMPAIGN_FILE, what="campaign.json").decode("utf-8"))
+    except InputError as exc:
+        raise _refuse(path / CAMPAIGN_FILE, exc.problems[0].message) from None
+    except ValueError as exc:
         raise _refuse(path / CAMPAIGN_FILE, f"cannot be read: {exc}") from None
     records: list[dict[str, Any]] = []
     source = path / RECORDS_FILE
     try:
-        with source.open("r", encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except ValueError as exc:
-                        raise InputError([Problem(str(source), f"not JSON: {exc}", line=number)]) from None
-    except FileNotFoundError:
-        pass  # a shard killed before its first record: every boot it owes is recorded as failed
+        opened = open_regular(source)  # a FIFO or a device is refused unread
+    except NotReadable as exc:
+        if str(exc) != "not found":
+            raise _refuse(source, str(exc)) from None
+        return _ShardDir(path, info, campaign, records)  # killed before its first record: boots fail
+    with opened as fh:
+        for number, raw in enumerate(fh, start=1):
+            if raw.strip():
+                try:
+                    records.append(loads_strict(raw.decode("utf-8")))
+                except ValueError as exc:
+                    raise InputError([Problem(str(source), f"not JSON: {exc}", line=number)]) from None
     return _ShardDir(path, info, campaign, records)
 
 

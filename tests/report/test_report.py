@@ -14,6 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from mtpverdict._text import markdown_safe
 from mtpverdict.cli.report import register
 from mtpverdict.errors import InputError
 from mtpverdict.formats.decision import Decision, parse_decision
@@ -94,7 +95,7 @@ def test_report_files(built: dict[str, tuple[Path, Decision]], name: str) -> Non
     assert md.index(f"**{decision.decision}**") < md.index("### Reasons") < md.index("| arm")
     assert f"<strong>{html.escape(decision.decision)}</strong>" in page
     for reason in decision.reasons:
-        assert f"- {reason}" in md
+        assert f"- {markdown_safe(reason, starts_line=True)}" in md  # as written, never as markup
         assert html.escape(reason) in page
     # the tables in the seeds' style
     for heading in ("### Verdict per arm", "## Controls and sensitivity floor", "### Sensitivity floor"):

@@ -1,4 +1,10 @@
-"""What every command shares: the documented exit codes, shared options and one-line error output."""
+"""What every command shares: the documented exit codes, shared options, safe output and one-line errors.
+
+Every line a command prints goes through `echo`, which shows any unprintable character escaped
+(mtpverdict._text.terminal_lines): an escape sequence or a bidi override from data never reaches the
+terminal raw, whatever rendering forgot. Renderers still make each field of data one line
+(terminal_safe), so a newline in a title cannot print a line of its own.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from mtpverdict._text import terminal_lines, terminal_safe
 from mtpverdict.errors import InputError
 
 EXIT_OK = 0
@@ -18,6 +25,11 @@ EXIT_BOOTS_FAILED = 5  # collect ran to the end, but a boot failed or was refuse
 EXIT_INTERNAL = 70  # an unexpected failure inside mtpverdict (sysexits EX_SOFTWARE): please report it
 EXIT_INTERRUPTED = 130
 MAX_ERRORS_SHOWN = 20
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print output lines with every unprintable character but the newline shown escaped."""
+    typer.echo(terminal_lines(text), err=err, nl=nl)
 
 
 def fail_input(*errors: InputError) -> NoReturn:
@@ -36,7 +48,7 @@ def fail_input(*errors: InputError) -> NoReturn:
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print one `Error:` line and exit with `code` (2, bad input, unless said otherwise)."""
-    typer.echo(f"Error: {message}", err=True)
+    typer.echo(f"Error: {terminal_safe(message)}", err=True)
     raise typer.Exit(code)
 
 

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mtpverdict._text import terminal_safe
 from mtpverdict.cli._common import (
     EXIT_BOOTS_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     RulesOption,
+    echo,
     fail,
     fail_input,
 )
@@ -97,7 +99,7 @@ def collect(
                 stream_tps=assume_tps,
                 boot_seconds=assume_boot,
             )
-            typer.echo("\n".join(lines))
+            echo("\n".join(terminal_safe(line) for line in lines))
             return
         progress, on_event = _progress()
         with progress:
@@ -151,7 +153,7 @@ def _progress() -> tuple[Progress, Callable[[Event], None]]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     progress = Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
@@ -161,15 +163,18 @@ def _progress() -> tuple[Progress, Callable[[Event], None]]:
     task = progress.add_task("boots", total=None)
 
     def say(text: str) -> None:
-        progress.console.print(text, soft_wrap=True, highlight=False, markup=False)
+        progress.console.print(terminal_safe(text), soft_wrap=True, highlight=False, markup=False)
+
+    def show(text: str) -> None:  # the description column reads no rich markup: it is data
+        progress.update(task, description=terminal_safe(text))
 
     def on_event(event: Event) -> None:
         if event.kind == "plan":
             progress.update(task, total=event.total)
         elif event.kind == "boot":
-            progress.update(task, description=f"{event.arm} boot {event.boot}: starting")
+            show(f"{event.arm} boot {event.boot}: starting")
         elif event.kind == "run":
-            progress.update(task, description=f"{event.arm} boot {event.boot}: {event.detail}")
+            show(f"{event.arm} boot {event.boot}: {event.detail}")
         elif event.kind == "arm_done":
             say(event.detail)
             progress.update(task, completed=event.done)
@@ -183,20 +188,20 @@ def _report(summary: CollectSummary, out: Path) -> None:
     from mtpverdict.collect import CollectOutcome
 
     if summary.skipped_boots or summary.stopped_early:
-        typer.echo(
+        echo(
             f"adaptive: {summary.skipped_boots} planned boots skipped for arms already settled"
             + ("; stopped early: every candidate settled" if summary.stopped_early else "")
         )
-    typer.echo(
+    echo(
         f"{summary.boots} boots ({summary.failed_boots} failed), {summary.requests} requests "
         f"({summary.request_errors} errors), {summary.records} records written to {out}"
     )
     if summary.outcome == CollectOutcome.INTERRUPTED:
-        typer.echo("interrupted: the results directory is valid; continue with --resume", err=True)
+        echo("interrupted: the results directory is valid; continue with --resume", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.outcome == CollectOutcome.BOOTS_FAILED:
         for line in summary.failed:
-            typer.echo(f"failed boot: {line}", err=True)
+            echo(f"failed boot: {terminal_safe(line)}", err=True)
         raise typer.Exit(EXIT_BOOTS_FAILED)
 
 
@@ -212,8 +217,6 @@ def merge(
     except InputError as exc:
         fail_input(exc)
     owed = f"; {summary.owed_boots} boots never run recorded as failed" if summary.owed_boots else ""
-    typer.echo(
-        f"{summary.shards} of {summary.expected} shards merged into {out}: {summary.records} records{owed}"
-    )
+    echo(f"{summary.shards} of {summary.expected} shards merged into {out}: {summary.records} records{owed}")
     for line in summary.missing:
-        typer.echo(f"missing: {line}", err=True)
+        echo(f"missing: {terminal_safe(line)}", err=True)

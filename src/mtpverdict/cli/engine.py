@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from mtpverdict._text import terminal_safe
+from mtpverdict.cli._common import echo, fail_input
 from mtpverdict.cli._common import fail as _fail
-from mtpverdict.cli._common import fail_input
 
 if TYPE_CHECKING:
     from mtpverdict.errors import InputError
@@ -63,10 +64,10 @@ def parse(
         _fail_inputs(errors)
     if as_json:
         payload = results[0].to_json() if len(results) == 1 else [r.to_json() for r in results]
-        typer.echo(canonical(payload), nl=False)
+        echo(canonical(payload), nl=False)
         return
     for file, result in zip(files, results, strict=True):
-        typer.echo(render_result(str(file), result))
+        echo(render_result(str(file), result))
 
 
 def vllm_bench(
@@ -106,7 +107,7 @@ def vllm_bench(
         _fail(str(exc))
     except OSError as exc:
         _fail(f"{exc.filename or out}: {exc.strerror or exc}")
-    typer.echo(render_import(report))
+    echo(render_import(report))
 
 
 def render_result(name: str, result: ParseResult) -> str:
@@ -115,7 +116,7 @@ def render_result(name: str, result: ParseResult) -> str:
 
     engine = result.engine or "unknown engine"
     version = f" {result.engine_version}" if result.engine_version else ""
-    lines = [f"{name}: {engine}{version}"]
+    lines = [terminal_safe(f"{name}: {engine}{version}")]
     if result.acceptance:
         rows = [
             [
@@ -159,15 +160,19 @@ def render_result(name: str, result: ParseResult) -> str:
         ]
         headers = ["line", "KV tokens", "window", "ceiling x", "blocks", "block size"]
         lines.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
-    lines.extend(f"warning: {w}" for w in result.warnings)
+    lines.extend(f"warning: {terminal_safe(w)}" for w in result.warnings)
     return "\n".join(lines) + "\n"
 
 
 def render_import(report: ImportReport) -> str:
     """One line of counts, then warnings."""
     written = ", ".join(f"{n} {kind}" for kind, n in report.written) or "no new records"
-    lines = [f"{report.out}: {written} from {report.runs} run(s); {report.already_present} already present"]
-    lines.extend(f"warning: {w}" for w in report.warnings)
+    lines = [
+        terminal_safe(
+            f"{report.out}: {written} from {report.runs} run(s); {report.already_present} already present"
+        )
+    ]
+    lines.extend(f"warning: {terminal_safe(w)}" for w in report.warnings)
     return "\n".join(lines)
 
 

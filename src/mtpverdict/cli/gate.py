@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from mtpverdict.cli._common import EXIT_REFUSED, RulesOption, fail_input
+from mtpverdict._text import terminal_safe
+from mtpverdict.cli._common import EXIT_REFUSED, RulesOption, echo, fail_input
 from mtpverdict.errors import InputError
 
 
@@ -57,9 +58,9 @@ def gate(
             fail_input(exc)
     head = "supported" if result.supported else "refused"
     selected = f", selected {result.selected})" if result.selected else ")"
-    typer.echo(f"{result.label}: {head} (decision {result.decision}{selected}")
+    echo(terminal_safe(f"{result.label}: {head} (decision {result.decision}{selected}"))
     for reason in result.reasons:
-        typer.echo(f"  {reason}")
+        echo(f"  {terminal_safe(reason)}")
     try:
         write_ci_files(result, os.environ)
     except InputError as exc:

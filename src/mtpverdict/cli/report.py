@@ -7,15 +7,12 @@ one `Error: ...` line per problem and exits 2; no report is written.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from mtpverdict.cli._common import EXIT_BAD_INPUT
+from mtpverdict.cli._common import EXIT_BAD_INPUT, echo
 from mtpverdict.cli._common import fail_input as _fail_input
-
-if TYPE_CHECKING:
-    pass
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +39,7 @@ def report(
     ] = None,
 ) -> None:
     """Write a report of a decision and its evidence: tables, plots, report.md and report.html."""
+    from mtpverdict._text import terminal_safe
     from mtpverdict.errors import InputError
     from mtpverdict.report import load_report_data, write_report
 
@@ -52,11 +50,11 @@ def report(
     try:
         written = write_report(data, out)
     except OSError as exc:
-        typer.echo(f"Error: {out}: cannot write the report: {exc.strerror or exc}", err=True)
+        echo(f"Error: {out}: cannot write the report: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     d = data.decision
-    selected = f" {d.selected}" if d.selected is not None else ""
-    typer.echo(f"{data.campaign_label}: {d.decision}{selected}")
+    selected = f" {d.selected_arm}" if d.selected_arm is not None else ""
+    echo(terminal_safe(f"{data.campaign_label}: {d.decision}{selected}"))
     for line in written.skipped:
-        typer.echo(f"not plotted: {line}")
-    typer.echo(f"wrote {written.markdown}, {written.html} and {len(written.images)} plot files")
+        echo(f"not plotted: {terminal_safe(line)}")
+    echo(f"wrote {written.markdown}, {written.html} and {len(written.images)} plot files")

@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 
+from mtpverdict._text import terminal_safe
 from mtpverdict.cli._common import (
     EXIT_INCONCLUSIVE,
     EXIT_REFUSED,
     NoiseHistoryOption,
     RulesOption,
+    echo,
     fail,
     fail_input,
 )
@@ -40,12 +42,12 @@ def validate(
     counts = loaded.counts()
     arms = [a.name for a in loaded.campaign.arms]
     rows = [[arm, *(counts[kind].get(arm, 0) for kind in counts)] for arm in arms]
-    typer.echo(f"{results}: valid ({loaded.campaign.id}: {loaded.campaign.title})")
+    echo(terminal_safe(f"{results}: valid ({loaded.campaign.id}: {loaded.campaign.title})"))
     if loaded.campaign.synthetic:
-        typer.echo("synthetic: these records were generated, not measured")
-    typer.echo(tabulate(rows, headers=["arm", *counts.keys()], tablefmt="simple"))
+        echo("synthetic: these records were generated, not measured")
+    echo(tabulate(rows, headers=["arm", *counts.keys()], tablefmt="simple"))
     for warning in loaded.warnings:
-        typer.echo(f"warning: {warning}")
+        echo(f"warning: {terminal_safe(warning)}")
 
 
 def decide(
@@ -76,11 +78,11 @@ def decide(
         fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision
     if quiet:
-        typer.echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
+        echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
     else:
         workloads = [w.id for w in run.results.campaign.workloads]
-        typer.echo(render_summary(d, str(run.policy.selection.metric), workloads), nl=False)
-        typer.echo(f"\nwrote {target}")
+        echo(render_summary(d, str(run.policy.selection.metric), workloads), nl=False)
+        echo(f"\nwrote {target}")
     if strict and d.decision == "inconclusive":
         raise typer.Exit(EXIT_INCONCLUSIVE)
 
@@ -100,7 +102,7 @@ def verify(
     except InputError as exc:
         fail_input(exc)
     for line in result.lines:
-        typer.echo(line)
-    typer.echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
+        echo(terminal_safe(line))
+    echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
     if not result.matches:
         raise typer.Exit(EXIT_REFUSED)

@@ -7,7 +7,8 @@ from typing import Annotated
 import msgspec
 import typer
 
-from mtpverdict.cli._common import fail_input
+from mtpverdict._text import terminal_safe
+from mtpverdict.cli._common import echo, fail_input
 from mtpverdict.errors import InputError
 
 app = typer.Typer(help="Check and show policy (rules) files.", no_args_is_help=True)
@@ -32,7 +33,7 @@ def rules_check(
         except InputError as exc:
             failed.append(exc)
             continue
-        typer.echo(f"{name}: valid ({policy.name}, {len(policy.rules)} rules)")
+        echo(terminal_safe(f"{name}: valid ({policy.name}, {len(policy.rules)} rules)"))
     if failed:
         problems = [p for exc in failed for p in exc.problems]
         fail_input(InputError(problems, total=sum(exc.total for exc in failed)))
@@ -53,9 +54,10 @@ def rules_show(
         policy = load_policy(name)
     except InputError as exc:
         fail_input(exc)
-    typer.echo(f"{policy.name}: {policy.description}")
-    typer.echo(
-        f"source {policy.source}  sha256 {policy.sha256[:16]}  shipped: {', '.join(shipped_policies())}"
+    echo(terminal_safe(f"{policy.name}: {policy.description}"))
+    echo(
+        f"source {terminal_safe(policy.source)}  sha256 {policy.sha256[:16]}  "
+        f"shipped: {', '.join(shipped_policies())}"
     )
     floor, selection, controls = policy.floor, policy.selection, policy.controls
     settings: list[list[str]] = [
@@ -81,7 +83,7 @@ def rules_show(
             f"upper bound below {controls.void_max_acceptance} on >= {controls.void_min_drafted} drafted",
         ],
     ]
-    typer.echo(tabulate(settings, tablefmt="plain"))
+    echo(tabulate([[terminal_safe(c) for c in row] for row in settings], tablefmt="plain"))
     rows = [
         [
             r.id,
@@ -96,6 +98,5 @@ def rules_show(
         ]
         for r in policy.rules
     ]
-    typer.echo(
-        tabulate(rows, headers=["rule", "kind", "severity", "on missing", "parameters"], tablefmt="simple")
-    )
+    rows = [[terminal_safe(c) for c in row] for row in rows]
+    echo(tabulate(rows, headers=["rule", "kind", "severity", "on missing", "parameters"], tablefmt="simple"))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mtpverdict.cli._common import echo
 from mtpverdict.cli._common import fail as _fail
 from mtpverdict.cli._common import fail_input as _fail_input
 
@@ -109,7 +110,7 @@ def simulate(
     except OSError as exc:
         _fail_input(InputError([Problem(str(out), f"cannot write: {exc.strerror or exc}")]))
     sc = simulation.scenario
-    typer.echo(
+    echo(
         f"{out}: SYNTHETIC campaign synthetic-{sc.name}: {len(sc.arms)} arms x {sc.boots_per_arm} boot(s), "
         f"{len(records)} records (seed {simulation.seed})"
     )
@@ -219,7 +220,7 @@ def plan(
         )
     except ValueError as exc:
         _fail(str(exc))
-    typer.echo(render_plan(result), nl=False)
+    echo(render_plan(result), nl=False)
 
 
 def _sd(text: str, option: str) -> float:
@@ -242,20 +243,20 @@ def _levels(text: str) -> list[int]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    import tomllib
-
+    """The settings of a simulation file, read with the limits every loader shares."""
     from mtpverdict.errors import InputError, Problem
+    from mtpverdict.formats import _check
+    from mtpverdict.formats.policy import load_toml
 
+    source = str(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        _fail_input(InputError([Problem(str(path), "not found")]))
-    except OSError as exc:
-        _fail_input(InputError([Problem(str(path), f"cannot be read: {exc.strerror}")]))
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        _fail_input(InputError([Problem(str(path), f"not valid TOML: {exc}")]))
+        data = load_toml(_check.text_of(_check.read_document(path, what="a simulation file"), source), source)
+    except InputError as exc:
+        _fail_input(exc)
+    breach = _check.limits_problem(data)
+    if breach is not None:
+        _fail_input(InputError([Problem(source, breach[1], key=breach[0])]))
+    return data
 
 
 def _write(out: Path, campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:

@@ -493,8 +493,5 @@ def load_campaign_file(path: str | Path) -> CampaignPlan:
     except NotReadable as exc:
         hint = "; pass a campaign TOML (see docs/campaign-format.md)" if str(exc) == "not found" else ""
         raise CampaignError([Problem(source, f"{exc}{hint}")]) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CampaignError([Problem(source, f"not valid UTF-8 at byte {exc.start}")]) from None
+    text = _check.text_of(data, source, CampaignError)  # a byte order mark or bad UTF-8 is named
     return parse_campaign(text, source, hashlib.sha256(data).hexdigest())

@@ -17,6 +17,7 @@ from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, parity_problems
 from mtpverdict.errors import CollectError, Problem, ResultsError
+from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
 
 LOCK_FILE = "collect.lock"  # under raw/: held (flock) by the one collect writing the directory
@@ -107,7 +108,7 @@ def _campaign_object(
 def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:
     """Refuse to continue a results directory written for another campaign (or another --var)."""
     try:
-        existing = json.loads(read_regular(path, MAX_CAMPAIGN_JSON_BYTES, "campaign.json"))
+        existing = loads_strict(read_regular(path, MAX_CAMPAIGN_JSON_BYTES, "campaign.json").decode("utf-8"))
     except (NotReadable, ValueError) as exc:
         raise ResultsError([Problem(str(path), f"cannot be resumed: {exc}")]) from None
     if existing != json.loads(canonical(campaign)):

@@ -31,6 +31,7 @@ from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.errors import CollectError
+from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
 
 HEALTH_POLL_SECONDS = 1.0
@@ -157,7 +158,7 @@ def read_started(results: Path) -> list[StartedBoot]:
         if name is None:
             continue
         try:
-            data = json.loads(read_regular(path, MAX_STARTED_BYTES, "a start file"))
+            data = loads_strict(read_regular(path, MAX_STARTED_BYTES, "a start file").decode("utf-8"))
         except (NotReadable, ValueError):
             data = None
         if not _started_shape(data):

@@ -18,6 +18,7 @@ from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect.campaign import CampaignPlan
 from mtpverdict.errors import CollectError
+from mtpverdict.formats._check import loads_strict
 
 SHARD_FILE = "shard.json"  # under raw/
 SHARD_FORMAT = "mtpverdict.shard/1"
@@ -119,7 +120,7 @@ def read_shard_file(results: Path) -> dict[str, Any] | None:
     """raw/shard.json of a results directory, or None when absent or not a shard file."""
     path = results / "raw" / SHARD_FILE
     try:
-        data = json.loads(read_regular(path, MAX_SHARD_BYTES, "a shard file"))
+        data = loads_strict(read_regular(path, MAX_SHARD_BYTES, "a shard file").decode("utf-8"))
     except (NotReadable, ValueError):
         return None
     if not isinstance(data, dict) or data.get("format") != SHARD_FORMAT:

@@ -83,7 +83,11 @@ def text_of(data: bytes, source: str, error: type[InputError] = InputError) -> s
 # JSON with the shared limits
 
 
-class DuplicateKeyError(ValueError):
+class LimitError(ValueError):
+    """A document breaks a limit every reader shares: nesting, integer range, a duplicate key, NaN."""
+
+
+class DuplicateKeyError(LimitError):
     """A JSON object names one key twice (readers disagree on which value wins)."""
 
 
@@ -97,29 +101,49 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number in JSON; write null or a finite value")
+    raise LimitError(f"{name} is not a number in JSON; write null or a finite value")
 
 
 _STRICT_JSON = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_reject_constant)
+# other tools' files (vllm bench) write NaN for an empty mean; everything else in them is held strictly
+_STRICT_JSON_WITH_NAN = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
 def loads_strict(text: str) -> Any:
-    """Python objects of a JSON text, refusing duplicate keys, NaN/Infinity and excessive nesting.
+    """Python objects of a JSON text, refusing duplicate keys, NaN/Infinity, excessive nesting and
+    integers beyond +-MAX_INT.
 
-    Raises ValueError with a message fit for a Problem (json's own position text is dropped).
+    Raises LimitError for a breached limit, ValueError for text that is not JSON; either message is
+    fit for a Problem (json's own position text is dropped).
     """
     try:
         value = _STRICT_JSON.decode(text)
     except RecursionError:
-        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
-    except DuplicateKeyError:
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except LimitError:
         raise
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg}") from None
-    problem = depth_problem(value)
-    if problem:
-        raise ValueError(problem)
+    breach = limits_problem(value)
+    if breach is not None:
+        key, message = breach
+        raise LimitError(f"{key}: {message}" if key else message)
     return value
+
+
+def raw_decode_strict(text: str, position: int, *, allow_nan: bool = False) -> tuple[Any, int]:
+    """One JSON value starting at `position` (documents written one after another) and the position
+    after it, with loads_strict's limits (NaN and Infinity read as floats when `allow_nan`)."""
+    decoder = _STRICT_JSON_WITH_NAN if allow_nan else _STRICT_JSON
+    try:
+        value, end = decoder.raw_decode(text, position)
+    except RecursionError:
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels") from None
+    breach = limits_problem(value)
+    if breach is not None:
+        key, message = breach
+        raise LimitError(f"{key}: {message}" if key else message)
+    return value, end
 
 
 def json_line(exc: ValueError) -> int | None:
@@ -127,21 +151,73 @@ def json_line(exc: ValueError) -> int | None:
     return getattr(exc, "lineno", None)
 
 
-def depth_problem(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """A message when a decoded value nests deeper than `limit`, else None (iterative: no recursion)."""
+def int_range_text(value: int) -> str:
+    """How a message shows an integer out of range: whole when short, else its head and digit count."""
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text.lstrip('-'))} digits)"
+
+
+INT_RANGE_MESSAGE = "must be between -2**53 and 2**53 (the integers every reader holds exactly)"
+
+
+def limits_problem(value: Any, prefix: str = "") -> Located | None:
+    """The first breach of the shared limits in a decoded value (nesting deeper than MAX_DEPTH, an
+    integer beyond +-MAX_INT) as (key or None, message), else None.
+
+    Iterative (no recursion) and pushing only containers, so a decision of thousands of arms is walked
+    in one cheap pass; keys are named by a second walk, only when something is wrong.
+    """
+    if type(value) is int:
+        return None if -MAX_INT <= value <= MAX_INT else _locate_int(value, prefix)
+    if not isinstance(value, dict | list | tuple):
+        return None
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if depth > limit:
-                return f"nested deeper than {limit} levels"
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
+        for child in item.values() if isinstance(item, dict) else item:
+            if type(child) is int:  # bool is an int subclass but never out of range
+                if not -MAX_INT <= child <= MAX_INT:
+                    return _locate_int(value, prefix)
+            elif isinstance(child, dict | list | tuple):
+                if depth >= MAX_DEPTH:
+                    return (prefix.rstrip(".") or None, f"nested deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
     return None
+
+
+def _locate_int(value: Any, prefix: str) -> Located:
+    """The key of the first integer out of range (a second walk, with paths: only on failure)."""
+    stack: list[tuple[Any, str]] = [(value, prefix.rstrip("."))]
+    while stack:
+        item, where = stack.pop()
+        if type(item) is int and not -MAX_INT <= item <= MAX_INT:
+            return (where or None, f"{INT_RANGE_MESSAGE}, got {int_range_text(item)}")
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+    raise AssertionError("an integer out of range was found in the first walk")
+
+
+def _any_nonfinite(value: Any) -> bool:
+    """Whether a decoded value holds a NaN or infinite float anywhere (one walk, no key paths)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 def nonfinite_keys(value: Any, prefix: str = "") -> Iterator[str]:
     """Keys (dotted, with [i]) holding a NaN or infinite float (TOML and YAML can write them)."""
+    if not _any_nonfinite(value):  # the usual case, without building a key path for every value
+        return
     stack: list[tuple[Any, str]] = [(value, prefix)]
     while stack:
         item, where = stack.pop()
@@ -167,9 +243,9 @@ def convert(obj: Any, model: type[T], source: str, *, line: int | None = None, p
 
 def check(obj: Any, model: Any, prefix: str = "") -> list[Located]:
     """Every problem of `obj` against `model` (empty when valid): the shared limits, then the types."""
-    depth = depth_problem(obj)
-    if depth:
-        return [(prefix.rstrip(".") or None, depth)]
+    breach = limits_problem(obj, prefix)
+    if breach is not None:
+        return [breach]
     located: list[Located] = [
         (key, "must be a finite number") for key in nonfinite_keys(obj, prefix.rstrip("."))
     ]
@@ -312,6 +388,9 @@ class _Walker:
             self._bounds(obj, tp, key)
 
     def _bounds(self, obj: float, tp: mi.IntType | mi.FloatType, key: str) -> None:
+        if isinstance(obj, int) and not -MAX_INT <= obj <= MAX_INT:
+            self._add(key, f"{INT_RANGE_MESSAGE}, got {int_range_text(obj)}")
+            return
         low = tp.ge if tp.ge is not None else tp.gt
         high = tp.le if tp.le is not None else tp.lt
         fraction = low == 0 and high == 1
@@ -321,8 +400,7 @@ class _Walker:
             self._add(key, f"must be {op} {low:g}, got {obj}{hint}")
         elif high is not None and (obj > high or (tp.lt is not None and obj >= tp.lt)):
             op = "<" if tp.lt is not None else "<="
-            shown = f"{obj}" if len(str(obj)) <= 40 else f"{str(obj)[:20]}... ({len(str(obj))} digits)"
-            self._add(key, f"must be {op} {high:g}, got {shown}{hint}")
+            self._add(key, f"must be {op} {high:g}, got {obj}{hint}")
 
     def _str(self, obj: Any, tp: mi.StrType, key: str) -> None:
         if not isinstance(obj, str):

@@ -8,6 +8,7 @@ tables. Optional record keys default to UNSET so a reader can tell "absent" from
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -139,7 +140,9 @@ class Workload(Struct, frozen=True, forbid_unknown_fields=True):
     description: Annotated[str | None, Meta(description="What the workload is.")] = None
 
 
-class Campaign(Struct, frozen=True, forbid_unknown_fields=True):
+# dict=True lets the frozen Struct cache its lookups by arm name and by family (functools.cached_property):
+# code asking per arm and per cell stays linear in the number of arms. (The docstring is the schema's.)
+class Campaign(Struct, frozen=True, forbid_unknown_fields=True, dict=True):
     """campaign.json: the arms (sorted by boot order on load), the workloads and the scope of the claim."""
 
     format: Annotated[Literal["mtpverdict.results/1"], Meta(description=f'Always "{RESULTS_FORMAT}".')]
@@ -173,11 +176,21 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True):
         ),
     ] = 1
 
-    def arm(self, name: str) -> Arm:
+    @functools.cached_property
+    def _arms_by_name(self) -> dict[str, Arm]:
+        return {arm.name: arm for arm in self.arms}
+
+    @functools.cached_property
+    def _arms_by_family(self) -> dict[str, tuple[tuple[Arm, ...], tuple[Arm, ...]]]:
+        """family -> (its controls, its candidates), each in boot order."""
+        found: dict[str, tuple[list[Arm], list[Arm]]] = {}
         for arm in self.arms:
-            if arm.name == name:
-                return arm
-        raise KeyError(name)
+            controls, candidates = found.setdefault(arm.family, ([], []))
+            (controls if arm.is_control else candidates).append(arm)
+        return {family: (tuple(c), tuple(d)) for family, (c, d) in found.items()}
+
+    def arm(self, name: str) -> Arm:
+        return self._arms_by_name[name]
 
     def workload(self, workload_id: str) -> Workload:
         for workload in self.workloads:
@@ -190,10 +203,12 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True):
         return tuple(sorted({arm.family for arm in self.arms}))
 
     def controls(self, family: str) -> tuple[Arm, ...]:
-        return tuple(a for a in self.arms if a.family == family and a.is_control)
+        return self._arms_by_family.get(family, ((), ()))[0]
 
     def candidates(self, family: str | None = None) -> tuple[Arm, ...]:
-        return tuple(a for a in self.arms if not a.is_control and (family is None or a.family == family))
+        if family is None:
+            return tuple(a for a in self.arms if not a.is_control)
+        return self._arms_by_family.get(family, ((), ()))[1]
 
 
 # ---------------------------------------------------------------------------------------------------

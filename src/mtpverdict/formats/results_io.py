@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import typing
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -188,15 +189,15 @@ def _campaign_problems(campaign: Campaign) -> list[_check.Located]:
 
 def _arm_set_problems(campaign: Campaign) -> list[_check.Located]:
     arms = campaign.arms
-    names = [a.name for a in arms]
+    names = Counter(a.name for a in arms)  # counted once: list.count per arm was quadratic
     out: list[_check.Located] = [
         ("arms", f"arm name {dup!r} appears twice; names must be unique")
-        for dup in sorted({n for n in names if names.count(n) > 1})
+        for dup in sorted(n for n, times in names.items() if times > 1)
     ]
-    orders = [a.order for a in arms]
+    orders = Counter(a.order for a in arms)
     out.extend(
         ("arms", f"two arms share order {order}; each arm boots at its own position")
-        for order in sorted({o for o in orders if orders.count(o) > 1})
+        for order in sorted(o for o, times in orders.items() if times > 1)
     )
     if arms and not any(a.is_control for a in arms):
         out.append(
@@ -420,15 +421,11 @@ def _decode_line(line: bytes, number: int, source: str, problems: _Problems) -> 
         return None
     try:
         obj = _check.loads_strict(text)
-    except _check.DuplicateKeyError as exc:
+    except _check.LimitError as exc:
         problems.add(source, str(exc), line=number)
         return None
     except ValueError as exc:
-        hint = (
-            ""
-            if "nested" in str(exc) or "a number in JSON" in str(exc)
-            else ("; a truncated write leaves a broken last line: delete it or re-run with --resume")
-        )
+        hint = "; a truncated write leaves a broken last line: delete it or re-run with --resume"
         problems.add(source, f"{exc}{hint}", line=number)
         return None
     if not isinstance(obj, dict):
@@ -855,7 +852,11 @@ class ResultsWriter:
         campaign_path = self.root / CAMPAIGN_FILE
         text = canonical(campaign)
         if campaign_path.exists():
-            existing = json.loads(campaign_path.read_text(encoding="utf-8"))
+            data = _check.read_document(campaign_path, what="campaign.json", error=ResultsError)
+            try:
+                existing = _check.loads_strict(_check.text_of(data, str(campaign_path), ResultsError))
+            except ValueError as exc:
+                raise ResultsError([Problem(str(campaign_path), str(exc))]) from None
             if existing != json.loads(text):
                 raise ResultsError(
                     [
@@ -877,7 +878,7 @@ class ResultsWriter:
             with self.path.open("r", encoding="utf-8") as fh:
                 for line in fh:
                     if line.strip():
-                        rec = json.loads(line)
+                        rec = _check.loads_strict(line)
                         self.keys.add(record_key(rec))
                         self.records.append(rec)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

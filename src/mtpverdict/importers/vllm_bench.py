@@ -32,7 +32,6 @@ whose records are present is completed (never duplicated) by the writer's key ch
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -43,6 +42,7 @@ from typing import Any
 
 from mtpverdict._jsonio import atomic_write, canonical
 from mtpverdict.errors import EngineTextError, Problem, ResultsError
+from mtpverdict.formats import _check
 from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role
 from mtpverdict.formats.results_io import ResultsWriter
 
@@ -54,6 +54,7 @@ RAW_SUBDIR = "vllm-bench"
 DEFAULT_WORKLOAD = "vllm-bench"
 NOTE_PREFIX = "vllm-bench"
 HASH_CHARS = 16  # of the file's SHA-256 in notes and raw file names: unique enough, short to read
+MAX_BENCH_BYTES = 256 << 20  # a detailed result of thousands of requests, generated texts included
 MAX_ERROR_CHARS = 2000  # a request's error (often a traceback) is kept up to here
 MS_PER_SECOND = 1000.0
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
@@ -183,18 +184,11 @@ def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None
 
 def _read_runs(path: Path) -> Iterator[_Run]:
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise EngineTextError([Problem(source, "not found")]) from None
-    except OSError as exc:
-        raise EngineTextError([Problem(source, f"cannot be read: {exc.strerror or exc}")]) from None
+    data = _check.read_document(
+        path, limit=MAX_BENCH_BYTES, what="a bench result file", error=EngineTextError
+    )
     sha16 = hashlib.sha256(data).hexdigest()[:HASH_CHARS]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EngineTextError([Problem(source, f"not valid UTF-8 at byte {exc.start}")]) from None
-    decoder = json.JSONDecoder()
+    text = _check.text_of(data, source, EngineTextError)
     position, index = 0, 0
     while True:
         while position < len(text) and text[position].isspace():
@@ -203,7 +197,9 @@ def _read_runs(path: Path) -> Iterator[_Run]:
             break
         line = text.count("\n", 0, position) + 1
         try:
-            obj, position = decoder.raw_decode(text, position)
+            obj, position = _check.raw_decode_strict(text, position, allow_nan=True)  # the bench writes NaN
+        except _check.LimitError as exc:  # a duplicate key, deep nesting or a huge integer
+            raise EngineTextError([Problem(source, str(exc), line=line)]) from None
         except ValueError as exc:
             where = getattr(exc, "lineno", line)
             raise EngineTextError(
@@ -247,9 +243,10 @@ def _campaign(
     path = root / CAMPAIGN_FILE
     changed = False
     if path.exists():
+        data = _check.read_document(path, what="campaign.json", error=ResultsError)
         try:
-            campaign = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            campaign = _check.loads_strict(_check.text_of(data, str(path), ResultsError))
+        except ValueError as exc:
             raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
         if not isinstance(campaign, dict) or not isinstance(campaign.get("arms"), list):
             raise ResultsError([Problem(str(path), "must be a campaign object with an arms list")])

@@ -9,7 +9,6 @@ counted once.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import OrderedDict, defaultdict
@@ -20,7 +19,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Literal
 
+from mtpverdict._files import NotReadable, open_regular
 from mtpverdict.errors import EngineTextError, Problem
+from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
 from mtpverdict.parse import llamacpp_log, llamacpp_response, sglang_log, vllm_log
 from mtpverdict.parse.metrics import parse_metrics
 from mtpverdict.parse.model import (
@@ -67,9 +68,14 @@ SniffKind = Literal["metrics", "json", "log"]
 
 
 def parse_text(text: str, engine: EngineChoice = "auto", *, source: str = "<text>") -> ParseResult:
-    """Read engine text (log, /metrics exposition or response JSON); never raises on its content."""
+    """Read engine text (log, /metrics exposition or response JSON).
+
+    Never raises on its content but for one JSON document breaking the limits every loader shares
+    (a duplicate key, nesting, an integer beyond 2**53): EngineTextError.
+    """
     choice = _check_engine(engine)
     warnings: list[str] = []
+    text = text.removeprefix("\ufeff")
     sample = text[:BINARY_SAMPLE_CHARS]
     if looks_binary(sample):
         warnings.append(_binary_warning())
@@ -87,8 +93,12 @@ def parse_file(path: str | os.PathLike[str], engine: EngineChoice = "auto") -> P
     file = Path(path)
     source = str(file)
     try:
-        with file.open("rb") as fh:
-            first = fh.read(READ_BLOCK_BYTES)
+        opened = open_regular(file)
+    except NotReadable as exc:  # missing, a directory, a FIFO or a device: refused before any read
+        raise EngineTextError([Problem(source, str(exc))]) from None
+    try:
+        with opened as fh:
+            first = fh.read(READ_BLOCK_BYTES).removeprefix(UTF8_BOM)
             sample = first.decode("utf-8", errors="replace")[:BINARY_SAMPLE_CHARS]
             warnings: list[str] = []
             if looks_binary(sample):
@@ -105,10 +115,6 @@ def parse_file(path: str | os.PathLike[str], engine: EngineChoice = "auto") -> P
                         return whole
             blocks: Iterator[bytes] = chain(head, iter(partial(fh.read, READ_BLOCK_BYTES), b""))
             return _read_segments(segments(decode_blocks(blocks)), choice, warnings, empty=not first.strip())
-    except FileNotFoundError:
-        raise EngineTextError([Problem(source, "not found")]) from None
-    except IsADirectoryError:
-        raise EngineTextError([Problem(source, "is a directory; pass a log, metrics or JSON file")]) from None
     except OSError as exc:
         raise EngineTextError([Problem(source, f"cannot be read: {exc.strerror or exc}")]) from None
 
@@ -171,8 +177,10 @@ def _whole_document(
             warnings=tuple(warnings) + snapshot.warnings,
         )
     try:
-        document = json.loads(text)
-    except (ValueError, RecursionError):
+        document = loads_strict(text)
+    except LimitError as exc:  # one document naming a key twice, nested or sized past the limits
+        raise EngineTextError([Problem(source, str(exc))]) from None
+    except ValueError:
         return None  # JSON lines or an SSE stream: read line by line
     if isinstance(document, dict) and all(key in document for key in BENCH_KEYS):
         warnings.append("this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`")

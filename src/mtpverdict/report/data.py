@@ -11,10 +11,71 @@ from typing import TypeGuard
 import pandas as pd
 
 from mtpverdict.errors import InputError, Problem
-from mtpverdict.formats.decision import Decision, load_decision
+from mtpverdict.formats.decision import (
+    ArmDecision,
+    CellResult,
+    ComparisonResult,
+    Decision,
+    FloorResult,
+    load_decision,
+)
 from mtpverdict.formats.results_io import Results
 
 COMPUTED = "computed"  # ReportData.decision_source when the report ran the decision itself
+
+CellKey = tuple[str, str, int, str]  # (arm or family, workload, concurrency, metric)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionIndex:
+    """A decision's lookups by arm and by cell, built once.
+
+    A report asks them once per arm and per cell; the decision's own methods (find_arm, cell, floor,
+    comparison, arm_cells) scan its lists, which made a report of thousands of arms quadratic. The
+    first entry wins where a list names a key twice, as in those methods.
+    """
+
+    arms: dict[str, ArmDecision]
+    arm_rank: dict[str, int]
+    workload_rank: dict[str, int]
+    family_arms: dict[str, tuple[ArmDecision, ...]]
+    cells: dict[CellKey, CellResult]
+    arm_cells: dict[tuple[str, str], tuple[CellResult, ...]]  # (arm, metric) -> cells, stored order
+    comparisons: dict[CellKey, ComparisonResult]
+    arm_comparisons: dict[str, tuple[ComparisonResult, ...]]
+    floors: dict[CellKey, FloorResult]
+
+    @classmethod
+    def of(cls, decision: Decision, workloads: Sequence[str]) -> DecisionIndex:
+        arms: dict[str, ArmDecision] = {}
+        family: dict[str, list[ArmDecision]] = {}
+        for arm in decision.arms:
+            arms.setdefault(arm.name, arm)
+            family.setdefault(arm.family, []).append(arm)
+        cells: dict[CellKey, CellResult] = {}
+        arm_cells: dict[tuple[str, str], list[CellResult]] = {}
+        for c in decision.cells:
+            cells.setdefault((c.arm, c.workload, c.concurrency, c.metric), c)
+            arm_cells.setdefault((c.arm, c.metric), []).append(c)
+        comparisons: dict[CellKey, ComparisonResult] = {}
+        arm_comparisons: dict[str, list[ComparisonResult]] = {}
+        for comp in decision.comparisons:
+            comparisons.setdefault((comp.arm, comp.workload, comp.concurrency, comp.metric), comp)
+            arm_comparisons.setdefault(comp.arm, []).append(comp)
+        floors: dict[CellKey, FloorResult] = {}
+        for f in decision.floors:
+            floors.setdefault((f.family, f.workload, f.concurrency, f.metric), f)
+        return cls(
+            arms=arms,
+            arm_rank={name: i for i, name in reversed(list(enumerate(a.name for a in decision.arms)))},
+            workload_rank={w: i for i, w in reversed(list(enumerate(workloads)))},
+            family_arms={k: tuple(v) for k, v in family.items()},
+            cells=cells,
+            arm_cells={k: tuple(v) for k, v in arm_cells.items()},
+            comparisons=comparisons,
+            arm_comparisons={k: tuple(v) for k, v in arm_comparisons.items()},
+            floors=floors,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +92,15 @@ class ReportData:
     decision_source: str  # the decision file read, or COMPUTED
     values: pd.DataFrame
     runs: pd.DataFrame
+    index: DecisionIndex
 
     @property
     def campaign_label(self) -> str:
         return self.results.campaign.id
 
     def workload_rank(self, workload: str) -> int:
-        ids = [w.id for w in self.results.campaign.workloads]
-        return ids.index(workload) if workload in ids else len(ids)
+        ranks = self.index.workload_rank
+        return ranks.get(workload, len(self.results.campaign.workloads))
 
     def prompt_depth(self, workload: str) -> int | None:
         """Prompt tokens of a workload: campaign.json's, else the median the server reported."""
@@ -139,7 +201,10 @@ def load_report_data(
         run = decide_directory(results_dir, rules, noise_history)
         doc, results, source = run.decision, run.results, COMPUTED
     values, runs = _run_frames(results)
-    return ReportData(results=results, decision=doc, decision_source=source, values=values, runs=runs)
+    index = DecisionIndex.of(doc, [w.id for w in results.campaign.workloads])
+    return ReportData(
+        results=results, decision=doc, decision_source=source, values=values, runs=runs, index=index
+    )
 
 
 def file_stem(text: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
+from mtpverdict._text import terminal_lines
 from mtpverdict.formats.decision import ArmDecision, Decision, SurfaceSummary
 from mtpverdict.report.data import ReportData, file_stem, finite
 from mtpverdict.report.tables import kv_ceiling
@@ -28,6 +29,10 @@ PLOT_DPI = 110  # PNG pixels per inch: an 11-inch-wide figure is 1210 px, readab
 FIG_WIDTH = 11.0  # inches
 PANEL_HEIGHT = 2.7  # inches per stacked panel (drift plot)
 MAX_DRIFT_PANELS = 6  # cells stacked in the drift plot before the figure gets too tall to read
+# Arms (series, bars, ticks) one figure can label legibly at FIG_WIDTH; past it a plot is skipped with the
+# reason (the tables list every arm). Without it a campaign of 10k arms drew a KV figure 605,000 px tall
+# (0.55 in per bar, about 3 GB of pixels) and a legend of 10k entries.
+MAX_PLOTTED_ARMS = 64
 TITLE_WRAP = 52  # characters per line of a panel title (half the figure width at 11 pt)
 KV_MIN_ROWS = 3  # the KV chart keeps room for this many bars so one bar is not drawn as a block
 POSITION_DODGE = 0.05  # draft positions: sideways offset between arms, so equal rates stay visible
@@ -69,6 +74,7 @@ RC_PARAMS: dict[str, Any] = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "text.parse_math": False,  # a `$` in a name from data is a dollar sign, never mathtext to parse
 }
 
 
@@ -111,8 +117,15 @@ def _ordered(arms: Sequence[ArmDecision]) -> list[ArmDecision]:
     return sorted(arms, key=lambda a: (_depth(a), index[a.name]))
 
 
-def _family_arms(doc: Decision, family: str) -> list[ArmDecision]:
-    return [a for a in doc.arms if a.family == family]
+def _too_many(count: int, what: str) -> str:
+    return (
+        f"{count:,} {what}: more than {MAX_PLOTTED_ARMS} cannot be told apart in one figure; "
+        "the tables list every arm"
+    )
+
+
+def _family_arms(data: ReportData, family: str) -> list[ArmDecision]:
+    return list(data.index.family_arms.get(family, ()))
 
 
 def _suffix(doc: Decision, family: str) -> str:
@@ -135,10 +148,10 @@ def _control_floor(
 ) -> tuple[float | None, bool]:
     """The decision's floor for a cell; else the floor its comparisons assumed (flagged), when they agree."""
     doc = data.decision
-    floor = doc.floor(family, workload, conc, metric)
+    floor = data.index.floors.get((family, workload, conc, metric))
     if floor is not None and floor.floor is not None:
         return floor.floor, False
-    members = {a.name for a in _family_arms(doc, family)}
+    members = {a.name for a in _family_arms(data, family)}
     assumed = {
         c.floor
         for c in doc.comparisons
@@ -150,14 +163,14 @@ def _control_floor(
 
 
 def _throughput_series(data: ReportData, family: str, metric: str, arms: list[ArmDecision]) -> list[_Series]:
-    doc = data.decision
+    cell_of = data.index.cells
     position = {a.name: i for i, a in enumerate(arms)}
     controls = [a.name for a in arms if a.is_control]
     out = []
     for i, (workload, conc) in enumerate(_cells(data, set(position), metric)):
         xs, ys, lows, highs = [], [], [], []
         for arm in arms:
-            cell = doc.cell(arm.name, workload, conc, metric)
+            cell = cell_of.get((arm.name, workload, conc, metric))
             if cell is None:
                 continue
             xs.append(float(position[arm.name]))
@@ -168,7 +181,7 @@ def _throughput_series(data: ReportData, family: str, metric: str, arms: list[Ar
             continue
         band = None
         control_medians = [
-            c.median for name in controls if (c := doc.cell(name, workload, conc, metric)) is not None
+            c.median for name in controls if (c := cell_of.get((name, workload, conc, metric))) is not None
         ]
         floor, assumed = _control_floor(data, family, workload, conc, metric)
         if control_medians and floor is not None and floor > 0:
@@ -200,11 +213,13 @@ class _ThroughputData:
 def _throughput_data(data: ReportData, family: str) -> _ThroughputData | str:
     doc = data.decision
     metrics = ("decode_tps", "aggregate_tps")
-    family_arms = _family_arms(doc, family)
+    family_arms = _family_arms(data, family)
     with_data = {c.arm for c in doc.cells if c.metric in metrics}
     arms = _ordered([a for a in family_arms if a.name in with_data])
     if not arms:
         return "no arm of this family has a throughput measurement"
+    if len(arms) > MAX_PLOTTED_ARMS:
+        return _too_many(len(arms), "arms measured")
     panels = []
     for metric in metrics:
         series = _throughput_series(data, family, metric, arms)
@@ -236,8 +251,10 @@ class _AcceptanceData:
 def _acceptance_data(data: ReportData) -> _AcceptanceData | str:
     doc = data.decision
     series = []
-    arms = _ordered([a for a in doc.arms if not a.is_control])
-    for i, arm in enumerate(a for a in arms if _positions_of(a) is not None):
+    arms = _ordered([a for a in doc.arms if not a.is_control and _positions_of(a) is not None])
+    if len(arms) > MAX_PLOTTED_ARMS:
+        return _too_many(len(arms), "arms with per-position rates")
+    for i, arm in enumerate(arms):
         found = _positions_of(arm)
         assert found is not None and found.per_position_rate is not None
         rates, source = found.per_position_rate, found.source
@@ -308,14 +325,16 @@ def _context_data(data: ReportData) -> _ContextData | str:
             "no arm was compared with off at two or more known prompt depths "
             "(prompt_tokens in campaign.json or reported by the server)"
         )
-    order = {a.name: i for i, a in enumerate(doc.arms)}
+    if len(kept) > MAX_PLOTTED_ARMS:
+        return _too_many(len(kept), "arm and concurrency series")
+    order = data.index.arm_rank
     keys = sorted(kept, key=lambda k: (order.get(k[0], 0), k[1]))
     several_c = len({k[1] for k in keys}) > 1
     series, crossings = [], []
     floors: set[float] = set()
     for i, (arm_name, conc) in enumerate(keys):
         rows = kept[(arm_name, conc)]
-        arm = doc.find_arm(arm_name)
+        arm = data.index.arms.get(arm_name)
         color = COLORS[i % len(COLORS)]
         below_from = None
         for j in range(len(rows)):
@@ -346,8 +365,8 @@ def _context_data(data: ReportData) -> _ContextData | str:
         )
         floors |= {
             c.floor
-            for c in doc.comparisons
-            if c.arm == arm_name and c.metric == "decode_tps" and c.floor is not None
+            for c in data.index.arm_comparisons.get(arm_name, ())
+            if c.metric == "decode_tps" and c.floor is not None
         }
     return _ContextData(
         title=f"{data.campaign_label}: decode ratio to off against prompt depth",
@@ -377,6 +396,9 @@ class _KvData:
 
 def _kv_data(data: ReportData) -> _KvData | str:
     doc = data.decision
+    pooled = sum(arm.kv.kv_cache_tokens is not None for arm in doc.arms)
+    if pooled > MAX_PLOTTED_ARMS:
+        return _too_many(pooled, "arms with a KV pool")
     bars, windows, verdicts = [], set(), []
     for arm in doc.arms:
         pool = arm.kv.kv_cache_tokens
@@ -431,6 +453,7 @@ class _DriftData:
     boots: tuple[tuple[str, float, float], ...]  # (arm, first run order, last run order)
     control_colors: tuple[tuple[str, str], ...]  # (control arm, colour)
     dropped: int
+    controls_only: bool = False  # too many boots: only the control boots are banded and labelled
 
 
 def _points(frame: pd.DataFrame) -> tuple[tuple[int, float, bool], ...]:
@@ -443,7 +466,7 @@ def _points(frame: pd.DataFrame) -> tuple[tuple[int, float, bool], ...]:
 def _drift_data(data: ReportData, family: str) -> _DriftData | str:
     doc = data.decision
     runs = data.runs
-    family_arms = _family_arms(doc, family)
+    family_arms = _family_arms(data, family)
     controls = [a.name for a in family_arms if a.is_control]
     if runs.empty:
         only = " (summary records only)" if not data.results.summaries.empty else ""
@@ -493,6 +516,9 @@ def _drift_data(data: ReportData, family: str) -> _DriftData | str:
         (str(a), float(lo), float(hi))
         for a, lo, hi in zip(spans["arm"], spans["min"], spans["max"], strict=True)
     )
+    controls_only = len(boot_spans) > MAX_PLOTTED_ARMS  # too many boots to band and label one by one
+    if controls_only:
+        boot_spans = tuple(span for span in boot_spans if span[0] in controls)
     drift = [c for c in doc.controls if c.name == "drift"]
     status = ""
     if drift and drift[0].value is not None:
@@ -506,6 +532,7 @@ def _drift_data(data: ReportData, family: str) -> _DriftData | str:
         boots=boot_spans,
         control_colors=tuple(colors.items()),
         dropped=dropped,
+        controls_only=controls_only,
     )
 
 
@@ -600,7 +627,10 @@ def _draw_throughput(d: _ThroughputData) -> Figure:
                 extra.setdefault(f"selected: {arm.name}", Patch(color=SELECTED_COLOR, alpha=0.5))
         ax.set_ylim(low, high)
         ax.set_xticks(
-            range(len(d.arms)), labels, rotation=30 if rotate else 0, ha="right" if rotate else "center"
+            range(len(d.arms)),
+            [terminal_lines(t) for t in labels],
+            rotation=30 if rotate else 0,
+            ha="right" if rotate else "center",
         )
         for tick, arm in zip(ax.get_xticklabels(), d.arms, strict=True):
             if arm.name == d.selected:
@@ -706,7 +736,7 @@ def _draw_kv(d: _KvData) -> Figure:
         if bar.ceiling is not None:
             text += f"  ·  ceiling {bar.ceiling:.2f}x"
         ax.text(bar.pool, y, "  " + text, va="center", fontsize=10)
-    ax.set_yticks(ys, [b.label + ("  [selected]" if b.selected else "") for b in d.bars])
+    ax.set_yticks(ys, [terminal_lines(b.label + ("  [selected]" if b.selected else "")) for b in d.bars])
     for tick, bar in zip(ax.get_yticklabels(), d.bars, strict=True):
         if bar.selected:
             tick.set_fontweight("bold")
@@ -752,7 +782,7 @@ def _draw_drift(d: _DriftData) -> Figure:
     any_cold = False
     for ax, panel in zip(axes, d.panels, strict=True):
         for i, (_arm, lo, hi) in enumerate(d.boots):
-            if i % 2:
+            if i % 2 or d.controls_only:
                 ax.axvspan(lo - 0.5, hi + 0.5, color="#efefef", linewidth=0, zorder=0)
         groups = [(GREY, 14, panel.others)] + [(b.color, 46, b.runs) for b in panel.controls]
         for color, size, pts in groups:
@@ -790,9 +820,13 @@ def _draw_drift(d: _DriftData) -> Figure:
         handles.append(Line2D([], [], color="black", marker="o", markerfacecolor="white", linestyle="none"))
         labels.append("cold run (hollow)")
     top = axes[0].secondary_xaxis("top")
-    top.set_xticks([(lo + hi) / 2 for _, lo, hi in d.boots], [a for a, _, _ in d.boots])
+    top.set_xticks([(lo + hi) / 2 for _, lo, hi in d.boots], [terminal_lines(a) for a, _, _ in d.boots])
     top.tick_params(length=0, labelsize=9, labelrotation=45 if len(d.boots) > 8 else 0)
-    axes[-1].set_xlabel("run order in the campaign (one band per boot, in boot order)")
+    axes[-1].set_xlabel(
+        "run order in the campaign (a band per control boot; too many boots to band them all)"
+        if d.controls_only
+        else "run order in the campaign (one band per boot, in boot order)"
+    )
     fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
     title = d.title
     if d.dropped:
@@ -806,9 +840,14 @@ def _draw_drift(d: _DriftData) -> Figure:
 
 def _render(make: Callable[[], Figure]) -> tuple[bytes, bytes]:
     import matplotlib
+    from matplotlib.text import Text
 
     with matplotlib.rc_context(cast(Any, RC_PARAMS)):
         fig = make()
+        # names from data: no control character reaches the SVG's XML (tick labels, which the formatter
+        # sets again at draw time, are made safe where they are set)
+        for text in fig.findobj(Text):
+            text.set_text(terminal_lines(text.get_text()))
         return _images(fig)
 
 
@@ -869,7 +908,7 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
         )
     )
     for family in doc.families:
-        if not any(a.is_control for a in _family_arms(doc, family)):
+        if not any(a.is_control for a in _family_arms(data, family)):
             continue
         plots.append(
             _plot(

@@ -3,18 +3,22 @@
 Both documents are rendered from the same blocks, so they say the same thing; the HTML inlines its CSS
 and embeds every PNG as a data URI (no external request), and the markdown links the PNG and SVG files
 written beside it. Nothing here decides: every verdict, reason, ratio and floor is the decision's.
+
+Every text of a block may come from data (a campaign title, a policy name, a recorded error): the
+renderers write it through mtpverdict._text (markdown_safe, html_safe), so it shows as written and
+never as a heading, a link, raw HTML or an escape sequence.
 """
 
 from __future__ import annotations
 
 import base64
-import html as html_lib
 import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtpverdict._text import html_safe, markdown_safe
 from mtpverdict.report.data import COMPUTED, ReportData
 from mtpverdict.report.plots import Plot, report_plots
 from mtpverdict.report.tables import Table, report_tables
@@ -202,8 +206,13 @@ def build_blocks(data: ReportData, tables: Sequence[Table], plots: Sequence[Plot
     return blocks
 
 
-def _md_inline(text: str) -> str:
-    return text.replace("\n", " ")
+def _md_run(text: str, bold: bool, first: bool) -> str:
+    """One run of a paragraph; a bold run keeps its outer spaces outside the ** (else it never closes)."""
+    if not bold:
+        return markdown_safe(text, starts_line=first)
+    core = text.strip()
+    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+    return f"{lead}**{markdown_safe(core)}**{trail}" if core else text
 
 
 def render_markdown(blocks: Sequence[Block]) -> str:
@@ -211,28 +220,29 @@ def render_markdown(blocks: Sequence[Block]) -> str:
     out: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            out.append(f"{'#' * block.level} {block.text}\n")
+            out.append(f"{'#' * block.level} {markdown_safe(block.text)}\n")
         elif isinstance(block, Paragraph):
-            out.append("".join(f"**{t}**" if bold else _md_inline(t) for t, bold in block.runs) + "\n")
+            out.append("".join(_md_run(t, bold, i == 0) for i, (t, bold) in enumerate(block.runs)) + "\n")
         elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {_md_inline(item)}" for item in block.items) + "\n")
+            out.append("\n".join(f"- {markdown_safe(item, starts_line=True)}" for item in block.items) + "\n")
         elif isinstance(block, TableBlock):
             out.append(table_markdown(block.table, block.level))
         else:
             p = block.plot
+            title, key = markdown_safe(p.title), f"{PLOTS_DIR}/{p.key}"
             if p.skipped is not None:
-                out.append(f"*{p.title}: not plotted: {p.skipped}.*\n")
+                out.append(f"*{title}: not plotted: {markdown_safe(p.skipped)}.*\n")
             else:
                 out.append(
-                    f"![{p.title}]({PLOTS_DIR}/{p.key}.png)\n\n"
-                    f"{p.caption} ([PNG]({PLOTS_DIR}/{p.key}.png), [SVG]({PLOTS_DIR}/{p.key}.svg))\n"
+                    f"![{title}]({key}.png)\n\n"
+                    f"{markdown_safe(p.caption, starts_line=True)} ([PNG]({key}.png), [SVG]({key}.svg))\n"
                 )
     return "\n".join(out)
 
 
 def render_html(blocks: Sequence[Block], title: str) -> str:
     """report.html: one file with inline CSS and every PNG embedded as a data URI."""
-    esc = html_lib.escape
+    esc = html_safe
     body: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):

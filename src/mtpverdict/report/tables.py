@@ -7,12 +7,14 @@ the report cannot disagree with it; the runs listed beside them come from the re
 
 from __future__ import annotations
 
-import html as html_lib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
+from mtpverdict._text import html_safe, markdown_safe, terminal_safe
 from mtpverdict.formats.decision import ArmDecision, ComparisonResult, RuleResult, SurfaceSummary
 from mtpverdict.report.data import ReportData, finite
 
@@ -64,27 +66,45 @@ def tokens(value: int | None) -> str:
     return NONE if value is None else f"{value:,}"
 
 
-def _arm_order(data: ReportData) -> dict[str, int]:
-    return {a.name: i for i, a in enumerate(data.decision.arms)}
-
-
 def _cell_sort(data: ReportData, arm: str, workload: str, concurrency: int) -> tuple[int, int, str, int]:
-    return (_arm_order(data).get(arm, 0), data.workload_rank(workload), workload, concurrency)
+    return (data.index.arm_rank.get(arm, 0), data.workload_rank(workload), workload, concurrency)
 
 
-def _runs_text(values: pd.DataFrame, digits: int) -> str:
-    """Runs in boot and rep order, cold runs marked; several boots are separated by `;`."""
-    parts = []
-    for boot in sorted({int(b) for b in values["boot"]}):
-        group = values[values["boot"] == boot]
-        runs = ", ".join(
-            f"{v:,.{digits}f}{COLD_MARK if cold else ''}"
-            for v, cold in zip(group["value"], group["cold"].astype(bool), strict=True)
+def _by(frame: pd.DataFrame, keys: list[str]) -> dict[Any, pd.DataFrame]:
+    """The rows of a frame split by the values of `keys`, once (a filter per arm would be quadratic)."""
+    if frame.empty:
+        return {}
+    by = keys[0] if len(keys) == 1 else keys
+    return dict(iter(frame.groupby(by, sort=False)))  # iter: a GroupBy has a `keys` list, not a mapping
+
+
+_Run = tuple[int, int, float, bool, float]  # (boot, rep, value, cold, requests it summarises)
+
+
+def _runs_by_cell(values: pd.DataFrame) -> dict[tuple[str, str, int], list[_Run]]:
+    """Each cell's runs in boot and rep order, read in one pass over the columns (no frame per cell)."""
+    out: dict[tuple[str, str, int], list[_Run]] = {}
+    if values.empty:
+        return out
+    columns = ("arm", "workload", "concurrency", "boot", "rep", "value", "cold", "n_requests")
+    for arm, workload, conc, boot, rep, value, cold, n in zip(*(values[c] for c in columns), strict=True):
+        out.setdefault((str(arm), str(workload), int(conc)), []).append(
+            (int(boot), int(rep), float(value), bool(cold), float(n))
         )
-        parts.append((boot, runs))
+    for runs in out.values():
+        runs.sort(key=lambda r: (r[0], r[1]))  # stable, as the table's mergesort by boot and rep was
+    return out
+
+
+def _runs_text(runs: Sequence[_Run], digits: int) -> str:
+    """Runs in boot and rep order, cold runs marked; several boots are separated by `;`."""
+    parts = [
+        (boot, ", ".join(f"{r[2]:,.{digits}f}{COLD_MARK if r[3] else ''}" for r in group))
+        for boot, group in itertools.groupby(runs, key=lambda r: r[0])
+    ]
     if len(parts) == 1:
         return parts[0][1]
-    return "; ".join(f"b{boot}: {runs}" for boot, runs in parts)
+    return "; ".join(f"b{boot}: {text}" for boot, text in parts)
 
 
 def metric_table(data: ReportData, metric: str) -> Table | None:
@@ -98,17 +118,16 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
         return None
     digits = 1
     vals = data.values[data.values["metric"] == metric] if not data.values.empty else data.values
+    per_cell = _runs_by_cell(vals)
     rows = []
     for c in cells:
-        arm = doc.find_arm(c.arm)
-        sub = vals[
-            (vals["arm"] == c.arm) & (vals["workload"] == c.workload) & (vals["concurrency"] == c.concurrency)
-        ].sort_values(["boot", "rep"], kind="mergesort")
+        arm = data.index.arms.get(c.arm)
+        sub = per_cell.get((c.arm, c.workload, c.concurrency), [])
         if not c.runs_known:
-            n_total = int(float(sub["n_requests"].max())) if not sub.empty else c.n
+            n_total = int(max(r[4] for r in sub)) if sub else c.n
             runs = f"median only (summary of {n_total} runs)"
         else:
-            runs = _runs_text(sub, digits) if not sub.empty else NONE
+            runs = _runs_text(sub, digits) if sub else NONE
         spread = f"[{c.min:,.{digits}f}-{c.max:,.{digits}f}]"
         rows.append(
             (
@@ -122,7 +141,8 @@ def metric_table(data: ReportData, metric: str) -> Table | None:
                 f"{c.n} ({c.n_boots} boot{'s' if c.n_boots != 1 else ''})",
             )
         )
-    missing = [a.name for a in doc.arms if not any(c.arm == a.name for c in cells)]
+    measured = {c.arm for c in cells}
+    missing = [a.name for a in doc.arms if a.name not in measured]
     note = (
         f"A run marked {COLD_MARK} is cold (the first measured run of its boot); runs of several boots are "
         "listed per boot (b1, b2, ...). Median and spread are the decision's, over the runs it counted (n): "
@@ -358,17 +378,14 @@ def kv_table(data: ReportData) -> Table | None:
     )
 
 
-def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
-    coh = data.results.coherence
-    lik = data.results.likelihood
-    cases = coh[coh["arm"] == arm.name] if not coh.empty else coh
-    nll = lik[lik["arm"] == arm.name] if not lik.empty else lik
+def _quality_rows(arm: ArmDecision, cases: pd.DataFrame, nll: pd.DataFrame) -> tuple[str, ...] | None:
+    """One arm's row: its coherence cases and likelihood records (already its own), its rule outcomes."""
     outcomes: list[RuleResult] = [r for r in arm.rules if r.kind in QUALITY_KINDS]
     if cases.empty and nll.empty and not outcomes:
         return None
     passed = int(cases["passed"].astype(bool).sum()) if not cases.empty else 0
     failed = sorted({str(c) for c, p in zip(cases["case"], cases["passed"], strict=True) if not bool(p)})
-    coherence = NONE if cases.empty else f"{passed}/{len(cases)}"
+    coherent = NONE if cases.empty else f"{passed}/{len(cases)}"
     nll_text = NONE
     if not nll.empty:
         values = nll["mean_nll"].astype(float)
@@ -382,7 +399,7 @@ def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
     return (
         arm.name,
         arm.label,
-        coherence,
+        coherent,
         ", ".join(failed) or NONE,
         nll_text,
         status("coherence"),
@@ -394,7 +411,14 @@ def _quality_rows(data: ReportData, arm: ArmDecision) -> tuple[str, ...] | None:
 
 def quality_table(data: ReportData) -> Table | None:
     """Coherence cases, greedy-output identity and teacher-forced likelihood per arm."""
-    rows = [row for arm in data.decision.arms if (row := _quality_rows(data, arm)) is not None]
+    coh, lik = data.results.coherence, data.results.likelihood
+    cases, nll = _by(coh, ["arm"]), _by(lik, ["arm"])
+    rows = [
+        row
+        for arm in data.decision.arms
+        if (row := _quality_rows(arm, cases.get(arm.name, coh.iloc[:0]), nll.get(arm.name, lik.iloc[:0])))
+        is not None
+    ]
     if not rows:
         return None
     return Table(
@@ -542,38 +566,34 @@ def report_tables(data: ReportData) -> tuple[Table, ...]:
     return tuple(t for t in found if t is not None)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("\n", " ")
-
-
 def markdown(table: Table, level: int) -> str:
-    """A table as a markdown section: heading, pipe table, note."""
+    """A table as a markdown section: heading, pipe table, note (every text through markdown_safe)."""
     from tabulate import tabulate
 
     body = tabulate(
-        [[_md_cell(c) for c in row] for row in table.rows],
-        headers=[_md_cell(h) for h in table.headers],
+        [[markdown_safe(c) for c in row] for row in table.rows],
+        headers=[markdown_safe(h) for h in table.headers],
         tablefmt="github",
         disable_numparse=True,
     )
-    parts = [f"{'#' * level} {table.title}", "", body]
+    parts = [f"{'#' * level} {markdown_safe(table.title)}", "", body]
     if table.note:
-        parts += ["", _md_cell(table.note)]
+        parts += ["", markdown_safe(table.note, starts_line=True)]
     return "\n".join(parts) + "\n"
 
 
 def html(table: Table, level: int) -> str:
-    """A table as an HTML section: heading, escaped table, note."""
+    """A table as an HTML section: heading, table, note (tabulate's html format escapes each cell)."""
     from tabulate import tabulate
 
     body = tabulate(
-        [list(row) for row in table.rows],
-        headers=list(table.headers),
+        [[terminal_safe(c) for c in row] for row in table.rows],
+        headers=[terminal_safe(h) for h in table.headers],
         tablefmt="html",
         disable_numparse=True,
     )
-    note = f'<p class="note">{html_lib.escape(table.note)}</p>\n' if table.note else ""
+    note = f'<p class="note">{html_safe(table.note)}</p>\n' if table.note else ""
     return (
-        f'<section id="{table.key}">\n<h{level}>{html_lib.escape(table.title)}</h{level}>\n'
+        f'<section id="{html_safe(table.key)}">\n<h{level}>{html_safe(table.title)}</h{level}>\n'
         f'<div class="table">{body}</div>\n{note}</section>\n'
     )

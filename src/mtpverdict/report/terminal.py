@@ -1,34 +1,42 @@
-"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons."""
+"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons.
+
+Every piece of text that comes from data (title, labels, reasons) is made one line by terminal_safe,
+so nothing in a campaign or a policy can print a line of its own or drive the terminal.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from mtpverdict._text import terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.report.data import DecisionIndex
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
 
 
-def _ratio_cell(decision: Decision, metric: str, order: dict[str, int]) -> tuple[str, int] | None:
+def _ratio_cell(index: DecisionIndex, metric: str) -> tuple[str, int] | None:
     """The one cell whose ratio to off the table shows for every arm: the first compared in campaign order."""
-    cells = {(c.workload, c.concurrency) for c in decision.comparisons if c.metric == metric}
+    order = index.workload_rank
+    cells = {(w, c) for (_, w, c, m) in index.comparisons if m == metric}
     return min(cells, key=lambda wc: (order.get(wc[0], len(order)), wc[0], wc[1]), default=None)
 
 
 def _cells_text(
-    decision: Decision, arm: ArmDecision, metric: str, order: dict[str, int], at: tuple[str, int] | None
+    index: DecisionIndex, arm: ArmDecision, metric: str, at: tuple[str, int] | None
 ) -> tuple[str, str]:
     """(the arm's first cells as median [min-max] n, its ratio to off at the table's ratio cell)."""
+    order = index.workload_rank
     cells = sorted(
-        decision.arm_cells(arm.name, metric),
+        index.arm_cells.get((arm.name, metric), ()),
         key=lambda c: (order.get(c.workload, len(order)), c.workload, c.concurrency),
     )
     runs = "; ".join(
         f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
         for c in cells[:SHOWN_CELLS]
     ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
-    found = None if at is None else decision.comparison(arm.name, at[0], at[1], metric)
+    found = None if at is None else index.comparisons.get((arm.name, at[0], at[1], metric))
     ratio = "" if found is None or found.ratio is None else f"{found.ratio:.3f}x"
     return runs or "-", ratio
 
@@ -59,19 +67,30 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     """A seed-style text summary: per-arm table of the selection metric, acceptance, KV; then reasons."""
     from tabulate import tabulate
 
-    order = {w: i for i, w in enumerate(workloads)}
-    at = _ratio_cell(decision, metric, order)
+    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
+    at = _ratio_cell(index, metric)
     rows = []
     for arm in decision.arms:
-        runs, ratio = _cells_text(decision, arm, metric, order, at)
+        runs, ratio = _cells_text(index, arm, metric, at)
         rows.append(
-            [arm.name, arm.label, runs, ratio, _acceptance_text(arm, order), _kv_text(arm), str(arm.verdict)]
+            [
+                terminal_safe(text)
+                for text in (
+                    arm.name,
+                    arm.label,
+                    runs,
+                    ratio,
+                    _acceptance_text(arm, index.workload_rank),
+                    _kv_text(arm),
+                    arm.verdict,
+                )
+            ]
         )
     headers = [
         "arm",
         "spec",
         METRIC_LABELS[metric] + " median [min-max]",
-        "vs off" if at is None else f"vs off ({at[0]} c={at[1]})",
+        "vs off" if at is None else f"vs off ({terminal_safe(at[0])} c={at[1]})",
         "acceptance",
         "KV pool (ceiling)",
         "verdict",
@@ -79,9 +98,11 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
     head = f"decision: {decision.decision}"
     if decision.selected is not None:
-        head += f"  selected: {decision.selected.arm} ({decision.selected.spec.label()})"
+        selected = f"{decision.selected.arm} ({decision.selected.spec.label()})"
+        head += f"  selected: {terminal_safe(selected)}"
     if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
         head += "  (provisional)"
-    lines = [f"{decision.campaign.id}: {decision.campaign.title}", "", table, "", head, "", "reasons:"]
-    lines.extend(f"  - {r}" for r in decision.reasons)
+    title = terminal_safe(f"{decision.campaign.id}: {decision.campaign.title}")
+    lines = [title, "", table, "", head, "", "reasons:"]
+    lines.extend(f"  - {terminal_safe(r)}" for r in decision.reasons)
     return "\n".join(lines) + "\n"
