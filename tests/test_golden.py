@@ -28,6 +28,11 @@ CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _in_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
 def _policy(name: str, tmp: Path) -> str:
     if name != BORING:
         return name
@@ -42,7 +47,9 @@ def _policy(name: str, tmp: Path) -> str:
 
 
 def _decide(fixture: str, policy: str, tmp: Path) -> dict[str, object]:
-    run = decide_directory(FIXTURES / fixture, _policy(policy, tmp))
+    # the results directory as a user in the checkout names it: a decision's next-step command quotes
+    # that path, and the golden files must not depend on where the checkout lives
+    run = decide_directory((FIXTURES / fixture).relative_to(ROOT), _policy(policy, tmp))
     return {"text": run.json_text, "decision": json.loads(run.json_text)}
 
 

@@ -27,7 +27,7 @@ def _campaign(directory: Path, arms: int) -> Path:
         name=f"many-{arms}",
         arms=(SimArm("off_A"), *depths, SimArm("off_B")),
         boots_per_arm=2,
-        reps=1,
+        reps=2,  # a warm run per boot: cold runs' acceptance windows do not count under the default policy
         concurrency=(1,),
     )
     campaign, records = simulate_campaign(scenario, np.random.default_rng(3))
