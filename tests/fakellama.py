@@ -156,15 +156,16 @@ class Handler(BaseHTTPRequestHandler):
                 self._event({"choices": [{"text": piece, "index": 0, "finish_reason": None}]})
         else:
             time.sleep(STEP_SECONDS * len(pieces))
+        choice: dict[str, object] = {"text": "" if body.get("stream") else "".join(pieces), "index": 0}
         final = {
-            "choices": [{"text": "" if body.get("stream") else "".join(pieces), "index": 0}],
+            "choices": [choice],
             "system_fingerprint": BUILD,
             "object": "text_completion",
             "usage": {"completion_tokens": len(tokens), "prompt_tokens": len(prompt.split())},
             "timings": self._finish(task, len(tokens), rounds, received, first),
         }
         if body.get("stream"):
-            final["choices"][0]["finish_reason"] = "length"
+            choice["finish_reason"] = "length"
             self._event(final)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
@@ -277,18 +278,18 @@ def metrics_text(st: State) -> str:
 def boot_lines(st: State) -> None:
     args = st.args
     if args.lv >= 4:
-        log("0.00.003.931 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU 12.2.0 for Linux")
+        log("0.00.003.931 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU 12.2.0")
         seqs = f"{st.slots}/{st.slots}"
         log(
-            f"0.00.028.010 I llama_kv_cache: size =    8.00 MiB ({st.n_ctx_slot:6d} cells,   2 layers, {seqs} "
-            "seqs), K (f16):    4.00 MiB, V (f16):    4.00 MiB"
+            f"0.00.028.010 I llama_kv_cache: size =    8.00 MiB ({st.n_ctx_slot:6d} cells,   2 layers, "
+            f"{seqs} seqs), K (f16):    4.00 MiB, V (f16):    4.00 MiB"
         )
     log(
         f"0.00.122.428 I srv    load_model: initializing, n_slots = {st.slots}, n_ctx_slot = "
         f"{st.n_ctx_slot}, kv_unified = 'false'"
     )
     if st.kind in DRAFT_TYPES and not st.speculating:
-        log("0.00.122.500 E srv    load_model: failed to initialize speculative decoding context: no draft model")
+        log("0.00.122.500 E srv    load_model: failed to initialize speculative decoding context: no model")
     log(f"0.00.123.000 I main: server is listening on http://{args.host}:{args.port}")
 
 
