@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from mtpverdict.formats.results_io import load_results
 
+from ..conftest import wait_for_request
 from .conftest import free_port
 
 FAKE = Path(__file__).resolve().parent.parent / "fakellama.py"
@@ -225,3 +227,42 @@ def test_what_llamacpp_does_not_show_is_said_once_and_fails_nothing(tmp_path: Pa
     assert done.stdout.count("/slots") == 1, done.stdout
     log = [r for r in _records(out, "acceptance") if r["source"] == "log"]
     assert log and all(r["scoped"] == "run" for r in log)  # per-request lines print at level 3
+
+
+def test_a_killed_collect_resumes_with_the_interrupted_boots_lines_in_their_runs(
+    tmp_path: Path, port: int
+) -> None:
+    """The start file keeps the request groups sent so far, so the resume places the interrupted boot's
+    per-request lines in their runs as the boot itself would have (the run in flight stays a window)."""
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(llama_campaign(port, reps=4))
+    out = tmp_path / "results"
+    argv = [*CLI, "collect", str(campaign), "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_request(out, "draft_k2", timed=True, proc=proc)
+        deadline = time.monotonic() + 60
+        while len([r for r in _records(out, "acceptance") if r["arm"] == "draft_k2"]) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr + done.stdout
+    boots = {(b["arm"], b["boot"]): b for b in _records(out, "boot")}
+    assert boots[("draft_k2", 1)]["status"] == "interrupted" and boots[("draft_k2", 2)]["status"] == "ready"
+    acceptance = [r for r in _records(out, "acceptance") if r["arm"] == "draft_k2" and r["boot"] == 1]
+    metrics = {(r["concurrency"], r["rep"]): r for r in acceptance if r["source"] == "metrics"}
+    log = {
+        (r["concurrency"], r["rep"]): r for r in acceptance if r["source"] == "log" and r["scoped"] == "run"
+    }
+    assert len(metrics) >= 3 and set(log) == set(metrics), (sorted(log), sorted(metrics))
+    for run, found in log.items():
+        assert (found["draft_tokens"], found["accepted_tokens"]) == (
+            metrics[run]["draft_tokens"],
+            metrics[run]["accepted_tokens"],
+        )
+    assert boots[("draft_k2", 1)]["observed_k"] == 2  # learned after the warm-up, kept in the start file

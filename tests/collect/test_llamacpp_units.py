@@ -16,7 +16,15 @@ import pytest
 from mtpverdict.collect import client as cl
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.llamacpp import NO_PROPS, NO_SLOTS, judge_ready
-from mtpverdict.collect.logruns import Sent, match_lines, per_request, run_record, window_record
+from mtpverdict.collect.logruns import (
+    Sent,
+    match_lines,
+    per_request,
+    run_record,
+    sent_from_json,
+    sent_to_json,
+    window_record,
+)
 from mtpverdict.collect.runner import _served_fields
 from mtpverdict.parse import AcceptanceReading, acceptance_delta, parse_file, parse_metrics
 
@@ -227,3 +235,16 @@ def test_llamacpp_intervals_longer_together_than_the_client_waited_are_refused()
         sv.llama_timings(timings, seen, 48)
     found, acceptance = sv.llama_timings({**timings, "predicted_ms": 5.0}, seen, 48)
     assert found.prompt_ms == 16.0 and acceptance is None  # no draft_n: the request drafted nothing
+
+
+def test_groups_survive_a_start_file_and_a_malformed_one_is_not_trusted() -> None:
+    groups = [PLAIN, STREAMED, TOGETHER, Sent(("w", 4, 2), None, "failed run")]
+    assert sent_from_json(json.loads(json.dumps(sent_to_json(groups)))) == groups
+    for bad in (
+        {"a": 1},
+        [[None, None]],
+        [[["w", 1], None, "x"]],
+        [[None, [[1, -2]], "x"]],
+        [[None, [[1, True]], "x"]],
+    ):
+        assert sent_from_json(bad) is None, bad

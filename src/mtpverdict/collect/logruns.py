@@ -43,6 +43,58 @@ class Sent:
         return Sent(run, tuple(pair for _, pair in requests if pair is not None), what)
 
 
+def sent_to_json(sent: Sequence[Sent]) -> list[list[Any]]:
+    """The groups as a start file keeps them, so a resume can place a killed collect's lines."""
+    return [
+        [
+            None if g.run is None else list(g.run),
+            None if g.drafted is None else [list(p) for p in g.drafted],
+            g.what,
+        ]
+        for g in sent
+    ]
+
+
+def sent_from_json(value: object) -> list[Sent] | None:
+    """Groups read back from a start file; None when the value is not what sent_to_json writes."""
+    try:
+        if not isinstance(value, list):
+            raise ValueError("not a list")
+        return [_group(item) for item in value]
+    except ValueError:
+        return None
+
+
+def _group(item: object) -> Sent:
+    if not (isinstance(item, list) and len(item) == 3 and isinstance(item[2], str)):
+        raise ValueError("not a group")
+    run, drafted, what = item
+    return Sent(None if run is None else _run_key(run), None if drafted is None else _pairs(drafted), what)
+
+
+def _whole(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("not a count")
+    return value
+
+
+def _run_key(value: object) -> RunKey:
+    if not (isinstance(value, list) and len(value) == 3 and isinstance(value[0], str)):
+        raise ValueError("not a run")
+    return (value[0], _whole(value[1]), _whole(value[2]))
+
+
+def _pairs(value: object) -> tuple[Pair, ...]:
+    if not isinstance(value, list):
+        raise ValueError("not a list of pairs")
+    pairs: list[Pair] = []
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise ValueError("not a pair")
+        pairs.append((_whole(pair[0]), _whole(pair[1])))
+    return tuple(pairs)
+
+
 @dataclass(frozen=True, slots=True)
 class RunLines:
     """The lines of one measured run's requests, in log order."""

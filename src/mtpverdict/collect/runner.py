@@ -551,7 +551,8 @@ class Collector:
         arm = next(a for a in self.plan.arms if a.name == record["arm"])
         log = record.get("log")
         if isinstance(log, str) and log == f"raw/logs/{arm.name}-boot{record['boot']}.log":
-            self._log_surface(arm, record["boot"], log, record)  # its engine log still holds windows
+            sent = _started_sent(_started_path(self.results, arm.name, record["boot"]))
+            self._log_surface(arm, record["boot"], log, record, sent)  # its engine log still holds windows
         try:
             self._append(record)
         except ValueError as exc:  # the start file held a record the results format refuses
@@ -739,11 +740,11 @@ class Collector:
                 record["status"] = "failed"
                 record["error"] = refusal
                 return
-            _write_started(started, planned, record, server)  # an interrupted boot keeps what is known
+            _write_started(started, planned, record, server, self._sent)  # a resume keeps what is known
             try:
                 await self._measure(client, base_url, model, planned, server, record)
-                await self._coherence(client, base_url, model, planned, server)
-                await self._likelihood(client, base_url, model, planned, server)
+                await self._coherence(client, base_url, model, planned, server, record)
+                await self._likelihood(client, base_url, model, planned, server, record)
                 if plan.server.settle_seconds:  # let the engine print its last stats window
                     await asyncio.sleep(plan.server.settle_seconds)
             except (ServerDied, BootRefused) as exc:
@@ -833,6 +834,18 @@ class Collector:
             record["observed_k"] = 0
         return ready.refusal
 
+    def _note_sent(
+        self,
+        group: logruns.Sent,
+        planned: PlannedBoot,
+        record: dict[str, Any],
+        server: LaunchedServer | None,
+    ) -> None:
+        """Keep a request group of this boot, in memory and in its start file (for a resume)."""
+        self._sent.append(group)
+        started = _started_path(self.results, planned.arm.name, planned.boot)
+        _write_started(started, planned, record, server, self._sent)
+
     def _learn_depth(self, arm: ArmPlan, record: dict[str, Any], snapshot: Any) -> None:
         """The depth in force from a scrape taken while measuring, until known (llama.cpp exports the
         per-position series only once a draft was verified); BootRefused when it is not the arm's."""
@@ -892,7 +905,7 @@ class Collector:
                 limits=limits,
             )
             self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
-            self._sent.append(_sent_run(None, results, f"warm-up run {rep}"))
+            self._note_sent(_sent_run(None, results, f"warm-up run {rep}"), planned, record, server)
             self._check_alive(server, "a warm-up run")
         for workload in plan.workloads:
             for conc in plan.concurrency:
@@ -901,7 +914,7 @@ class Collector:
                         client, base_url, model, planned, server, record, workload, conc, rep
                     )
             if workload.expect_identical:
-                await self._identity_probe(client, base_url, model, planned, server, workload)
+                await self._identity_probe(client, base_url, model, planned, server, record, workload)
 
     async def _timed_run(
         self,
@@ -935,7 +948,8 @@ class Collector:
         )
         after_rel, after, missed_after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
         self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
-        self._sent.append(_sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}"))
+        group = _sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}")
+        self._note_sent(group, planned, record, server)
         self._record_delta(planned, workload.id, conc, rep, before, after, after_rel, missed or missed_after)
         errors = sum(1 for r in results.streams if r.status != "ok")
         n = len(results.streams)
@@ -952,6 +966,7 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
         workload: WorkloadPlan,
     ) -> None:
         """One un-nonced greedy probe: the same prompt in every arm, EOS ignored (a probe that stops at the
@@ -966,9 +981,8 @@ class Collector:
             headers=self.headers,
             ignore_eos=True,
         )
-        self._sent.append(
-            logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
-        )
+        group = logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
+        self._note_sent(group, planned, record, server)
         self._check_alive(server, f"the identity probe of {workload.id}")
         if done.text is not None:
             self._append(_coherence_record(planned, f"identity-{workload.id}", True, None, done.text))
@@ -1098,6 +1112,7 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
     ) -> None:
         for case in self.plan.coherence:
             done = await cl.complete(
@@ -1109,9 +1124,8 @@ class Collector:
                 chat=case.chat,
                 headers=self.headers,
             )
-            self._sent.append(
-                logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")
-            )
+            group = logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")
+            self._note_sent(group, planned, record, server)
             self._check_alive(server, f"coherence case {case.id}")
             text, error = done.text, done.error
             passed = text is not None and case.expected in text
@@ -1132,6 +1146,7 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
     ) -> None:
         if not self.plan.likelihood_text:
             return
@@ -1139,9 +1154,8 @@ class Collector:
             found = await cl.prompt_nll(
                 client, base_url, model=model, text=self.plan.likelihood_text, headers=self.headers
             )
-            self._sent.append(
-                logruns.Sent(None, None, "the likelihood check")
-            )  # its answer is not read for counts
+            # its answer is not read for draft counts: llama.cpp's log lines stop being placed here
+            self._note_sent(logruns.Sent(None, None, "the likelihood check"), planned, record, server)
             self._check_alive(server, "the likelihood check")
             if isinstance(found, str):
                 self.on_event(Event("note", planned.arm.name, planned.boot, f"likelihood: {found}"))
@@ -1216,6 +1230,15 @@ class Collector:
             self.on_event(Event("note", arm, boot, f"log window at line {rec['line']} kept out: {exc}"))
 
 
+def _started_sent(path: Path) -> list[logruns.Sent] | None:
+    """The request groups a start file kept; None when it kept none or cannot be read."""
+    try:
+        data = json.loads(read_regular(path, MAX_STARTED_BYTES, "a start file"))
+    except (NotReadable, ValueError):
+        return None
+    return logruns.sent_from_json(data.get("sent")) if isinstance(data, dict) else None
+
+
 def _depth_refusal(arm: ArmPlan, observed: int | None) -> str | None:
     """Why a boot is refused when the depth in force is known and is not the arm's; None otherwise."""
     if arm.k is None or observed is None or observed == arm.k:
@@ -1227,15 +1250,22 @@ def _depth_refusal(arm: ArmPlan, observed: int | None) -> str | None:
 
 
 def _write_started(
-    path: Path, planned: PlannedBoot, record: dict[str, Any], server: LaunchedServer | None
+    path: Path,
+    planned: PlannedBoot,
+    record: dict[str, Any],
+    server: LaunchedServer | None,
+    sent: list[logruns.Sent] | None = None,
 ) -> None:
-    """What a resume needs of a boot in progress: its record so far and the server to stop."""
+    """What a resume needs of a boot in progress: its record so far, the server to stop, and the
+    request groups sent so far (so the lines of a llama.cpp log can still be placed in their runs)."""
     started: dict[str, Any] = {
         "arm": planned.arm.name,
         "boot": planned.boot,
         "order": planned.order,
         "record": record,
     }
+    if sent is not None:
+        started["sent"] = logruns.sent_to_json(sent)
     if server is not None and server.mark is not None:
         started.update(server.mark.as_json())
     elif server is not None and server.pid is not None:
