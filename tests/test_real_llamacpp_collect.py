@@ -144,7 +144,7 @@ def test_every_arm_ran_at_its_depth_on_the_pool_the_log_names(collected: Path) -
     ]
     boots = ready.set_index("arm")
     # off from /slots ("speculative": false), the others from /metrics' per-position series once drafted
-    assert {arm: int(boots.loc[arm, "observed_k"]) for arm in ARMS} == DEPTH
+    assert boots["observed_k"].astype(int).to_dict() == DEPTH
     assert set(boots["engine_version"]) == {"1 (0c1e570)"}  # /props build_info b1-0c1e570
     assert set(boots["max_model_len"]) == {WINDOW}
     for boot in results.boots.itertuples():
