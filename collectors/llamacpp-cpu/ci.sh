@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The llama.cpp end-to-end stage of .ci/run: build llama-server from the pinned source distribution,
-# convert the tiny models to GGUF, and run the real-server tests (tests/test_real_llamacpp.py), which
-# collect the campaign in campaign.toml and decide on it.
+# convert the tiny models to GGUF, and run the real-server tests: tests/test_real_llamacpp.py boots each
+# arm of campaign.toml and checks the surfaces agree; tests/test_real_llamacpp_collect.py collects the
+# campaign with `mtpverdict collect` (a server SIGKILLed mid-run, collect SIGKILLed, --resume
+# --retry-failed) and decides on it. About 3.5 minutes on two busy cores once built.
 #   collectors/llamacpp-cpu/ci.sh --prepare      build and convert only (.ci/run starts this early, in the
 #                                                background, while the unit tests run)
 #   collectors/llamacpp-cpu/ci.sh PROJECT_PYTHON build and convert if not done yet, then run the tests
@@ -38,4 +40,5 @@ export MTPVERDICT_GGUF="$work/gguf"
 export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_llamacpp.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_llamacpp.py \
+    tests/test_real_llamacpp_collect.py

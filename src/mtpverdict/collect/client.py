@@ -670,6 +670,57 @@ async def _post_json(
         return None, f"{type(exc).__name__}: {exc}"[:300]
 
 
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A non-streamed completion: its text or why there is none, and what the server reported."""
+
+    text: str | None
+    error: str | None
+    served: sv.Served | None = None  # usage, timing and acceptance, when the answer carried them validly
+
+
+async def complete(
+    client: httpx.AsyncClient,
+    base_url: str,
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    chat: bool,
+    headers: dict[str, str],
+    limits: StreamLimits | None = None,
+    ignore_eos: bool = False,
+) -> Completion:
+    """A non-streamed greedy completion; with ignore_eos, max_tokens long.
+
+    Its usage, timing and acceptance are validated as a stream's are (collect/served.py); an answer
+    without them, or with values that fail, keeps its text and has no `served`.
+    """
+    limits = limits or StreamLimits()
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    sent = time.perf_counter_ns()
+    body, error = await _post_json(
+        client,
+        base_url + path,
+        _payload(model, prompt, max_tokens, chat, ignore_eos, stream=False),
+        headers,
+        limits.total_seconds(max_tokens),
+    )
+    if error is not None:
+        return Completion(None, error)
+    try:
+        choice = body["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+    except (KeyError, IndexError, TypeError) as exc:
+        return Completion(None, f"{type(exc).__name__}: {exc}"[:300])
+    seen = sv.Seen(max_tokens, len(prompt.encode()), 0, (time.perf_counter_ns() - sent) / 1e6)
+    try:
+        found = sv.served(body, seen) if isinstance(body, dict) else None
+    except sv.ServedValueError:
+        found = None
+    return Completion(text if isinstance(text, str) else "", None, found)
+
+
 async def complete_text(
     client: httpx.AsyncClient,
     base_url: str,
@@ -683,23 +734,18 @@ async def complete_text(
     ignore_eos: bool = False,
 ) -> tuple[str | None, str | None]:
     """A non-streamed greedy completion: (text, error); with ignore_eos, max_tokens long."""
-    limits = limits or StreamLimits()
-    path = "/v1/chat/completions" if chat else "/v1/completions"
-    body, error = await _post_json(
+    done = await complete(
         client,
-        base_url + path,
-        _payload(model, prompt, max_tokens, chat, ignore_eos, stream=False),
-        headers,
-        limits.total_seconds(max_tokens),
+        base_url,
+        model=model,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        chat=chat,
+        headers=headers,
+        limits=limits,
+        ignore_eos=ignore_eos,
     )
-    if error is not None:
-        return None, error
-    try:
-        choice = body["choices"][0]
-        text = choice["message"]["content"] if chat else choice["text"]
-    except (KeyError, IndexError, TypeError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:300]
-    return (text if isinstance(text, str) else ""), None
+    return done.text, done.error
 
 
 async def prompt_nll(

@@ -24,8 +24,10 @@ from mtpverdict._describe import describe_exception
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import layout
-from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan
+from mtpverdict.collect import layout, logruns
+from mtpverdict.collect import served as sv
+from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, WorkloadPlan
+from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
@@ -106,6 +108,10 @@ class CollectSummary:
 
 class ServerDied(Exception):
     """The arm's server exited while the campaign was using it."""
+
+
+class BootRefused(Exception):
+    """The arm's server showed, once measuring began, that it is not serving the arm (its depth)."""
 
 
 def _started_path(results: Path, arm: str, boot: int) -> Path:
@@ -499,6 +505,8 @@ class Collector:
             os.close(self._lock)
             raise
         self.summary = CollectSummary()
+        self._said: set[str] = set()  # evidence the engine does not show, said once per collect
+        self._sent: list[logruns.Sent] = []  # this boot's request groups in order (llama.cpp log lines)
 
     # --- records -------------------------------------------------------------------------------------
 
@@ -508,6 +516,17 @@ class Collector:
 
     def _redact(self, text: str) -> str:
         return text.replace(self.api_key, "[redacted]") if self.api_key else text
+
+    def _missing(self, note: tuple[str, str], arm: str, boot: int) -> None:
+        """Say once per collect that the engine does not show a piece of evidence (never a failure)."""
+        key, sentence = note
+        if key not in self._said:
+            self._said.add(key)
+            self.on_event(Event("note", arm, boot, f"missing evidence: {sentence}"))
+
+    @property
+    def _llamacpp(self) -> bool:
+        return self.plan.server.engine == "llamacpp"
 
     # --- the loop ------------------------------------------------------------------------------------
 
@@ -533,7 +552,8 @@ class Collector:
         arm = next(a for a in self.plan.arms if a.name == record["arm"])
         log = record.get("log")
         if isinstance(log, str) and log == f"raw/logs/{arm.name}-boot{record['boot']}.log":
-            self._log_surface(arm, record["boot"], log, record)  # its engine log still holds windows
+            sent = _started_sent(_started_path(self.results, arm.name, record["boot"]))
+            self._log_surface(arm, record["boot"], log, record, sent)  # its engine log still holds windows
         try:
             self._append(record)
         except ValueError as exc:  # the start file held a record the results format refuses
@@ -622,6 +642,7 @@ class Collector:
             env = plan.server_env(self.variables, planned.device)
             server = LaunchedServer(argv, env, self.results / log_rel, started)
         self.summary.boots += 1
+        self._sent = []
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
         try:
             asyncio.run(self._boot_async(planned, record, server, base_url, started))
@@ -637,7 +658,7 @@ class Collector:
             if server is not None:
                 server.stop(plan.server.grace_seconds)
             if launch:
-                self._log_surface(arm, planned.boot, log_rel, record)
+                self._log_surface(arm, planned.boot, log_rel, record, self._sent)
             if record["status"] == "failed":
                 self.summary.failed_boots += 1
                 self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
@@ -682,9 +703,9 @@ class Collector:
         started: Path,
     ) -> None:
         plan, arm = self.plan, planned.arm
-        limits = httpx.Limits(
-            max_connections=max(plan.concurrency) + 4, max_keepalive_connections=max(plan.concurrency) + 4
-        )
+        # one request per connection: a server may close a kept-alive connection just as it is reused
+        # (llama-server closes one idle for 5 s, and after 100 requests), and the request sent on it fails
+        limits = httpx.Limits(max_connections=max(plan.concurrency) + 4, max_keepalive_connections=0)
         timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
             if server is not None:
@@ -714,21 +735,20 @@ class Collector:
                     record["engine_version"] = version.strip()[:80]
             snapshot_text = await cl.get_text(client, base_url + "/metrics", self.headers)
             self._boot_metrics(snapshot_text, record, planned)
-            if arm.k is not None and record["observed_k"] is not None and record["observed_k"] != arm.k:
+            refusal = await self._llama_ready(client, base_url, planned, record) if self._llamacpp else None
+            refusal = refusal or _depth_refusal(arm, record["observed_k"])
+            if refusal is not None:
                 record["status"] = "failed"
-                record["error"] = (
-                    f"speculation in force (k={record['observed_k']}, from the per-position "
-                    f"acceptance counters) does not match the arm (k={arm.k}); refused"
-                )
+                record["error"] = refusal
                 return
-            _write_started(started, planned, record, server)  # an interrupted boot keeps what is known
+            _write_started(started, planned, record, server, self._sent)  # a resume keeps what is known
             try:
-                await self._measure(client, base_url, model, planned, server)
-                await self._coherence(client, base_url, model, planned, server)
-                await self._likelihood(client, base_url, model, planned, server)
+                await self._measure(client, base_url, model, planned, server, record)
+                await self._coherence(client, base_url, model, planned, server, record)
+                await self._likelihood(client, base_url, model, planned, server, record)
                 if plan.server.settle_seconds:  # let the engine print its last stats window
                     await asyncio.sleep(plan.server.settle_seconds)
-            except ServerDied as exc:
+            except (ServerDied, BootRefused) as exc:
                 record["status"] = "failed"
                 record["error"] = self._redact(str(exc) or describe_exception(exc))
 
@@ -794,6 +814,51 @@ class Collector:
             record["block_size"] = record["block_size"] or kv.block_size
             record["num_blocks"] = record["num_blocks"] or kv.num_blocks
 
+    async def _llama_ready(
+        self, client: httpx.AsyncClient, base_url: str, planned: PlannedBoot, record: dict[str, Any]
+    ) -> str | None:
+        """llama-server's /props and /slots once /health is ok (collect/llamacpp.py): the refusal, if any.
+
+        Records the per-slot context (the window one request may use) and the build, and the depth as
+        0 when no slot speculates; a speculating arm's depth shows on /metrics once it has drafted.
+        """
+        props = await cl.get_text(client, base_url + "/props", self.headers)
+        slots = await cl.get_text(client, base_url + "/slots", self.headers)
+        ready = judge_ready(
+            props, slots, speculates=planned.arm.k is not None, concurrency=max(self.plan.concurrency)
+        )
+        for note in ready.missing:
+            self._missing(note, planned.arm.name, planned.boot)
+        record["max_model_len"] = record["max_model_len"] or ready.window_tokens
+        record["engine_version"] = record["engine_version"] or ready.version
+        if ready.speculating is False and record["observed_k"] is None:
+            record["observed_k"] = 0
+        return ready.refusal
+
+    def _note_sent(
+        self,
+        group: logruns.Sent,
+        planned: PlannedBoot,
+        record: dict[str, Any],
+        server: LaunchedServer | None,
+    ) -> None:
+        """Keep a request group of this boot, in memory and in its start file (for a resume)."""
+        self._sent.append(group)
+        started = _started_path(self.results, planned.arm.name, planned.boot)
+        _write_started(started, planned, record, server, self._sent)
+
+    def _learn_depth(self, arm: ArmPlan, record: dict[str, Any], snapshot: Any) -> None:
+        """The depth in force from a scrape taken while measuring, until known (llama.cpp exports the
+        per-position series only once a draft was verified); BootRefused when it is not the arm's."""
+        from mtpverdict.parse import observed_k
+
+        if record["observed_k"] is not None or snapshot is None:
+            return
+        record["observed_k"] = observed_k(snapshot)
+        refusal = _depth_refusal(arm, record["observed_k"])
+        if refusal is not None:
+            raise BootRefused(refusal)
+
     def _check_alive(self, server: LaunchedServer | None, where: str) -> None:
         if server is not None and server.returncode() is not None:
             raise ServerDied(f"the server exited with status {server.returncode()} during {where}")
@@ -821,8 +886,9 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
     ) -> None:
-        plan, arm = self.plan, planned.arm
+        plan = self.plan
         first = plan.workloads[0]
         limits = cl.StreamLimits(stall_seconds=plan.server.stall_seconds)
         for rep in range(1, plan.warmup_runs + 1):
@@ -840,62 +906,91 @@ class Collector:
                 limits=limits,
             )
             self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
+            self._note_sent(_sent_run(None, results, f"warm-up run {rep}"), planned, record, server)
             self._check_alive(server, "a warm-up run")
         for workload in plan.workloads:
             for conc in plan.concurrency:
                 for rep in range(1, plan.reps + 1):
-                    tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
-                    before_rel, before, missed = await self._metrics(
-                        client, base_url, f"metrics/{tag}-before.prom"
+                    await self._timed_run(
+                        client, base_url, model, planned, server, record, workload, conc, rep
                     )
-                    results = await cl.run_concurrent(
-                        base_url,
-                        concurrency=conc,
-                        model=model,
-                        prompt=workload.prompt,
-                        max_tokens=workload.max_tokens,
-                        chat=workload.chat,
-                        ignore_eos=workload.ignore_eos,
-                        clock=self.clock,
-                        nonce=workload.nonce,
-                        headers=self.headers,
-                        limits=limits,
-                    )
-                    after_rel, after, missed_after = await self._metrics(
-                        client, base_url, f"metrics/{tag}-after.prom"
-                    )
-                    self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
-                    self._record_delta(
-                        planned, workload.id, conc, rep, before, after, after_rel, missed or missed_after
-                    )
-                    errors = sum(1 for r in results.streams if r.status != "ok")
-                    n = len(results.streams)
-                    self.on_event(
-                        Event(
-                            "run",
-                            arm.name,
-                            planned.boot,
-                            f"{workload.id} c={conc} rep {rep}: {n - errors}/{n} ok",
-                        )
-                    )
-                    self._check_alive(server, f"{workload.id} c={conc} rep {rep}")
-            if workload.expect_identical:  # one un-nonced greedy probe: the same prompt in every arm
-                # EOS ignored: a probe that stops at the first EOS compares a handful of tokens
-                text, error = await cl.complete_text(
-                    client,
-                    base_url,
-                    model=model,
-                    prompt=workload.prompt,
-                    max_tokens=workload.max_tokens,
-                    chat=workload.chat,
-                    headers=self.headers,
-                    ignore_eos=True,
-                )
-                self._check_alive(server, f"the identity probe of {workload.id}")
-                if text is not None:
-                    self._append(_coherence_record(planned, f"identity-{workload.id}", True, None, text))
-                elif error:
-                    self.on_event(Event("note", arm.name, planned.boot, f"identity probe failed: {error}"))
+            if workload.expect_identical:
+                await self._identity_probe(client, base_url, model, planned, server, record, workload)
+
+    async def _timed_run(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        planned: PlannedBoot,
+        server: LaunchedServer | None,
+        record: dict[str, Any],
+        workload: WorkloadPlan,
+        conc: int,
+        rep: int,
+    ) -> None:
+        """One measured run between two /metrics scrapes, recorded; the depth learned from the scrapes."""
+        arm = planned.arm
+        tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
+        before_rel, before, missed = await self._metrics(client, base_url, f"metrics/{tag}-before.prom")
+        self._learn_depth(arm, record, before)
+        results = await cl.run_concurrent(
+            base_url,
+            concurrency=conc,
+            model=model,
+            prompt=workload.prompt,
+            max_tokens=workload.max_tokens,
+            chat=workload.chat,
+            ignore_eos=workload.ignore_eos,
+            clock=self.clock,
+            nonce=workload.nonce,
+            headers=self.headers,
+            limits=cl.StreamLimits(stall_seconds=self.plan.server.stall_seconds),
+        )
+        after_rel, after, missed_after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
+        self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
+        group = _sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}")
+        self._note_sent(group, planned, record, server)
+        self._record_delta(planned, workload.id, conc, rep, before, after, after_rel, missed or missed_after)
+        errors = sum(1 for r in results.streams if r.status != "ok")
+        n = len(results.streams)
+        self.on_event(
+            Event("run", arm.name, planned.boot, f"{workload.id} c={conc} rep {rep}: {n - errors}/{n} ok")
+        )
+        self._check_alive(server, f"{workload.id} c={conc} rep {rep}")
+        self._learn_depth(arm, record, after)
+
+    async def _identity_probe(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        planned: PlannedBoot,
+        server: LaunchedServer | None,
+        record: dict[str, Any],
+        workload: WorkloadPlan,
+    ) -> None:
+        """One un-nonced greedy probe: the same prompt in every arm, EOS ignored (a probe that stops at the
+        first EOS compares a handful of tokens)."""
+        done = await cl.complete(
+            client,
+            base_url,
+            model=model,
+            prompt=workload.prompt,
+            max_tokens=workload.max_tokens,
+            chat=workload.chat,
+            headers=self.headers,
+            ignore_eos=True,
+        )
+        group = logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
+        self._note_sent(group, planned, record, server)
+        self._check_alive(server, f"the identity probe of {workload.id}")
+        if done.text is not None:
+            self._append(_coherence_record(planned, f"identity-{workload.id}", True, None, done.text))
+        elif done.error:
+            self.on_event(
+                Event("note", planned.arm.name, planned.boot, f"identity probe failed: {done.error}")
+            )
 
     def _record_requests(
         self,
@@ -1018,9 +1113,10 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
     ) -> None:
         for case in self.plan.coherence:
-            text, error = await cl.complete_text(
+            done = await cl.complete(
                 client,
                 base_url,
                 model=model,
@@ -1029,7 +1125,10 @@ class Collector:
                 chat=case.chat,
                 headers=self.headers,
             )
+            group = logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")
+            self._note_sent(group, planned, record, server)
             self._check_alive(server, f"coherence case {case.id}")
+            text, error = done.text, done.error
             passed = text is not None and case.expected in text
             self._append(
                 _coherence_record(
@@ -1048,6 +1147,7 @@ class Collector:
         model: str,
         planned: PlannedBoot,
         server: LaunchedServer | None,
+        record: dict[str, Any],
     ) -> None:
         if not self.plan.likelihood_text:
             return
@@ -1055,6 +1155,8 @@ class Collector:
             found = await cl.prompt_nll(
                 client, base_url, model=model, text=self.plan.likelihood_text, headers=self.headers
             )
+            # its answer is not read for draft counts: llama.cpp's log lines stop being placed here
+            self._note_sent(logruns.Sent(None, None, "the likelihood check"), planned, record, server)
             self._check_alive(server, "the likelihood check")
             if isinstance(found, str):
                 self.on_event(Event("note", planned.arm.name, planned.boot, f"likelihood: {found}"))
@@ -1071,8 +1173,23 @@ class Collector:
                 }
             )
 
-    def _log_surface(self, arm: ArmPlan, boot: int, log_rel: str, record: dict[str, Any]) -> None:
-        """The engine log's acceptance windows (second surface) and KV pool, read after the boot."""
+    def _log_surface(
+        self,
+        arm: ArmPlan,
+        boot: int,
+        log_rel: str,
+        record: dict[str, Any],
+        sent: list[logruns.Sent] | None = None,
+    ) -> None:
+        """The engine log's acceptance (second surface) and KV pool, read after the boot.
+
+        Cumulative lines (llama.cpp's per-drafter `statistics`, totals since boot) are left out: the
+        /metrics deltas cover the same counters per run. llama.cpp's per-request lines are matched to
+        the runs that printed them (collect/logruns.py), given the boot's request groups in order
+        (`sent`; None for a boot a killed collect left, whose groups are not known); each measured
+        run's lines become one run-scoped record, warm-up and check lines are set aside, and lines
+        that cannot be placed are kept as engine-wide windows.
+        """
         from mtpverdict.parse import parse_file
 
         path = self.results / log_rel
@@ -1085,49 +1202,71 @@ class Collector:
                 record["kv_cache_tokens"] = kv.kv_cache_tokens
         if record["engine_version"] is None and parsed.engine_version:
             record["engine_version"] = parsed.engine_version
-        for reading in parsed.acceptance:
-            if reading.source != "log":
-                continue
-            rec: dict[str, Any] = {
-                "kind": "acceptance",
-                "arm": arm.name,
-                "boot": boot,
-                "workload": None,
-                "concurrency": None,
-                "rep": None,
-                "source": "log",
-                "scoped": "window",
-                "drafts": reading.drafts,
-                "draft_tokens": reading.draft_tokens,
-                "accepted_tokens": reading.accepted_tokens,
-                "per_position_rate": None
-                if reading.per_position_rate is None
-                else [min(1.0, max(0.0, x)) for x in reading.per_position_rate],
-                "acceptance_rate": reading.acceptance_rate,
-                "mean_acceptance_length": reading.mean_acceptance_length,
-                "raw": log_rel,
-                "line": reading.line,
-            }
+        if self._llamacpp and record["kv_cache_tokens"] is None:
+            self._missing(NO_KV_LINE, arm.name, boot)
+        readings = [r for r in parsed.acceptance if r.source == "log" and r.kind != "counter_total"]
+        windows = readings
+        if self._llamacpp:
+            lines = [r for r in readings if logruns.per_request(r)]
+            windows = [r for r in readings if not logruns.per_request(r)]
+            if not lines and any(group.drafted for group in sent or ()):
+                self._missing(NO_REQUEST_LINES, arm.name, boot)
+            matched = logruns.match_lines(lines, sent) if sent is not None else None
+            for found in () if matched is None else matched.runs:
+                self._append_log(arm.name, boot, logruns.run_record(arm.name, boot, log_rel, found))
+            windows += list(lines if matched is None else matched.unmatched)
+            if matched is not None and matched.reason:
+                detail = f"{len(matched.unmatched)} per-request log lines kept as windows: {matched.reason}"
+                self.on_event(Event("note", arm.name, boot, detail))
+        for reading in windows:
+            rec = logruns.window_record(arm.name, boot, log_rel, reading)
             has_counts = rec["draft_tokens"] is not None and rec["accepted_tokens"] is not None
             if has_counts or rec["per_position_rate"] is not None or rec["acceptance_rate"] is not None:
-                try:
-                    self._append(rec)
-                except ValueError as exc:  # a log window the results format cannot hold is kept as a note
-                    self.on_event(
-                        Event("note", arm.name, boot, f"log window at line {reading.line} kept out: {exc}")
-                    )
+                self._append_log(arm.name, boot, rec)
+
+    def _append_log(self, arm: str, boot: int, rec: dict[str, Any]) -> None:
+        try:
+            self._append(rec)
+        except ValueError as exc:  # a log window the results format cannot hold is kept as a note
+            self.on_event(Event("note", arm, boot, f"log window at line {rec['line']} kept out: {exc}"))
+
+
+def _started_sent(path: Path) -> list[logruns.Sent] | None:
+    """The request groups a start file kept; None when it kept none or cannot be read."""
+    try:
+        data = json.loads(read_regular(path, MAX_STARTED_BYTES, "a start file"))
+    except (NotReadable, ValueError):
+        return None
+    return logruns.sent_from_json(data.get("sent")) if isinstance(data, dict) else None
+
+
+def _depth_refusal(arm: ArmPlan, observed: int | None) -> str | None:
+    """Why a boot is refused when the depth in force is known and is not the arm's; None otherwise."""
+    if arm.k is None or observed is None or observed == arm.k:
+        return None
+    return (
+        f"speculation in force (k={observed}, from the per-position acceptance counters) does not match "
+        f"the arm (k={arm.k}); refused"
+    )
 
 
 def _write_started(
-    path: Path, planned: PlannedBoot, record: dict[str, Any], server: LaunchedServer | None
+    path: Path,
+    planned: PlannedBoot,
+    record: dict[str, Any],
+    server: LaunchedServer | None,
+    sent: list[logruns.Sent] | None = None,
 ) -> None:
-    """What a resume needs of a boot in progress: its record so far and the server to stop."""
+    """What a resume needs of a boot in progress: its record so far, the server to stop, and the
+    request groups sent so far (so the lines of a llama.cpp log can still be placed in their runs)."""
     started: dict[str, Any] = {
         "arm": planned.arm.name,
         "boot": planned.boot,
         "order": planned.order,
         "record": record,
     }
+    if sent is not None:
+        started["sent"] = logruns.sent_to_json(sent)
     if server is not None and server.mark is not None:
         started.update(server.mark.as_json())
     elif server is not None and server.pid is not None:
@@ -1152,9 +1291,28 @@ def _coherence_record(
     }
 
 
+def _llama_counts(served: sv.Served | None) -> tuple[bool, logruns.Pair | None]:
+    """A request as llama.cpp's log matching needs it: whether its `timings` were read, and its
+    (drafted, accepted) counts when it drafted (llama-server adds them only then)."""
+    if served is None or served.llama is None:
+        return False, None
+    found = served.acceptance
+    return True, None if found is None else (found.draft_tokens, found.accepted_tokens)
+
+
+def _sent_run(run: logruns.RunKey | None, results: cl.RunResult, what: str) -> logruns.Sent:
+    """A run's streams as one group of llama.cpp's log matching (collect/logruns.py)."""
+    requests = []
+    for r in results.streams:
+        found = r.acceptance
+        read = r.status == "ok" and r.llama is not None
+        requests.append((read, None if found is None else (found.draft_tokens, found.accepted_tokens)))
+    return logruns.Sent.of(run, requests, what)
+
+
 def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
     """What the server reported about one request, as optional request-record fields (absent when unknown)."""
-    timing, acceptance = r.timing, r.acceptance
+    timing, acceptance, llama = r.timing, r.acceptance, r.llama
     fields: dict[str, Any] = {}
     if timing is not None:
         fields.update(
@@ -1163,6 +1321,8 @@ def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
             server_generation_ms=timing.generation_ms,
             server_mean_itl_ms=timing.mean_itl_ms,
         )
+    elif llama is not None:  # prompt_ms: slot start to first token; predicted_ms: first to last token
+        fields.update(server_ttft_ms=llama.prompt_ms, server_generation_ms=llama.predicted_ms)
     if acceptance is not None:
         fields.update(
             spec_steps=acceptance.steps,

@@ -16,8 +16,10 @@ Surfaces (verified against vLLM 0.32.0's source and real streams in tests/data/r
   ``acceptance_histogram`` (steps by accepted count j = 0..k), and at ``detailed`` ``per_step_accepted`` /
   ``per_step_drafted``. Drafts are accepted as a prefix, so position p was accepted in every step that
   accepted more than p tokens; that gives the per-position counts of vLLM's /metrics counter.
-- llama.cpp ``timings`` (tools/server): ``draft_n``, ``draft_n_accepted``, ``prompt_n``, ``prompt_ms``,
-  ``predicted_n``, ``predicted_ms``.
+- llama.cpp ``timings`` (tools/server, checked at 0.5.0-dev commit 0c1e570): ``draft_n``,
+  ``draft_n_accepted`` (only when the request drafted), ``prompt_n``, ``prompt_ms`` (slot start to the
+  first token: the server's TTFT, queue excluded), ``predicted_n``, ``predicted_ms`` (first to last
+  token: the server's decode time, as vLLM's ``generation_time_ms``).
 """
 
 from __future__ import annotations
@@ -246,6 +248,14 @@ def llama_timings(
         else _count(predicted_n, "timings.predicted_n", 0, seen.max_tokens),
         predicted_ms=_ms(obj.get("predicted_ms"), "timings.predicted_ms", high),
     )
+    # prompt_ms runs from the slot's start to the first token, predicted_ms from there to the last
+    # (tools/server/server-common.h server_slot_stats): together within the client's wait
+    spent = (found.prompt_ms or 0.0) + (found.predicted_ms or 0.0)
+    if spent > high:
+        raise ServedValueError(
+            f"timings: prompt_ms and predicted_ms add up to {spent:.1f} ms, more than the "
+            f"{seen.elapsed_ms:.1f} ms the client waited"
+        )
     if obj.get("draft_n") is None and obj.get("draft_n_accepted") is None:
         return found, None
     drafted = _count(obj.get("draft_n"), "timings.draft_n", 0, completion_tokens * MAX_SPEC_TOKENS)
