@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from mtpverdict.decide import assemble
+from mtpverdict.decide import assemble, regime, schedule
 from mtpverdict.decide.reasons import Outcome, reasons
 from mtpverdict.decide.select import select
 from mtpverdict.evidence import controls as ctl
@@ -20,7 +20,7 @@ from mtpverdict.formats.decision import (
     RuleResult,
     Verdict,
 )
-from mtpverdict.formats.policy import ControlAction, Policy, Severity
+from mtpverdict.formats.policy import ControlAction, Policy, SelectionMode, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.formats.results_io import Results
 from mtpverdict.rules.registry import KINDS, evaluate
@@ -61,6 +61,10 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         next_step=next_step,
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
+        regime=regime.regime_map(
+            evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
+        ),
+        schedule=outcome.schedule,
     )
 
 
@@ -148,6 +152,17 @@ def _outcome(evidence: Evidence, arms: Sequence[ArmDecision], controls: Sequence
         return undecided(*blockers)
     if not candidates:
         return undecided("the campaign has no candidate arm")
+    if evidence.policy.selection.mode is SelectionMode.SCHEDULE:
+        built = schedule.build(evidence, arms)
+        return Outcome(
+            built.decision,
+            built.selected,
+            built.note,
+            built.blockers,
+            provisional,
+            built.schedule,
+            built.lines,
+        )
     eligible = [evidence.campaign.arm(a.name) for a in candidates if a.verdict is Verdict.ELIGIBLE]
     if eligible:
         found = select(evidence, eligible, evidence.policy.selection.mode)

@@ -70,6 +70,19 @@ class SelectionMode(StrEnum):
     FASTEST = "fastest"
     BORING = "boring"
     REFERENCE = "reference"
+    SCHEDULE = "schedule"  # a depth per batch-size range (vLLM's num_speculative_tokens_per_batch_size)
+
+
+class Beyond(StrEnum):
+    """What a schedule runs at batch sizes no measured concurrency brackets."""
+
+    BASELINE = "baseline"  # speculation off (or the reference): nothing measured supports a switch there
+    EXTEND = "extend"  # the nearest measured concurrency's depth carries on
+
+
+# vLLM 0.32's largest default max_num_seqs (engine/arg_utils.py: 1024 on large GPUs, 256 or 128 elsewhere):
+# the last range of a schedule ends here; vLLM carries the last range's depth beyond its end anyway.
+DEFAULT_MAX_BATCH = 1024
 
 
 class Fallback(StrEnum):
@@ -130,6 +143,16 @@ class Selection(Struct, frozen=True, forbid_unknown_fields=True):
     tolerance: Fraction = 0.10
     reference: str | None = None
     fallback: Fallback = Fallback.FASTEST
+    beyond: Annotated[
+        Beyond,
+        Meta(
+            description="mode schedule: batch sizes below the smallest or above the largest measured "
+            "concurrency run the baseline, or the nearest measured concurrency's depth (extend)."
+        ),
+    ] = Beyond.BASELINE
+    max_batch: Annotated[
+        PositiveInt, Meta(description="mode schedule: the last batch size the schedule's ranges cover.")
+    ] = DEFAULT_MAX_BATCH
 
 
 class _Top(Struct, frozen=True, forbid_unknown_fields=True):
