@@ -276,6 +276,22 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         boots_per_arm=3,
     ),
+    "crossover": Scenario(
+        name="crossover",
+        description=(
+            "the best depth depends on concurrency: k2 is +30% at c=1 and -15% at c=8, k1 +12% and -3%, "
+            "k3 +25% and -30% (log-linear in concurrency doublings)"
+        ),
+        arms=(
+            SimArm("off_A"),
+            SimArm("k1", 1, math.log(1.12), (math.log(0.97) - math.log(1.12)) / 3),
+            SimArm("k2", 2, math.log(1.30), (math.log(0.85) - math.log(1.30)) / 3),
+            SimArm("k3", 3, math.log(1.25), (math.log(0.70) - math.log(1.25)) / 3),
+            SimArm("off_B"),
+        ),
+        boots_per_arm=3,
+        concurrency=(1, 2, 4, 8),
+    ),
     "null": Scenario(
         name="null",
         description="no effect anywhere: every depth runs exactly as fast as off",

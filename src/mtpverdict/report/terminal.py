@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.report.regime import regime_text, schedule_text
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
@@ -82,6 +83,8 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
         head += f"  selected: {decision.selected.arm} ({decision.selected.spec.label()})"
     if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
         head += "  (provisional)"
-    lines = [f"{decision.campaign.id}: {decision.campaign.title}", "", table, "", head, "", "reasons:"]
+    lines = [f"{decision.campaign.id}: {decision.campaign.title}", "", table, ""]
+    lines += [text for text in (regime_text(decision), schedule_text(decision.schedule)) if text]
+    lines += [head, "", "reasons:"]
     lines.extend(f"  - {r}" for r in decision.reasons)
     return "\n".join(lines) + "\n"
