@@ -35,6 +35,7 @@ import numpy as np
 
 from mtpverdict.decide import decide
 from mtpverdict.formats.decision import Decision
+from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules.registry import parse_rules
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
@@ -135,7 +136,7 @@ def judge(decision: Decision, arms: Sequence[SimArm]) -> Counts:
     )
 
 
-def _policy():  # type: ignore[no-untyped-def]
+def _policy() -> Policy:
     with open(POLICY_FILE, encoding="utf-8") as fh:
         text = fh.read().replace('mode = "fastest"', 'mode = "schedule"')
     return parse_rules(text, "default-schedule.toml")

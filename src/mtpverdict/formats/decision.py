@@ -400,6 +400,9 @@ class ContextEnvelope(Struct, frozen=True, forbid_unknown_fields=True):
     fails_from: Annotated[
         int | None, Meta(description="The shallowest prompt measured where the arm is not shown to hold.")
     ]
+    accepted: Annotated[
+        bool, Meta(description="The policy accepts serving contexts beyond the envelope ([gate]).")
+    ]
     detail: str
 
 

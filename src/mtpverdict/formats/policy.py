@@ -155,6 +155,25 @@ class Selection(Struct, frozen=True, forbid_unknown_fields=True):
     ] = DEFAULT_MAX_BATCH
 
 
+class Outside(StrEnum):
+    """What `gate` does with a serve config allowing prompts beyond a promotion's context envelope."""
+
+    REFUSE = "refuse"
+    ACCEPT = "accept"
+
+
+class Gate(Struct, frozen=True, forbid_unknown_fields=True):
+    """[gate]: what the promotion gate accepts beyond what the evidence shows."""
+
+    outside_envelope: Annotated[
+        Outside,
+        Meta(
+            description="A serve config whose context reaches the depth where a context_regime rule found "
+            "the promoted arm not holding: refused, or accepted on purpose."
+        ),
+    ] = Outside.REFUSE
+
+
 class _Top(Struct, frozen=True, forbid_unknown_fields=True):
     """The top-level keys of a policy file."""
 
@@ -168,6 +187,7 @@ class _Top(Struct, frozen=True, forbid_unknown_fields=True):
     floor: Floor = Floor()
     controls: Controls = Controls()
     selection: Selection = Selection()
+    gate: Gate = Gate()
     rules: tuple[dict[str, Any], ...] = ()
 
 
@@ -221,6 +241,7 @@ class Policy:
     controls: Controls
     selection: Selection
     rules: tuple[Rule, ...]
+    gate: Gate = Gate()
 
     @property
     def include_cold(self) -> bool:
@@ -297,6 +318,7 @@ def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: 
         controls=top.controls,
         selection=top.selection,
         rules=tuple(rules),
+        gate=top.gate,
     )
 
 
