@@ -206,3 +206,31 @@ def test_the_crossover_fixtures_schedule_passes_the_gate(tmp_path: Path) -> None
     wrong = subprocess.run([*run, "k=2"], capture_output=True, text=True, check=False)
     assert wrong.returncode == 1
     assert "batch sizes 3 and above: proposing k=2, but the evidence runs k=0 there" in wrong.stdout
+
+
+def test_the_decision_states_the_envelope_and_whether_the_policy_accepts_beyond_it(tmp_path: Path) -> None:
+    from mtpverdict.decide import decide_directory
+
+    text = (ROOT / "rules" / "arc-b70.toml").read_text()
+    text = text.replace(
+        'kind = "context_regime"\nseverity = "veto"', 'kind = "context_regime"\nseverity = "warn"'
+    )
+    rules = tmp_path / "arc-warn.toml"
+    rules.write_text(text)
+    d = decide_directory(FIXTURES / "arc-b70-qwen36", str(rules)).decision
+    assert d.selected_arm == "a3b_mtp1"
+    (envelope,) = d.envelopes
+    assert (envelope.arm, envelope.rule, envelope.holds_to, envelope.fails_from, envelope.accepted) == (
+        "a3b_mtp1",
+        "no-long-context-loss",
+        6146,
+        34819,
+        False,
+    )
+    assert any(
+        r.startswith("context envelope (no-long-context-loss): a3b_mtp1 holds only below") for r in d.reasons
+    )
+    rules.write_text(text.replace("[selection]", '[gate]\noutside_envelope = "accept"\n\n[selection]', 1))
+    accepted = decide_directory(FIXTURES / "arc-b70-qwen36", str(rules)).decision
+    assert accepted.envelopes[0].accepted
+    assert any("the policy accepts serving beyond it" in r for r in accepted.reasons)
