@@ -293,3 +293,61 @@ def test_schedule_keys_are_read_and_checked() -> None:
         _policy('beyond = "guess"')
     with pytest.raises(PolicyError, match="selection.max_batch"):
         _policy("max_batch = 0")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the confirmation arm: an arm that ran the schedule itself
+
+
+SCHEDULE_18 = [[1, 1, 2], [2, 1024, 0]]  # k2 at batch size 1, off from 2: the crossover at c=1 and c=8
+
+
+def _with_schedule_arm(campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Serve the `sched` arm with vLLM's per-batch-size schedule (k = its largest depth)."""
+    config = {
+        "method": "mtp",
+        "num_speculative_tokens": 2,
+        "num_speculative_tokens_per_batch_size": SCHEDULE_18,
+    }
+    argv = ["--model", "synthetic", "--speculative-config", json.dumps(config)]
+    for arm in campaign["arms"]:
+        if arm["name"] == "sched":
+            arm["serve_argv"] = argv
+    for rec in records:
+        if rec["kind"] == "boot" and rec["arm"] == "sched":
+            rec["argv"] = argv
+
+
+def _sched(at_1: float, at_8: float) -> SimArm:
+    return SimArm("sched", 2, effect_at=((1, math.log1p(at_1)), (8, math.log1p(at_8))))
+
+
+def test_an_arm_running_the_schedule_confirms_it() -> None:
+    arms = (*CROSSOVER, _sched(0.30, 0.0))  # as k2 at batch size 1, as off from 2
+    d = _decide(arms, _policy("confirm = true"), concurrency=(1, 8), edit=_with_schedule_arm)
+    assert str(d.decision) == "promote" and d.schedule is not None
+    assert _ranges(d) == [(1, 1, 2), (2, 1024, 0)]  # the schedule arm is not a depth of it
+    assert d.schedule.confirmed is True
+    (line,) = d.schedule.confirmation
+    assert line.startswith("confirmation arm sched confirms the schedule: c=1: sched vs off better")
+    assert "vs k2 " in line and "c=8: sched runs k=0" not in line
+    assert [e.k for e in d.regime[0].depths if e.arm == "sched"] == [None]  # it runs several depths
+
+
+def test_an_arm_running_the_schedule_that_gains_nothing_does_not_confirm_it() -> None:
+    arms = (*CROSSOVER, _sched(0.0, 0.0))  # the engine's switching costs the gain away
+    kept = _decide(arms, _policy(), concurrency=(1, 8), edit=_with_schedule_arm)
+    assert str(kept.decision) == "promote" and kept.schedule is not None and kept.schedule.confirmed is False
+    assert kept.schedule.confirmation[0].startswith("confirmation arm sched does not confirm the schedule")
+    required = _decide(arms, _policy("confirm = true"), concurrency=(1, 8), edit=_with_schedule_arm)
+    assert str(required.decision) == "inconclusive"
+    assert (
+        "only when an arm that ran it confirms it ([selection] confirm); none confirms it"
+        in required.reasons[0]
+    )
+
+
+def test_requiring_confirmation_without_a_schedule_arm_is_inconclusive() -> None:
+    d = _decide(CROSSOVER, _policy("confirm = true"), concurrency=(1, 8))
+    assert str(d.decision) == "inconclusive" and d.schedule is not None and d.schedule.confirmed is None
+    assert d.reasons[0].endswith("none ran it")

@@ -23,6 +23,7 @@ from mtpverdict._text import cell_label, pct
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RegimeCell, RegimeDepth, finite
 from mtpverdict.formats.results import Arm
+from mtpverdict.serveconfig import ServeSpec, extract_spec
 from mtpverdict.stats.procedure import BootValue, CellComparison, FamilyOutcome, Outcome, family_procedure
 from mtpverdict.stats.runs import HIGHER_IS_BETTER
 
@@ -59,6 +60,25 @@ def interval(comp: CellComparison) -> str:
     if not math.isfinite(comp.ci_low):
         return pct(comp.estimate)
     return f"{pct(comp.estimate)} [{pct(comp.ci_low)}, {pct(comp.ci_high)}]"
+
+
+def served_spec(evidence: Evidence, arm: Arm) -> ServeSpec | None:
+    """The speculative config an arm was served with (its campaign argv, else its boots' argv)."""
+    argvs = [arm.serve_argv] if arm.serve_argv else []
+    boots = evidence.tables.results.boots
+    if len(boots):
+        argvs += [tuple(a) for n, a in zip(boots["arm"], boots["argv"], strict=True) if n == arm.name and a]
+    for argv in argvs:
+        found = extract_spec(list(argv))
+        if isinstance(found, ServeSpec) and not found.off:
+            return found
+    return None
+
+
+def is_schedule_arm(evidence: Evidence, arm: Arm) -> bool:
+    """An arm served with a per-batch-size schedule: it confirms a schedule, it is not one depth."""
+    found = served_spec(evidence, arm)
+    return found is not None and bool(found.schedule)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -231,12 +251,13 @@ def choices(
 # the map
 
 
-def _entry(arm: Arm, comp: CellComparison | None) -> RegimeDepth:
+def _entry(arm: Arm, comp: CellComparison | None, schedule: bool) -> RegimeDepth:
+    k = None if schedule else arm.spec.k  # a schedule arm runs several depths
     if comp is None:
-        return RegimeDepth(arm.name, arm.spec.k, NOT_COMPARED, None, None, None, None)
+        return RegimeDepth(arm.name, k, NOT_COMPARED, None, None, None, None)
     return RegimeDepth(
         arm=arm.name,
-        k=arm.spec.k,
+        k=k,
         outcome=str(comp.cell_outcome),
         ratio=_exp(comp.estimate),
         ci_low=_exp(comp.ci_low),
@@ -260,11 +281,13 @@ def regime_map(evidence: Evidence, excluded: Mapping[str, str] | None = None) ->
         if run is None:
             continue
         candidates = sorted(evidence.campaign.candidates(family), key=lambda a: (depth(a), a.order))
-        allowed = [a for a in candidates if a.name not in excluded]
+        schedules = {a.name for a in candidates if is_schedule_arm(evidence, a)}
+        allowed = [a for a in candidates if a.name not in excluded and a.name not in schedules]
         groups = [(cell,) for cell in run.cells]
         for (cell,), choice in zip(groups, choices(evidence, allowed, groups, metric), strict=True):
             entries = tuple(
-                _entry(a, evidence.comparison(a.name, cell[0], cell[1], metric)) for a in candidates
+                _entry(a, evidence.comparison(a.name, cell[0], cell[1], metric), a.name in schedules)
+                for a in candidates
             )
             out.append(
                 RegimeCell(

@@ -21,7 +21,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mtpverdict.decide.regime import Choice, choices, compare_to, depth, interval, where
+from mtpverdict.decide.confirm import confirm
+from mtpverdict.decide.regime import (
+    Choice,
+    choices,
+    compare_to,
+    depth,
+    interval,
+    is_schedule_arm,
+    served_spec,
+    where,
+)
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
     ArmDecision,
@@ -32,7 +42,7 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.policy import Beyond, Severity
 from mtpverdict.formats.results import Arm
-from mtpverdict.serveconfig import Engine, ServeSpec, extract_spec
+from mtpverdict.serveconfig import Engine
 from mtpverdict.stats.procedure import Outcome
 
 SCHEDULED_KINDS = ("faster_than_off",)  # judged at every concurrency at once: a schedule judges each range
@@ -67,9 +77,14 @@ class _Segment:
 # which arms may enter a schedule
 
 
-def schedulable(evidence: Evidence, decisions: Sequence[ArmDecision]) -> tuple[list[Arm], list[str]]:
-    """Candidates no veto rejects or leaves unsettled, apart from SCHEDULED_KINDS; and the unsettled."""
-    out, unsettled = [], []
+def schedulable(
+    evidence: Evidence, decisions: Sequence[ArmDecision]
+) -> tuple[list[Arm], list[str], list[Arm]]:
+    """Candidates no veto rejects or leaves unsettled, apart from SCHEDULED_KINDS: the fixed depths and
+    the arms that ran a schedule (confirmation arms); and the unsettled."""
+    out: list[Arm] = []
+    confirmers: list[Arm] = []
+    unsettled: list[str] = []
     for d in decisions:
         if d.is_control or d.verdict is Verdict.VOID:
             continue
@@ -79,25 +94,13 @@ def schedulable(evidence: Evidence, decisions: Sequence[ArmDecision]) -> tuple[l
         if any(r.passed is None for r in vetoes):
             unsettled.append(d.name)
             continue
-        out.append(evidence.campaign.arm(d.name))
-    return out, unsettled
-
-
-def _spec(evidence: Evidence, arm: Arm) -> ServeSpec | None:
-    """The speculative config an arm was served with (its campaign argv, else its first boot's)."""
-    argvs = [arm.serve_argv] if arm.serve_argv else []
-    boots = evidence.tables.results.boots
-    if len(boots):
-        argvs += [tuple(a) for n, a in zip(boots["arm"], boots["argv"], strict=True) if n == arm.name and a]
-    for argv in argvs:
-        found = extract_spec(list(argv))
-        if isinstance(found, ServeSpec) and not found.off:
-            return found
-    return None
+        arm = evidence.campaign.arm(d.name)
+        (confirmers if is_schedule_arm(evidence, arm) else out).append(arm)
+    return out, unsettled, confirmers
 
 
 def _setting_key(evidence: Evidence, arm: Arm) -> str:
-    spec = _spec(evidence, arm)
+    spec = served_spec(evidence, arm)
     if spec is None:
         return f"{arm.spec.method} (no serve config recorded)"
     settings = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
@@ -257,7 +260,7 @@ def speculative_config(
     if top == 0:
         return None, "no range speculates: serve without --speculative-config"
     used = [a for a in arms if any(r.arm == a.name for r in ranges_)]
-    spec = _spec(evidence, used[0])
+    spec = served_spec(evidence, used[0])
     table = [[r.start, r.end, r.k] for r in ranges_]
     if spec is None:
         method = str(used[0].spec.method)
@@ -291,7 +294,7 @@ def build(evidence: Evidence, decisions: Sequence[ArmDecision]) -> ScheduleOutco
         )
         return ScheduleOutcome(DecisionKind.INCONCLUSIVE, None, None, "", blockers=(why,))
     family = families[0]
-    arms, unsettled = schedulable(evidence, [d for d in decisions if d.family == family])
+    arms, unsettled, confirmers = schedulable(evidence, [d for d in decisions if d.family == family])
     if not arms:
         return _none_schedulable(decisions, unsettled)
     clash = _one_setting(evidence, arms)
@@ -309,7 +312,8 @@ def build(evidence: Evidence, decisions: Sequence[ArmDecision]) -> ScheduleOutco
     else:
         picks = choices(evidence, arms, groups, metric)
         baseline = Choice(None, True, (), "")
-    return _outcome(evidence, family, arms, groups, picks, baseline, unsettled)
+    confirmed = confirm(evidence, confirmers, groups, picks)
+    return _outcome(evidence, family, arms, groups, picks, baseline, unsettled, confirmed)
 
 
 def _reference(evidence: Evidence, arms: Sequence[Arm]) -> Arm | None:
@@ -336,6 +340,7 @@ def _outcome(
     picks: Sequence[Choice],
     baseline: Choice,
     unsettled: Sequence[str],
+    confirmed: tuple[bool | None, tuple[str, ...]] = (None, ()),
 ) -> ScheduleOutcome:
     selection = evidence.policy.selection
     concurrencies = [g[0][1] for g in groups]
@@ -361,11 +366,19 @@ def _outcome(
         rule=rule,
         speculative_config=config,
         note=note,
+        confirmed=confirmed[0],
+        confirmation=confirmed[1],
     )
     lines = tuple(f"schedule {_span(r.start, r.end)}: k={r.k}: " + "; ".join(r.reasons) for r in table)
-    lines += _exempted(evidence, table)
+    lines += _exempted(evidence, table) + confirmed[1]
     if all(r.k == baseline.k for r in table):
         return _at_baseline(schedule, baseline, picks, lines, unsettled)
+    if selection.confirm and not confirmed[0]:
+        why = (
+            "the policy promotes a schedule only when an arm that ran it confirms it ([selection] confirm); "
+            + ("none ran it" if confirmed[0] is None else "none confirms it")
+        )
+        return ScheduleOutcome(DecisionKind.INCONCLUSIVE, schedule, None, "", lines, (why,))
     text = "selection schedule: " + ", ".join(_range_text(r) for r in table)
     if config is not None:
         text += f"; vLLM --speculative-config '{config}'"

@@ -379,6 +379,13 @@ class Schedule(Struct, frozen=True, forbid_unknown_fields=True):
         Meta(description="The exact JSON for vLLM's --speculative-config; null when no range speculates."),
     ]
     note: Annotated[str | None, Meta(description="Why there is no speculative_config, or what it assumes.")]
+    confirmed: Annotated[
+        bool | None,
+        Meta(description="Whether an arm that ran a schedule confirms this one; null: no such arm ran."),
+    ] = None
+    confirmation: Annotated[
+        tuple[str, ...], Meta(description="Each confirmation arm against off and the chosen depths.")
+    ] = ()
 
     def depth_at(self, batch: int) -> int:
         """The depth at a batch size, as vLLM reads the ranges (the last range carries on past its end)."""

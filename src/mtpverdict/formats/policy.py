@@ -153,6 +153,13 @@ class Selection(Struct, frozen=True, forbid_unknown_fields=True):
     max_batch: Annotated[
         PositiveInt, Meta(description="mode schedule: the last batch size the schedule's ranges cover.")
     ] = DEFAULT_MAX_BATCH
+    confirm: Annotated[
+        bool,
+        Meta(
+            description="mode schedule: promote a schedule only when an arm that ran it confirms it "
+            "(docs/rules-format.md)."
+        ),
+    ] = False
 
 
 class Outside(StrEnum):
