@@ -30,6 +30,7 @@ from mtpverdict.stats.runs import HIGHER_IS_BETTER
 Cell = tuple[str, int]
 SETTLED = (Outcome.WORSE, Outcome.EQUIVALENT, Outcome.BELOW_MIN_EFFECT)  # shown not better than off
 NOT_COMPARED = "not_compared"
+SHOWN_STATES = 8  # depths a cell's reason lists before "N more" (the map itself holds every depth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +63,34 @@ def interval(comp: CellComparison) -> str:
     return f"{pct(comp.estimate)} [{pct(comp.ci_low)}, {pct(comp.ci_high)}]"
 
 
-def served_spec(evidence: Evidence, arm: Arm) -> ServeSpec | None:
-    """The speculative config an arm was served with (its campaign argv, else its boots' argv)."""
-    argvs = [arm.serve_argv] if arm.serve_argv else []
+def served_specs(evidence: Evidence) -> dict[str, ServeSpec]:
+    """Each speculating arm's served config: its campaign argv, else its first boot's that reads."""
+    argvs: dict[str, list[tuple[str, ...]]] = {
+        a.name: [a.serve_argv] for a in evidence.campaign.arms if a.serve_argv
+    }
     boots = evidence.tables.results.boots
     if len(boots):
-        argvs += [tuple(a) for n, a in zip(boots["arm"], boots["argv"], strict=True) if n == arm.name and a]
-    for argv in argvs:
-        found = extract_spec(list(argv))
-        if isinstance(found, ServeSpec) and not found.off:
-            return found
-    return None
+        for name, argv in zip(boots["arm"], boots["argv"], strict=True):
+            if isinstance(argv, list | tuple) and argv:
+                argvs.setdefault(str(name), []).append(tuple(argv))
+    out = {}
+    for name, found in argvs.items():
+        for argv in found:
+            spec = extract_spec(list(argv))
+            if isinstance(spec, ServeSpec) and not spec.off:
+                out[name] = spec
+                break
+    return out
 
 
-def is_schedule_arm(evidence: Evidence, arm: Arm) -> bool:
-    """An arm served with a per-batch-size schedule: it confirms a schedule, it is not one depth."""
-    found = served_spec(evidence, arm)
-    return found is not None and bool(found.schedule)
+def served_spec(evidence: Evidence, arm: Arm) -> ServeSpec | None:
+    """The speculative config one arm was served with (see served_specs)."""
+    return served_specs(evidence).get(arm.name)
+
+
+def schedule_arms(evidence: Evidence) -> frozenset[str]:
+    """Arms served with a per-batch-size schedule: each confirms a schedule, none is one depth."""
+    return frozenset(name for name, spec in served_specs(evidence).items() if spec.schedule)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -165,7 +177,9 @@ def _off(evidence: Evidence, arms: Sequence[Arm], cells: Sequence[Cell], metric:
             cell, comp = comps[0]
             at = f" at {where(cell)}" if len(cells) > 1 else ""
             states.append(f"{arm.name} {comp.cell_outcome}{at} ({interval(comp)})")
-    listed = "; ".join(states) or "no depth measured"
+    listed = "; ".join(states[:SHOWN_STATES]) or "no depth measured"
+    if len(states) > SHOWN_STATES:
+        listed += f"; {len(states) - SHOWN_STATES} more"
     if resolved:
         return Choice(None, True, (), f"no depth is better than off: {listed}")
     return Choice(
@@ -276,12 +290,12 @@ def regime_map(evidence: Evidence, excluded: Mapping[str, str] | None = None) ->
     metric = str(evidence.policy.selection.metric)
     excluded = excluded or {}
     out: list[RegimeCell] = []
+    schedules = schedule_arms(evidence)
     for family in evidence.campaign.families:
         run = evidence.run(family, metric)
         if run is None:
             continue
         candidates = sorted(evidence.campaign.candidates(family), key=lambda a: (depth(a), a.order))
-        schedules = {a.name for a in candidates if is_schedule_arm(evidence, a)}
         allowed = [a for a in candidates if a.name not in excluded and a.name not in schedules]
         groups = [(cell,) for cell in run.cells]
         for (cell,), choice in zip(groups, choices(evidence, allowed, groups, metric), strict=True):

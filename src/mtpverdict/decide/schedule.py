@@ -28,8 +28,9 @@ from mtpverdict.decide.regime import (
     compare_to,
     depth,
     interval,
-    is_schedule_arm,
+    schedule_arms,
     served_spec,
+    served_specs,
     where,
 )
 from mtpverdict.evidence.model import Evidence
@@ -42,7 +43,7 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.policy import Beyond, Severity
 from mtpverdict.formats.results import Arm
-from mtpverdict.serveconfig import Engine
+from mtpverdict.serveconfig import Engine, ServeSpec
 from mtpverdict.stats.procedure import Outcome
 
 SCHEDULED_KINDS = ("faster_than_off",)  # judged at every concurrency at once: a schedule judges each range
@@ -85,6 +86,7 @@ def schedulable(
     out: list[Arm] = []
     confirmers: list[Arm] = []
     unsettled: list[str] = []
+    schedules = schedule_arms(evidence)
     for d in decisions:
         if d.is_control or d.verdict is Verdict.VOID:
             continue
@@ -95,12 +97,12 @@ def schedulable(
             unsettled.append(d.name)
             continue
         arm = evidence.campaign.arm(d.name)
-        (confirmers if is_schedule_arm(evidence, arm) else out).append(arm)
+        (confirmers if arm.name in schedules else out).append(arm)
     return out, unsettled, confirmers
 
 
-def _setting_key(evidence: Evidence, arm: Arm) -> str:
-    spec = served_spec(evidence, arm)
+def _setting_key(specs: dict[str, ServeSpec], arm: Arm) -> str:
+    spec = specs.get(arm.name)
     if spec is None:
         return f"{arm.spec.method} (no serve config recorded)"
     settings = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
@@ -109,9 +111,16 @@ def _setting_key(evidence: Evidence, arm: Arm) -> str:
 
 def _one_setting(evidence: Evidence, arms: Sequence[Arm]) -> str | None:
     """Why these depths cannot share a schedule (None when they can)."""
-    keys = {a.name: _setting_key(evidence, a) for a in arms}
+    specs = served_specs(evidence)
+    keys = {a.name: _setting_key(specs, a) for a in arms}
     if len(set(keys.values())) > 1:
-        listed = "; ".join(f"{name}: {key}" for name, key in keys.items())
+        groups: dict[str, list[str]] = {}
+        for name, key in keys.items():
+            groups.setdefault(key, []).append(name)
+        listed = "; ".join(
+            f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}: {key}"
+            for key, names in groups.items()
+        )
         return (
             "a schedule varies the depth only, and the schedulable arms differ in method or settings "
             f"({listed})"
