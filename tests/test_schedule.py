@@ -351,3 +351,18 @@ def test_requiring_confirmation_without_a_schedule_arm_is_inconclusive() -> None
     d = _decide(CROSSOVER, _policy("confirm = true"), concurrency=(1, 8))
     assert str(d.decision) == "inconclusive" and d.schedule is not None and d.schedule.confirmed is None
     assert d.reasons[0].endswith("none ran it")
+
+
+def test_a_depth_better_everywhere_is_the_default_and_the_schedule_does_not_wander() -> None:
+    """synthetic-void-arm: k1 +10% and k3 +14% at every concurrency. Per cell (Holm across every arm
+    and cell) the gains are resolved only at some concurrencies; a schedule built from those alone ran
+    off, k3, off. The fixed-depth verdict (k1 better at every cell) is the default instead, and only a
+    difference resolved at a concurrency departs from it."""
+    from mtpverdict.decide import decide_directory
+
+    from .conftest import FIXTURES
+
+    policy = _policy()
+    d = decide(decide_directory(FIXTURES / "synthetic-void-arm").results, policy)
+    assert _ranges(d) == [(1, 8, 1), (9, 1024, 0)]
+    assert "k1 is better than off at every measured cell (the fixed-depth verdict)" in "\n".join(d.reasons)

@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mtpverdict._text import pct
 from mtpverdict.decide.confirm import confirm
 from mtpverdict.decide.regime import (
     Choice,
@@ -31,6 +32,7 @@ from mtpverdict.decide.regime import (
     schedule_arms,
     served_spec,
     served_specs,
+    versus,
     where,
 )
 from mtpverdict.evidence.model import Evidence
@@ -187,6 +189,67 @@ def _vs_reference(
     return out
 
 
+def fixed_default(evidence: Evidence, family: str, arms: Sequence[Arm], metric: str) -> Choice | None:
+    """The single depth better than off at every cell of the design (the family procedure's arm-level
+    outcome: intersection-union over the cells, Holm across the arms), the boring one among several;
+    None when no depth is. A schedule departs from it only where a difference is resolved."""
+    run = evidence.run(family, metric)
+    if run is None:
+        return None
+    named = evidence.policy.selection.workload
+    cells = tuple(c for c in run.cells if named is None or c[0] == named)
+    better = []
+    for arm in arms:
+        found = run.arm(arm.name)
+        if found is not None and found.outcome is Outcome.BETTER:
+            better.append(arm)
+    if not better:
+        return None
+    better.sort(key=lambda a: (depth(a), a.order))
+    pick = choose_among(evidence, better, cells, metric, evidence.policy.alpha)
+    why = f"{pick.name} is better than off at every measured cell (the fixed-depth verdict)"
+    return Choice(pick, True, tuple(better), why)
+
+
+def choose_among(
+    evidence: Evidence, better: Sequence[Arm], cells: Sequence[Cell], metric: str, alpha: float
+) -> Arm:
+    """The smallest depth, unless a deeper one is better than it beyond the floor over `cells`."""
+    lowest = better[0]
+    if len(better) == 1:
+        return lowest
+    won = [
+        (a, est)
+        for a, est, outcome in versus(evidence, lowest, better[1:], cells, metric, alpha)
+        if outcome is Outcome.BETTER
+    ]
+    return max(won, key=lambda ae: ae[1])[0] if won else lowest
+
+
+def _around_default(
+    evidence: Evidence, default: Choice, arms: Sequence[Arm], groups: Sequence[tuple[Cell, ...]], metric: str
+) -> list[Choice]:
+    """At each measured concurrency the default depth, unless another depth is better than it beyond the
+    floor there (the family procedure with the default as the control, at alpha / the concurrencies)."""
+    assert default.arm is not None
+    others = [a for a in arms if a is not default.arm]
+    alpha = evidence.policy.alpha / max(len(groups), 1)
+    out = []
+    for group in groups:
+        found = versus(evidence, default.arm, others, group, metric, alpha) if others else []
+        won = [(a, est) for a, est, outcome in found if outcome is Outcome.BETTER]
+        if won:
+            arm, est = max(won, key=lambda ae: ae[1])
+            why = (
+                f"{arm.name} is better than the default depth {default.arm.name} beyond the floor "
+                f"({pct(est)})"
+            )
+            out.append(Choice(arm, True, (), why))
+        else:
+            out.append(Choice(default.arm, True, default.supported, default.why))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # from choices at measured concurrencies to ranges
 
@@ -195,11 +258,25 @@ def _same(a: Choice, b: Choice) -> bool:
     return a.k == b.k
 
 
+def _name(choice: Choice, role: str) -> str:
+    return "off" if choice.k == 0 or choice.arm is None else f"the {role} {choice.arm.name}"
+
+
 def segments(
-    concurrencies: Sequence[int], picks: Sequence[Choice], baseline: Choice, beyond: Beyond, max_batch: int
+    concurrencies: Sequence[int],
+    picks: Sequence[Choice],
+    baseline: Choice,
+    beyond: Beyond,
+    max_batch: int,
+    between: Choice | None = None,
 ) -> list[_Segment]:
-    """Batch sizes 1..max_batch cut at the measured concurrencies, each piece with its choice and why."""
-    base_name = "off" if baseline.k == 0 else f"the reference {baseline.arm.name if baseline.arm else ''}"
+    """Batch sizes 1..max_batch cut at the measured concurrencies, each piece with its choice and why.
+
+    Unmeasured batch sizes run `baseline` (or the nearest measured depth, `beyond = extend`); a gap
+    between measured concurrencies that differ runs `between` (default: the baseline)."""
+    base_name = _name(baseline, "reference")
+    gap = baseline if between is None else between
+    gap_name = base_name if between is None else _name(between, "default depth")
     out: list[_Segment] = []
 
     def unmeasured(start: int, end: int, near: Choice, side: str) -> None:
@@ -229,9 +306,9 @@ def segments(
         else:
             reason = (
                 f"{span}: between c={conc} (k={pick.k}) and c={nxt} (k={after.k}), which differ: nothing "
-                f"measured supports a switch there, so {base_name} runs"
+                f"measured supports a switch there, so {gap_name} runs"
             )
-            out.append(_Segment(conc + 1, nxt - 1, baseline, None, reason))
+            out.append(_Segment(conc + 1, nxt - 1, gap, None, reason))
     unmeasured(last + 1, max_batch, picks[-1], f"beyond the largest measured concurrency c={last}")
     return [s for s in out if s.start <= max_batch]
 
@@ -315,14 +392,18 @@ def build(evidence: Evidence, decisions: Sequence[ArmDecision]) -> ScheduleOutco
         why = f"no {metric} comparison at any concurrency of the family {family}"
         return ScheduleOutcome(DecisionKind.INCONCLUSIVE, None, None, "", blockers=(why,))
     reference = _reference(evidence, arms)
+    default = None if reference is not None else fixed_default(evidence, family, arms, metric)
     if reference is not None:
         picks = _vs_reference(evidence, reference, arms, family, groups)
         baseline = Choice(reference, True, (), "")
+    elif default is not None:
+        picks = _around_default(evidence, default, arms, groups, metric)
+        baseline = Choice(None, True, (), "")
     else:
         picks = choices(evidence, arms, groups, metric)
         baseline = Choice(None, True, (), "")
     confirmed = confirm(evidence, confirmers, groups, picks)
-    return _outcome(evidence, family, arms, groups, picks, baseline, unsettled, confirmed)
+    return _outcome(evidence, family, arms, groups, picks, baseline, unsettled, confirmed, default)
 
 
 def _reference(evidence: Evidence, arms: Sequence[Arm]) -> Arm | None:
@@ -350,10 +431,11 @@ def _outcome(
     baseline: Choice,
     unsettled: Sequence[str],
     confirmed: tuple[bool | None, tuple[str, ...]] = (None, ()),
+    default: Choice | None = None,
 ) -> ScheduleOutcome:
     selection = evidence.policy.selection
     concurrencies = [g[0][1] for g in groups]
-    pieces = segments(concurrencies, picks, baseline, selection.beyond, selection.max_batch)
+    pieces = segments(concurrencies, picks, baseline, selection.beyond, selection.max_batch, default)
     table = ranges(pieces, selection.max_batch)
     config, note = speculative_config(evidence, arms, table)
     rule = (
