@@ -22,6 +22,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
     python bench/calibration.py --blocked [--campaigns 1000]
         # the blocked procedure on campaigns over 1, 2, 4 and 8 devices (bench/blocked_calibration.py)
+    python bench/calibration.py --schedule [--campaigns 1000] [--boots 3]
+        # schedules on campaigns with and without a crossover (bench/schedule_calibration.py)
 """
 
 from __future__ import annotations
@@ -239,7 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
     )
+    parser.add_argument(
+        "--schedule",
+        action="store_true",
+        help="calibrate schedules on campaigns with and without a crossover",
+    )
     args = parser.parse_args(argv)
+    if args.schedule:
+        return _schedule(args, argv)
     if args.blocked:
         return _blocked(args, argv)
     if args.procedure:
@@ -290,6 +299,16 @@ def _blocked(args: argparse.Namespace, argv: list[str] | None) -> int:
     started = time.monotonic()
     print(blocked_calibration.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _schedule(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import schedule_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    boots = [int(b) for b in args.boots.split(",") if b] if args.boots != "1,3,5" else [3]
+    print(schedule_calibration.run(boots, args.campaigns, args.workers))
     return 0
 
 

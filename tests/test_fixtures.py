@@ -50,8 +50,9 @@ def test_fixture_scripts_reproduce_the_committed_bytes(script: str, tmp_path: Pa
     [
         FIXTURES / "flash-next-blackwell" / "campaign.toml",
         FIXTURES.parent / "collectors" / "vllm-cpu" / "campaign.toml",
+        FIXTURES.parent / "collectors" / "vllm-cpu" / "schedule-campaign.toml",
     ],
-    ids=lambda p: p.parent.name,
+    ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_shipped_campaign_files_are_valid(campaign: Path) -> None:
     from mtpverdict.collect import load_campaign_file

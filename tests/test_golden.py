@@ -13,6 +13,7 @@ from mtpverdict.decide import decide_directory
 from .conftest import FIXTURES, GOLDEN, ROOT
 
 BORING = "thor-c21-boring"
+SCHEDULE = "default-schedule"  # the default policy asking for a depth per batch-size range
 CASES = [
     ("thor-qwen36-35b-a3b", "default"),
     ("thor-qwen36-35b-a3b", "thor-c21"),
@@ -25,6 +26,8 @@ CASES = [
     ("synthetic-drift", "default"),
     ("synthetic-blind", "default"),
     ("synthetic-clean-win", "strict-ci"),
+    ("synthetic-crossover", "default"),
+    ("synthetic-crossover", SCHEDULE),
 ]
 
 
@@ -34,6 +37,14 @@ def _in_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _policy(name: str, tmp: Path) -> str:
+    if name == SCHEDULE:
+        text = (ROOT / "rules" / "default.toml").read_text()
+        text = text.replace('mode = "fastest"', 'mode = "schedule"').replace(
+            'name = "default"', f'name = "{SCHEDULE}"'
+        )
+        path = tmp / f"{SCHEDULE}.toml"
+        path.write_text(text)
+        return str(path)
     if name != BORING:
         return name
     # the Thor bar with the "boring" selection: smallest depth within 10% of the fastest eligible arm
@@ -133,3 +144,23 @@ def test_synthetic_outcomes(tmp_path: Path) -> None:
     assert drift["decision"] == "inconclusive" and "drift" in _reasons(drift).split("\n")[0]
     blind = _d("synthetic-blind", "default", tmp_path)
     assert blind["decision"] == "inconclusive" and "harness blind" in _reasons(blind).split("\n")[0]
+
+
+def test_crossover_schedule_follows_the_true_crossover(tmp_path: Path) -> None:
+    """The synthetic crossover (k2 +30% at c=1, -15% at c=8): one depth for every concurrency keeps
+    speculation off; a schedule runs k2 where it wins and off where it loses, as vLLM's JSON says."""
+    fixed = _d("synthetic-crossover", "default", tmp_path)
+    assert fixed["decision"] == "keep_mtp_disabled"
+    d = _d("synthetic-crossover", SCHEDULE, tmp_path)
+    assert d["decision"] == "promote" and d["selected"] is None
+    ranges = [(r["start"], r["end"], r["k"], r["arm"]) for r in d["schedule"]["ranges"]]
+    assert ranges == [(1, 2, 2, "k2"), (3, 1024, 0, None)]
+    config = json.loads(d["schedule"]["speculative_config"])
+    assert config == {
+        "method": "mtp",
+        "num_speculative_tokens": 2,
+        "num_speculative_tokens_per_batch_size": [[1, 2, 2], [3, 1024, 0]],
+    }
+    best = {(c["concurrency"], c["best_k"]) for c in d["regime"]}
+    assert best == {(1, 2), (2, 2), (4, 0), (8, 0)}
+    assert _reasons(d).startswith("promote a per-batch-size schedule under policy default-schedule")

@@ -16,6 +16,7 @@ decision and its results directory.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +25,10 @@ from typing import TYPE_CHECKING
 
 from mtpverdict._text import markdown_safe, terminal_safe
 from mtpverdict.errors import InputError, Problem
-from mtpverdict.formats.decision import Decision
+from mtpverdict.formats.decision import ContextEnvelope, Decision, Schedule
 from mtpverdict.formats.policy import Severity
 from mtpverdict.serveconfig import (
+    DepthRange,
     ServeConfig,
     ServeSpec,
     SpecRefusal,
@@ -206,6 +208,8 @@ class GateEvidence:
     reasons: tuple[str, ...]
     arms: tuple[ArmEvidence, ...]
     engine_version: str | None  # the campaign scope's, used when no boot recorded one
+    schedule: Schedule | None = None  # the decision's depth per batch-size range
+    envelopes: tuple[ContextEnvelope, ...] = ()  # prompt-token envelopes of the promoted arms
 
     def arm(self, name: str | None) -> ArmEvidence | None:
         return next((a for a in self.arms if a.name == name), None)
@@ -248,6 +252,8 @@ def evidence_from(decision: Decision, results: Results) -> GateEvidence:
         reasons=decision.reasons,
         arms=tuple(arms),
         engine_version=results.campaign.scope.engine_version,
+        schedule=decision.schedule,
+        envelopes=decision.envelopes,
     )
 
 
@@ -330,6 +336,194 @@ def _refusal(evidence: GateEvidence, proposal: Proposal, matched: Sequence[ArmEv
         reasons.append(f"{arm.name} ({arm.label}): {arm.verdict}, by its own rules:")
         reasons += [f"  {r.rule} ({r.severity}, {r.status}): {r.detail}" for r in arm.failing]
     return reasons
+
+
+# --------------------------------------------------------------------------------------------------
+# schedules: a depth per batch-size range, checked range by range
+
+DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule varies
+Ranges = list[tuple[int, int, int]]  # (first batch, last batch, k); the last range carries on past its end
+
+
+def proposed_ranges(proposal: Proposal) -> Ranges:
+    """The proposal as vLLM runs it: its schedule (a gap carries the previous depth, as vLLM fills it),
+    else one depth at every batch size."""
+    schedule: tuple[DepthRange, ...] = () if proposal.serve is None else proposal.serve.schedule
+    if not schedule:
+        return [(1, 1, 0 if proposal.off or proposal.k is None else proposal.k)]
+    ends = [r.first_batch - 1 for r in schedule[1:]] + [schedule[-1].last_batch]
+    return [(r.first_batch, end, r.k) for r, end in zip(schedule, ends, strict=True)]
+
+
+def evidence_ranges(evidence: GateEvidence) -> Ranges | None:
+    """The depth the decision runs per batch size; None when it supports no configuration."""
+    kind = evidence.decision
+    if evidence.schedule is not None and kind in SUPPORTING:
+        return [(r.start, r.end, r.k) for r in evidence.schedule.ranges]
+    selected = evidence.arm(evidence.selected)
+    if kind in SUPPORTING and selected is not None and selected.k is not None:
+        return [(1, 1, selected.k)]
+    if kind == "keep_mtp_disabled":
+        return [(1, 1, 0)]
+    return None
+
+
+def _depth(ranges: Ranges, batch: int) -> int:
+    return next((k for a, b, k in ranges if a <= batch <= b), ranges[-1][2])
+
+
+def differences(evidence: Ranges, proposed: Ranges) -> list[tuple[int, int, int, int]]:
+    """(first, last, proposed k, evidence k) wherever the two differ; the last piece is open-ended."""
+    cuts = sorted({a for a, _, _ in evidence} | {a for a, _, _ in proposed} | {evidence[-1][1] + 1})
+    cuts = sorted({*cuts, proposed[-1][1] + 1})
+    out: list[tuple[int, int, int, int]] = []
+    for i, start in enumerate(cuts):
+        end = cuts[i + 1] - 1 if i + 1 < len(cuts) else 0  # 0: and beyond
+        mine, theirs = _depth(proposed, start), _depth(evidence, start)
+        if mine != theirs:
+            if out and out[-1][2:] == (mine, theirs) and out[-1][1] == start - 1:
+                out[-1] = (out[-1][0], end, mine, theirs)
+            else:
+                out.append((start, end, mine, theirs))
+    return out
+
+
+def _span(first: int, last: int) -> str:
+    if last == 0:
+        return f"batch sizes {first} and above"
+    return f"batch size {first}" if first == last else f"batch sizes {first}-{last}"
+
+
+def _depth_proposal(proposal: Proposal, k: int) -> Proposal:
+    """One depth of a scheduled proposal, with the settings an arm of that depth would record."""
+    if proposal.serve is None:
+        return Proposal(proposal.method, k, f"k={k}")
+    settings = {key: v for key, v in proposal.serve.settings_dict().items() if key not in DEPTH_KEYS}
+    settings["num_speculative_tokens"] = k
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    serve = ServeSpec(proposal.serve.engine, proposal.serve.method, k, text)
+    return Proposal(proposal.method, k, f"{proposal.method} k={k}", serve)
+
+
+def support_schedule(
+    evidence: GateEvidence, proposal: Proposal
+) -> tuple[bool, list[str], ArmEvidence | None]:
+    """A proposal or a decision with a per-batch-size schedule: each range against the evidence."""
+    mine = proposed_ranges(proposal)
+    theirs = evidence_ranges(evidence)
+    if theirs is None:
+        return (
+            False,
+            [f"proposing {proposal.label}, but the decision is {evidence.decision}: no depth is supported"],
+            None,
+        )
+    reasons: list[str] = []
+    arms: dict[int, ArmEvidence | None] = {}
+    for k in sorted({k for _, _, k in mine if k}):
+        depth = _depth_proposal(proposal, k)
+        matched = [a for a in evidence.arms if _mismatch(a, depth) is None]
+        arms[k] = matched[0] if matched else None
+        if not matched:
+            reasons += [f"k={k}: " + r for r in _no_evidence(evidence, depth)]
+    wrong = differences(theirs, mine)
+    for first, last, k, runs in wrong:
+        reasons.append(f"{_span(first, last)}: proposing k={k}, but the evidence runs k={runs} there")
+    ok = not wrong and all(arms.values())
+    if ok:
+        reasons.append(
+            "every batch-size range runs the depth the decision supports there: "
+            + ", ".join(f"{_span(a, b)} k={k}" for a, b, k in _closed(mine))
+        )
+    elif evidence.schedule is not None:
+        reasons += [
+            f"decision schedule {_span(r.start, r.end)}: k={r.k}: {r.reasons[0]}"
+            for r in evidence.schedule.ranges
+        ]
+    top = max(k for _, _, k in mine)
+    arm = arms.get(top) if top else next((a for a in evidence.arms if a.control), None)
+    return ok, reasons, arm
+
+
+def _closed(ranges: Ranges) -> Ranges:
+    """The last range open-ended (vLLM carries it on), for the reasons."""
+    return [*ranges[:-1], (ranges[-1][0], 0, ranges[-1][2])]
+
+
+# --------------------------------------------------------------------------------------------------
+# the context envelope: prompts the serve config allows, against where the promotion holds
+
+CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--ctx-size", "-c")  # vLLM, SGLang, llama.cpp x2
+UNBOUNDED = ("-1", "auto", "0")  # vLLM's auto and llama.cpp's 0: the model's own (unknown) context
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
+_MULTIPLIER = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "K": 2**10,
+    "M": 2**20,
+    "G": 2**30,
+    "T": 2**40,
+}
+
+
+def context_limit(argv: Sequence[str]) -> tuple[str, int | None] | None:
+    """(flag, tokens) of the context a serve command allows (tokens None: the model's own, not bounded
+    here); None when no flag sets it. Values as vLLM reads them: 32768, 32k (decimal) or 32K (binary)."""
+    given: dict[str, str] = {}
+    tokens = list(argv)
+    for i, token in enumerate(tokens):
+        name, eq, value = token.partition("=")
+        flag = normalise_flag(name) if name.startswith("--") else name
+        if flag in CONTEXT_FLAGS and (eq or i + 1 < len(tokens)):
+            given[flag] = value if eq else tokens[i + 1]
+    for flag in CONTEXT_FLAGS:
+        if flag not in given:
+            continue
+        value = given[flag].strip()
+        found = _HUMAN.fullmatch(value)
+        if value in UNBOUNDED or found is None:
+            return flag, None
+        return flag, int(float(found.group(1)) * _MULTIPLIER[found.group(2)])
+    return None
+
+
+def check_envelope(
+    evidence: GateEvidence, depths: Sequence[int | None], config: ServeConfig | None
+) -> tuple[bool, list[str]]:
+    """Whether the serve config keeps prompts inside the envelope of every proposed depth's arm."""
+    ok, reasons = True, []
+    for e in evidence.envelopes:
+        arm = evidence.arm(e.arm)
+        if e.fails_from is None or arm is None or arm.k not in depths:
+            continue
+        head = f"context envelope ({e.rule}): {e.detail}"
+        if e.accepted:
+            reasons.append(f"{head}; the policy accepts contexts beyond it")
+            continue
+        if config is None:
+            reasons.append(f"{head}; no serve config, so the context a deployment allows is not checked")
+            continue
+        found = context_limit(config.argv)
+        fix = (
+            f"set it below {e.fails_from:,} tokens, or accept contexts beyond the envelope on purpose "
+            '([gate] outside_envelope = "accept")'
+        )
+        if found is None or found[1] is None:
+            what = (
+                "sets no context limit" if found is None else f"leaves the context to the model ({found[0]})"
+            )
+            reasons.append(f"{head}; {config.source} {what}: {fix}")
+            ok = False
+        elif found[1] >= e.fails_from:
+            reasons.append(f"{head}; {config.source} allows {found[1]:,} tokens ({found[0]}): {fix}")
+            ok = False
+        else:
+            reasons.append(
+                f"context within the envelope ({e.rule}): {found[0]} {found[1]:,} < {e.fails_from:,}"
+            )
+    return ok, reasons
 
 
 # --------------------------------------------------------------------------------------------------
@@ -469,11 +663,17 @@ def evaluate(
         return GateResult(
             False, _lines(proposal), evidence.decision, evidence.selected, terminal_safe(label), label
         )
-    ok, reasons, arm = support(evidence, proposal)
+    scheduled = evidence.schedule is not None or (
+        proposal.serve is not None and bool(proposal.serve.schedule)
+    )
+    ok, reasons, arm = support_schedule(evidence, proposal) if scheduled else support(evidence, proposal)
     if proposal.off and config is not None:
         # the control this deployment is (families can have controls on other models or devices)
         controls = [a for a in evidence.arms if a.control]
         arm = min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None)
+    depths = sorted({k for _, _, k in proposed_ranges(proposal) if k}) if not proposal.off else []
+    inside, envelope = check_envelope(evidence, depths, config)
+    ok, reasons = ok and inside, reasons + envelope
     if config is not None:
         stale = check_fresh(arm, evidence, config, ignore)
         if stale:

@@ -31,6 +31,16 @@ class SimArm:
     first_position_rate: float = 0.9  # acceptance at position 0
     position_decay: float = 0.9  # each later position accepts this fraction as often
     kv_cost_per_k: float = 0.08  # fraction of the KV pool a drafter costs per speculative token
+    # (concurrency, true log effect) pairs overriding effect and effect_slope there: an arm whose effect
+    # is not log-linear in concurrency (one that runs a per-batch-size schedule)
+    effect_at: tuple[tuple[int, float], ...] = ()
+
+    def effect_for(self, concurrency: int) -> float:
+        """The true log effect at a concurrency."""
+        listed = dict(self.effect_at)
+        if concurrency in listed:
+            return listed[concurrency]
+        return self.effect + self.effect_slope * math.log2(concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +177,7 @@ def simulate_campaign(
         first_run = True
         for workload in scenario.workloads:
             for conc in scenario.concurrency:
-                doublings = math.log2(conc)
-                effect = arm.effect + arm.effect_slope * doublings
+                effect = arm.effect_for(conc)
                 per_stream = scenario.base_decode_tps * conc**scenario.stream_scaling
                 for rep in range(1, scenario.reps + 1):
                     run_shift = float(rng.normal(0.0, scenario.run_sd))
@@ -275,6 +284,22 @@ SCENARIOS: dict[str, Scenario] = {
             SimArm("off_B"),
         ),
         boots_per_arm=3,
+    ),
+    "crossover": Scenario(
+        name="crossover",
+        description=(
+            "the best depth depends on concurrency: k2 is +30% at c=1 and -15% at c=8, k1 +12% and -3%, "
+            "k3 +25% and -30% (log-linear in concurrency doublings)"
+        ),
+        arms=(
+            SimArm("off_A"),
+            SimArm("k1", 1, math.log(1.12), (math.log(0.97) - math.log(1.12)) / 3),
+            SimArm("k2", 2, math.log(1.30), (math.log(0.85) - math.log(1.30)) / 3),
+            SimArm("k3", 3, math.log(1.25), (math.log(0.70) - math.log(1.25)) / 3),
+            SimArm("off_B"),
+        ),
+        boots_per_arm=3,
+        concurrency=(1, 2, 4, 8),
     ),
     "null": Scenario(
         name="null",

@@ -30,6 +30,7 @@ CAMPAIGNS = {
     "arc-b70-qwen36": "arc-b70",
     "synthetic-blind": None,
     "synthetic-clean-win": None,
+    "synthetic-crossover": None,
     "synthetic-drift": None,
     "synthetic-null": None,
     "synthetic-void-arm": None,
@@ -127,7 +128,8 @@ def test_plots_per_campaign(reports: dict[str, Path]) -> None:
         return {p.stem for p in (reports[name] / "plots").glob("*.png")}
 
     assert plots("thor-qwen36-35b-a3b") == {"throughput", "acceptance", "kv"}
-    assert plots("synthetic-clean-win") == {"throughput", "acceptance", "kv", "drift"}
+    assert plots("synthetic-clean-win") == {"throughput", "regime", "acceptance", "kv", "drift"}
+    assert plots("synthetic-crossover") == {"throughput", "regime", "acceptance", "kv", "drift"}
     assert plots("arc-b70-qwen36") == {
         "throughput-a3b",
         "throughput-dense",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from mtpverdict.decide import assemble
+from mtpverdict.decide import assemble, envelope, regime, schedule
 from mtpverdict.decide.reasons import Outcome, reasons
 from mtpverdict.decide.select import select
 from mtpverdict.evidence import controls as ctl
@@ -13,6 +13,7 @@ from mtpverdict.evidence.gather import gather
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
     ArmDecision,
+    ContextEnvelope,
     ControlResult,
     ControlStatus,
     Decision,
@@ -20,7 +21,7 @@ from mtpverdict.formats.decision import (
     RuleResult,
     Verdict,
 )
-from mtpverdict.formats.policy import ControlAction, Policy, Severity
+from mtpverdict.formats.policy import ControlAction, Policy, SelectionMode, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.formats.results_io import Results
 from mtpverdict.rules.registry import KINDS, evaluate
@@ -43,12 +44,16 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
     next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
+    envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
     return Decision(
         format="mtpverdict.decision/2",
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
         provisional=outcome.provisional,
-        reasons=reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
+        reasons=(
+            *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
+            *envelope_lines(envelopes),
+        ),
         policy=assemble.policy_summary(evidence),
         arms=arms,
         controls=tuple(controls),
@@ -61,7 +66,37 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         next_step=next_step,
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
+        regime=regime.regime_map(
+            evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
+        ),
+        schedule=outcome.schedule,
+        envelopes=envelopes,
     )
+
+
+def _promoted(evidence: Evidence, outcome: Outcome) -> list[Arm]:
+    """The arms the decision runs: the selected one, or every depth of the schedule."""
+    if outcome.decision not in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE):
+        return []
+    if outcome.schedule is not None:
+        names = dict.fromkeys(r.arm for r in outcome.schedule.ranges if r.arm is not None)
+        return [evidence.campaign.arm(n) for n in names]
+    return [] if outcome.selected is None else [outcome.selected]
+
+
+def envelope_lines(found: Sequence[ContextEnvelope]) -> list[str]:
+    """A reason per bounded envelope: where the promotion holds, and what gate does beyond it."""
+    out = []
+    for e in found:
+        if e.fails_from is None:
+            continue
+        beyond = (
+            "the policy accepts serving beyond it"
+            if e.accepted
+            else f"gate refuses a serve config allowing prompts of {e.fails_from:,} tokens or more"
+        )
+        out.append(f"context envelope ({e.rule}): {e.detail}; {beyond}")
+    return out
 
 
 def campaign_controls(evidence: Evidence) -> list[ControlResult]:
@@ -148,6 +183,17 @@ def _outcome(evidence: Evidence, arms: Sequence[ArmDecision], controls: Sequence
         return undecided(*blockers)
     if not candidates:
         return undecided("the campaign has no candidate arm")
+    if evidence.policy.selection.mode is SelectionMode.SCHEDULE:
+        built = schedule.build(evidence, arms)
+        return Outcome(
+            built.decision,
+            built.selected,
+            built.note,
+            built.blockers,
+            provisional,
+            built.schedule,
+            built.lines,
+        )
     eligible = [evidence.campaign.arm(a.name) for a in candidates if a.verdict is Verdict.ELIGIBLE]
     if eligible:
         found = select(evidence, eligible, evidence.policy.selection.mode)

@@ -14,6 +14,7 @@ from mtpverdict.formats.decision import (
     DecisionKind,
     RuleResult,
     RuleStatus,
+    Schedule,
     Verdict,
 )
 from mtpverdict.formats.policy import Severity
@@ -33,6 +34,8 @@ class Outcome:
     selection_note: str
     blockers: tuple[str, ...]
     provisional: bool
+    schedule: Schedule | None = None  # [selection] mode = "schedule": the depth per batch-size range
+    selection_lines: tuple[str, ...] = ()  # the schedule's reasons, one per range
 
 
 def reasons(
@@ -47,6 +50,7 @@ def reasons(
     out = [_headline(evidence, outcome)]
     if outcome.selection_note:
         out.append(outcome.selection_note)
+    out.extend(outcome.selection_lines)
     out.extend(
         c.detail
         for c in controls
@@ -92,6 +96,12 @@ def _way_out(
 def _headline(evidence: Evidence, outcome: Outcome) -> str:
     name = evidence.policy.name
     arm = outcome.selected
+    if outcome.decision is DecisionKind.PROMOTE and outcome.schedule is not None:
+        ranges = ", ".join(
+            ("off" if r.k == 0 else f"{r.arm} (k={r.k})") + f" at batch sizes {r.start}-{r.end}"
+            for r in outcome.schedule.ranges
+        )
+        return f"promote a per-batch-size schedule under policy {name}: {ranges}"
     if outcome.decision is DecisionKind.PROMOTE and arm is not None:
         return f"promote {arm.name} ({arm.spec.label()}) under policy {name}"
     if outcome.decision is DecisionKind.KEEP_REFERENCE and arm is not None:

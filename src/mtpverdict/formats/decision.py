@@ -311,6 +311,108 @@ class RefusalResult(Struct, frozen=True, forbid_unknown_fields=True):
     reason: str
 
 
+class RegimeDepth(Struct, frozen=True, forbid_unknown_fields=True):
+    """One depth against speculation off at one cell of the regime map (ratios: 1.25 = 25% faster)."""
+
+    arm: str
+    k: int | None
+    outcome: Annotated[
+        str,
+        Meta(
+            description="This cell alone, Holm across every arm and cell of the family: better, worse, "
+            "equivalent, below_min_effect, inconclusive, or not_compared (no comparison at the cell)."
+        ),
+    ]
+    ratio: float | None
+    ci_low: Annotated[float | None, Meta(description="Two-sided 1 - 2 alpha interval of the ratio.")]
+    ci_high: float | None
+    floor: Annotated[float | None, Meta(description="Holm's first step at this cell, as a gain.")]
+
+
+class RegimeCell(Struct, frozen=True, forbid_unknown_fields=True):
+    """One (workload, concurrency) cell of a family's regime map: every depth against off, and the depth
+    the evidence supports best there (speculation off included)."""
+
+    family: str
+    workload: str
+    concurrency: int
+    metric: str
+    depths: tuple[RegimeDepth, ...]
+    best_arm: Annotated[str | None, Meta(description="The best-supported arm; null: speculation off.")]
+    best_k: Annotated[int, Meta(description="Its depth (0: speculation off).")]
+    resolved: Annotated[
+        bool,
+        Meta(
+            description="Whether the choice rests on resolved comparisons (false: off or a smaller depth "
+            "is kept because a difference is not resolved beyond the floor)."
+        ),
+    ]
+    why: str
+
+
+class ScheduleRange(Struct, frozen=True, forbid_unknown_fields=True):
+    """Batch sizes start..end (inclusive) run depth k, with the evidence behind it."""
+
+    start: int
+    end: int
+    k: Annotated[int, Meta(description="Speculative tokens per step (0: speculation off).")]
+    arm: Annotated[str | None, Meta(description="The arm that measured this depth; null: off.")]
+    measured: Annotated[tuple[int, ...], Meta(description="The measured concurrencies inside the range.")]
+    reasons: tuple[str, ...]
+
+
+class Schedule(Struct, frozen=True, forbid_unknown_fields=True):
+    """A depth per batch-size range, as vLLM 0.32 runs it (num_speculative_tokens_per_batch_size)."""
+
+    family: str
+    metric: str
+    baseline: Annotated[
+        str | None, Meta(description="The arm kept where nothing resolves a switch; null: speculation off.")
+    ]
+    method: str | None
+    ranges: tuple[ScheduleRange, ...]
+    rule: Annotated[
+        str, Meta(description="What the schedule runs between and beyond measured concurrencies.")
+    ]
+    speculative_config: Annotated[
+        str | None,
+        Meta(description="The exact JSON for vLLM's --speculative-config; null when no range speculates."),
+    ]
+    note: Annotated[str | None, Meta(description="Why there is no speculative_config, or what it assumes.")]
+    confirmed: Annotated[
+        bool | None,
+        Meta(description="Whether an arm that ran a schedule confirms this one; null: no such arm ran."),
+    ] = None
+    confirmation: Annotated[
+        tuple[str, ...], Meta(description="Each confirmation arm against off and the chosen depths.")
+    ] = ()
+
+    def depth_at(self, batch: int) -> int:
+        """The depth at a batch size, as vLLM reads the ranges (the last range carries on past its end)."""
+        for r in self.ranges:
+            if r.start <= batch <= r.end:
+                return r.k
+        return self.ranges[-1].k if self.ranges and batch > self.ranges[-1].end else 0
+
+
+class ContextEnvelope(Struct, frozen=True, forbid_unknown_fields=True):
+    """The prompt-token envelope in which an arm's promotion holds (its context_regime findings)."""
+
+    arm: str
+    rule: Annotated[str, Meta(description="The context_regime rule whose findings bound it.")]
+    holds_to: Annotated[
+        int | None,
+        Meta(description="The deepest prompt measured where the arm holds, every shallower one holding too."),
+    ]
+    fails_from: Annotated[
+        int | None, Meta(description="The shallowest prompt measured where the arm is not shown to hold.")
+    ]
+    accepted: Annotated[
+        bool, Meta(description="The policy accepts serving contexts beyond the envelope ([gate]).")
+    ]
+    detail: str
+
+
 class SelectedArm(Struct, frozen=True, forbid_unknown_fields=True):
     """The arm the decision selects and how to serve it."""
 
@@ -385,6 +487,17 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     refused: Annotated[
         tuple[RefusalResult, ...],
         Meta(description="Cells where an arm was not compared: its share of streams set aside differs."),
+    ] = ()
+    regime: Annotated[
+        tuple[RegimeCell, ...],
+        Meta(description="Per family and cell at the selection metric: every depth against off, the best."),
+    ] = ()
+    schedule: Annotated[
+        Schedule | None, Meta(description='The depth per batch-size range ([selection] mode = "schedule").')
+    ] = None
+    envelopes: Annotated[
+        tuple[ContextEnvelope, ...],
+        Meta(description="Prompt-token envelopes in which the promoted arms hold (context_regime)."),
     ] = ()
 
     def arm(self, name: str) -> ArmDecision:

@@ -70,6 +70,19 @@ class SelectionMode(StrEnum):
     FASTEST = "fastest"
     BORING = "boring"
     REFERENCE = "reference"
+    SCHEDULE = "schedule"  # a depth per batch-size range (vLLM's num_speculative_tokens_per_batch_size)
+
+
+class Beyond(StrEnum):
+    """What a schedule runs at batch sizes no measured concurrency brackets."""
+
+    BASELINE = "baseline"  # speculation off (or the reference): nothing measured supports a switch there
+    EXTEND = "extend"  # the nearest measured concurrency's depth carries on
+
+
+# vLLM 0.32's largest default max_num_seqs (engine/arg_utils.py: 1024 on large GPUs, 256 or 128 elsewhere):
+# the last range of a schedule ends here; vLLM carries the last range's depth beyond its end anyway.
+DEFAULT_MAX_BATCH = 1024
 
 
 class Fallback(StrEnum):
@@ -130,6 +143,42 @@ class Selection(Struct, frozen=True, forbid_unknown_fields=True):
     tolerance: Fraction = 0.10
     reference: str | None = None
     fallback: Fallback = Fallback.FASTEST
+    beyond: Annotated[
+        Beyond,
+        Meta(
+            description="mode schedule: batch sizes below the smallest or above the largest measured "
+            "concurrency run the baseline, or the nearest measured concurrency's depth (extend)."
+        ),
+    ] = Beyond.BASELINE
+    max_batch: Annotated[
+        PositiveInt, Meta(description="mode schedule: the last batch size the schedule's ranges cover.")
+    ] = DEFAULT_MAX_BATCH
+    confirm: Annotated[
+        bool,
+        Meta(
+            description="mode schedule: promote a schedule only when an arm that ran it confirms it "
+            "(docs/rules-format.md)."
+        ),
+    ] = False
+
+
+class Outside(StrEnum):
+    """What `gate` does with a serve config allowing prompts beyond a promotion's context envelope."""
+
+    REFUSE = "refuse"
+    ACCEPT = "accept"
+
+
+class Gate(Struct, frozen=True, forbid_unknown_fields=True):
+    """[gate]: what the promotion gate accepts beyond what the evidence shows."""
+
+    outside_envelope: Annotated[
+        Outside,
+        Meta(
+            description="A serve config whose context reaches the depth where a context_regime rule found "
+            "the promoted arm not holding: refused, or accepted on purpose."
+        ),
+    ] = Outside.REFUSE
 
 
 class _Top(Struct, frozen=True, forbid_unknown_fields=True):
@@ -145,6 +194,7 @@ class _Top(Struct, frozen=True, forbid_unknown_fields=True):
     floor: Floor = Floor()
     controls: Controls = Controls()
     selection: Selection = Selection()
+    gate: Gate = Gate()
     rules: tuple[dict[str, Any], ...] = ()
 
 
@@ -198,6 +248,7 @@ class Policy:
     controls: Controls
     selection: Selection
     rules: tuple[Rule, ...]
+    gate: Gate = Gate()
 
     @property
     def include_cold(self) -> bool:
@@ -274,6 +325,7 @@ def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: 
         controls=top.controls,
         selection=top.selection,
         rules=tuple(rules),
+        gate=top.gate,
     )
 
 

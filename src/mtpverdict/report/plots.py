@@ -19,6 +19,7 @@ import pandas as pd
 from mtpverdict._text import terminal_lines
 from mtpverdict.formats.decision import ArmDecision, Decision, SurfaceSummary
 from mtpverdict.report.data import ReportData, file_stem, finite
+from mtpverdict.report.regime import draw_regime, regime_plot_data
 from mtpverdict.report.tables import kv_ceiling
 
 if TYPE_CHECKING:
@@ -873,6 +874,20 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
             _draw_throughput,
         )
         for family in doc.families
+    ]
+    plots += [
+        _plot(
+            "regime" + _suffix(doc, family),
+            "Regime map: depth against concurrency" + _family_text(doc, family),
+            "Each depth's ratio to off at each concurrency, one panel per workload, with its interval and "
+            "coloured by the cell's outcome (Holm across every depth and cell of the family). The framed "
+            "cell of each column is the best-supported depth there (off included); a dashed frame means a "
+            "difference was not resolved, so off or the smaller depth is kept.",
+            regime_plot_data(doc, family, data.campaign_label),
+            lambda d: draw_regime(d, _figure),
+        )
+        for family in doc.families
+        if any(c.family == family for c in doc.regime)
     ]
     plots.append(
         _plot(

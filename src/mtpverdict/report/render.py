@@ -196,7 +196,7 @@ def build_blocks(data: ReportData, tables: Sequence[Table], plots: Sequence[Plot
     blocks += [Heading(2, "Throughput and latency")]
     blocks += table("runs-decode_tps") + table("runs-aggregate_tps") + table("runs-ttft_ms")
     blocks += plot("throughput")
-    blocks += [*section("ratios", "Ratio to off"), *plot("context")]
+    blocks += [*section("ratios", "Ratio to off"), *plot("regime"), *plot("context")]
     blocks += [*section("acceptance", "Acceptance"), *plot("acceptance")]
     blocks += [*section("kv", "KV pool and concurrency ceiling"), *plot("kv")]
     blocks += section("quality", "Coherence and identity")

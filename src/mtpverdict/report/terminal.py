@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mtpverdict._text import terminal_safe
+from mtpverdict._text import terminal_lines, terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
 from mtpverdict.report.data import DecisionIndex
+from mtpverdict.report.regime import regime_text, schedule_text
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
@@ -103,6 +104,9 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
     if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
         head += "  (provisional)"
     title = terminal_safe(f"{decision.campaign.id}: {decision.campaign.title}")
-    lines = [title, "", table, "", head, "", "reasons:"]
+    lines = [title, "", table, ""]
+    maps = (regime_text(decision), schedule_text(decision.schedule))
+    lines += [terminal_lines(text) for text in maps if text]
+    lines += [head, "", "reasons:"]
     lines.extend(f"  - {terminal_safe(r)}" for r in decision.reasons)
     return "\n".join(lines) + "\n"
