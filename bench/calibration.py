@@ -5,11 +5,11 @@ workloads the policy's rules name, or one `chat` workload; concurrency 1 and 4; 
 of each boot cold; off at 60 tok/s, or 1.5x the policy's highest absolute target), simulated campaigns
 are decided by the real engine with each shipped policy:
 - null: every depth runs exactly as fast as off; any promotion is a false promotion;
-- 1x and 2x floor: k2 is faster than off by once and twice the floor the design can resolve (k1 and
-  k3 stay null), where the floor is t(1 - alpha / 3, df) x sd x sqrt(1/n + 1/(2n)) with the design's
-  pooled degrees of freedom df = 2n - 1 + 3(n - 1) and the true sd of a boot's statistic in its
-  noisiest cell (concurrency 1, one counted run: boot, run and stream noise). Power is the rate of
-  promotions of k2 (an arm whose true effect is positive).
+- 1x and 2x floor: k2 is faster than off by once and twice the floor the family procedure states for
+  the design (k1 and k3 stay null): log(1 + min_effect) + t(1 - alpha / 3, Welch df) x sd x
+  sqrt(1/n + 1/(2n)) (plan.welch_floor, min_effect = the default's +3% margin), with the true sd of a
+  boot's statistic in its noisiest cell (concurrency 1, one counted run: boot, run and stream noise).
+  Power is the rate of promotions of k2 (an arm whose true effect is positive).
 Policies of the same shape see the same campaigns (campaign i of a scenario has the same seed for
 each policy). Under a reference policy (thor-c21 keeps k3) the null's answer is keep_reference, and a
 promotion means switching away from the reference.
@@ -44,11 +44,12 @@ import msgspec
 
 import mtpverdict.decide.engine  # noqa: F401  (loaded before the workers fork, not per task)
 from mtpverdict.formats.policy import Policy
-from mtpverdict.plan import Design, boot_level_sd, design_df, design_floor
+from mtpverdict.plan import Design, boot_level_sd, welch_df, welch_floor
 from mtpverdict.rules import load_policy, shipped_policies
 from mtpverdict.simulate import Calibration, Scenario, SimArm, calibrate, combine
 
 ALPHA = 0.05  # every shipped policy's family-wise alpha; the floor is computed at it
+MIN_EFFECT = 0.03  # the default policy's min_effect (its equivalence margin): part of the floor
 CONFIDENCE_ALPHA = 0.05  # two-sided 95% Clopper-Pearson intervals on the rates
 DEPTHS = 3  # k1, k2, k3 share the off baseline (Holm family)
 CONTROL_ARMS = 2  # off_A first, off_B last in every round
@@ -80,8 +81,11 @@ def worst_cell_sd() -> float:
 
 
 def design_floor_for(boots: int) -> tuple[int, float]:
+    """The Welch df (rounded down) and the floor decide states for the design, min_effect included."""
     design = Design(depths=DEPTHS, control_arms=CONTROL_ARMS, cells=1)
-    return design_df(boots, design), design_floor(worst_cell_sd(), boots, design, ALPHA)
+    sd = worst_cell_sd()
+    df = welch_df(sd, boots, sd, CONTROL_ARMS * boots)
+    return int(df) if math.isfinite(df) else 0, welch_floor(sd, boots, design, ALPHA, MIN_EFFECT)
 
 
 def policy_shape(policy: Policy) -> tuple[tuple[str, ...], float]:

@@ -2,7 +2,9 @@
 # The end-to-end stage of .ci/run: install vLLM for CPU in its own venv, build the tiny models, and run
 # the real-server tests: tests/test_real_server.py collects the campaign in campaign.toml (killing its
 # server and collect itself on the way, then resuming) and decides on it; tests/test_client_real_server.py
-# checks the measuring client against the server's own per-request timing and acceptance.
+# checks the measuring client against the server's own per-request timing and acceptance;
+# tests/test_real_schedule.py collects schedule-campaign.toml at one boot per arm (fixed n-gram depths
+# and an arm running vLLM's per-batch-size schedule) and decides it in schedule mode.
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -27,3 +29,4 @@ export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py
+MTPVERDICT_SCHEDULE_BOOTS=1 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py

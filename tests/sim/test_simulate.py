@@ -67,7 +67,7 @@ def test_a_control_arm_has_no_effect() -> None:
 
 def test_the_fixture_scenarios_are_unchanged() -> None:
     # fixtures/synthesize.py regenerates fixtures/synthetic-* from these; see tests/test_fixtures.py
-    assert set(SCENARIOS) == {"clean-win", "null", "void-arm", "drift", "blind"}
+    assert set(SCENARIOS) == {"clean-win", "null", "void-arm", "drift", "blind", "crossover"}
 
 
 def test_calibration_in_pieces_adds_up_to_one_run() -> None:
