@@ -234,3 +234,64 @@ def test_the_decision_states_the_envelope_and_whether_the_policy_accepts_beyond_
     accepted = decide_directory(FIXTURES / "arc-b70-qwen36", str(rules)).decision
     assert accepted.envelopes[0].accepted
     assert any("the policy accepts serving beyond it" in r for r in accepted.reasons)
+
+
+def _with_arms(evidence: GateEvidence, *arms: ArmEvidence) -> GateEvidence:
+    return GateEvidence(
+        decision=evidence.decision,
+        selected=evidence.selected,
+        reasons=evidence.reasons,
+        arms=(*evidence.arms, *arms),
+        engine_version=evidence.engine_version,
+        schedule=evidence.schedule,
+        envelopes=evidence.envelopes,
+    )
+
+
+def test_a_range_is_supported_only_by_the_arm_the_decision_runs_there() -> None:
+    """Another arm of the same depth in other settings, rejected by the rules, supports nothing."""
+    bad = {"method": "mtp", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1}
+    k2bad = ArmEvidence(
+        "k2bad", False, "mtp", 2, "rejected", (), (*BASE, "--speculative-config", json.dumps(bad)), None, ()
+    )
+    proposal = {**bad, "num_speculative_tokens_per_batch_size": [[1, 2, 2], [3, 64, 0]]}
+    argv = (*BASE, "--speculative-config", json.dumps(proposal))
+    for evidence in (_with_arms(_evidence(CROSS), k2bad), _with_arms(_evidence(None), k2bad)):
+        found = evaluate(evidence, None, ServeConfig(argv, None, "s.argv"))
+        assert not found.supported, found.reasons
+        assert any("k2bad" in r and "not the arm the decision runs" in r for r in found.reasons), (
+            found.reasons
+        )
+
+
+def test_an_arm_that_ran_a_schedule_never_supports_one_fixed_depth() -> None:
+    """A confirmation arm drafted k=2 only at batch size 1: `--proposed k=2` is not what it measured."""
+    sched_argv = _config(2, [[1, 1, 2], [2, 1024, 0]])
+    sched = ArmEvidence("sched", False, "mtp", 2, "eligible", (), sched_argv, sched_argv, ("0.32.0",))
+    evidence = GateEvidence(
+        decision="promote",
+        selected="sched",
+        reasons=("the decision's own reason",),
+        arms=(_arm("off_A", None), sched, _arm("off_B", None)),
+        engine_version=None,
+    )
+    found = evaluate(evidence, parse_spec("k=2"), None)
+    assert not found.supported, found.reasons
+    assert any("per-batch-size schedule" in r for r in found.reasons), found.reasons
+
+
+@pytest.mark.parametrize("flag", [("--data-parallel-size", "2"), ("-dp", "4"), ("--data-parallel-size=2",)])
+def test_a_schedule_under_data_parallelism_is_refused(flag: tuple[str, ...]) -> None:
+    """vLLM turns the per-batch-size schedule off under data parallelism and runs its largest depth."""
+    argv = _config(2, [[1, 2, 2], [3, 64, 0]], extra=flag)
+    found = evaluate(_evidence(CROSS, extra=flag), None, ServeConfig(argv, None, "s.argv"))
+    assert not found.supported, found.reasons
+    assert any("data parallelism" in r and "k=2 at every batch size" in r for r in found.reasons), (
+        found.reasons
+    )
+    one = evaluate(
+        _evidence(CROSS, extra=("--data-parallel-size", "1")),
+        None,
+        ServeConfig(_config(2, [[1, 2, 2], [3, 64, 0]], extra=("--data-parallel-size", "1")), None, "s.argv"),
+    )
+    assert one.supported, one.reasons

@@ -366,3 +366,16 @@ def test_a_depth_better_everywhere_is_the_default_and_the_schedule_does_not_wand
     d = decide(decide_directory(FIXTURES / "synthetic-void-arm").results, policy)
     assert _ranges(d) == [(1, 8, 1), (9, 1024, 0)]
     assert "k1 is better than off at every measured cell (the fixed-depth verdict)" in "\n".join(d.reasons)
+
+
+def test_outside_schedule_mode_an_arm_that_ran_a_schedule_is_never_selected_as_one_depth() -> None:
+    """It drafted k=2 only where its schedule said: promoting it as "k=2" would deploy what never ran."""
+    fixed = parse_rules(DEFAULT, "default.toml")
+    alone = _decide((_arm("k1", 1), _sched(0.30, 0.30)), fixed, concurrency=(1, 8), edit=_with_schedule_arm)
+    assert str(alone.decision) == "inconclusive" and alone.selected is None
+    assert any("sched ran a per-batch-size schedule" in r and 'mode = "schedule"' in r for r in alone.reasons)
+    beside = _decide(
+        (_arm("k1", 1, 0.15), _sched(0.30, 0.30)), fixed, concurrency=(1, 8), edit=_with_schedule_arm
+    )
+    assert str(beside.decision) == "promote"
+    assert beside.selected is not None and beside.selected.arm == "k1"

@@ -267,9 +267,11 @@ def _mismatch(arm: ArmEvidence, proposal: Proposal) -> str | None:
         return None if arm.control else "speculates"
     if arm.control or arm.k != proposal.k or proposal.method not in (None, arm.method):
         return "another method or depth"
-    if proposal.serve is None or arm.argv is None:
+    measured = None if arm.argv is None else extract_spec(arm.argv)
+    if isinstance(measured, ServeSpec) and measured.schedule:
+        return "it ran a per-batch-size schedule, not one depth at every batch size"
+    if proposal.serve is None or measured is None:
         return None  # method and depth are all either side shows (freshness then needs the argv)
-    measured = extract_spec(arm.argv)
     if isinstance(measured, SpecRefusal):
         return f"its speculative flags cannot be read ({measured.reasons[0]})"
     differences = settings_differences(measured, proposal.serve)
@@ -422,9 +424,16 @@ def support_schedule(
     for k in sorted({k for _, _, k in mine if k}):
         depth = _depth_proposal(proposal, k)
         matched = [a for a in evidence.arms if _mismatch(a, depth) is None]
-        arms[k] = matched[0] if matched else None
+        supporting = _runs_at(evidence, k)
+        arms[k] = next((a for a in matched if a.name in supporting), None)
         if not matched:
             reasons += [f"k={k}: " + r for r in _no_evidence(evidence, depth)]
+        elif arms[k] is None:
+            reasons.append(
+                f"k={k}: {', '.join(a.name for a in matched)} measured these settings, but "
+                f"{'it is' if len(matched) == 1 else 'they are'} not the arm the decision runs at this "
+                f"depth ({', '.join(sorted(supporting)) or 'none'})"
+            )
     wrong = differences(theirs, mine)
     for first, last, k, runs in wrong:
         reasons.append(f"{_span(first, last)}: proposing k={k}, but the evidence runs k={runs} there")
@@ -442,6 +451,44 @@ def support_schedule(
     top = max(k for _, _, k in mine)
     arm = arms.get(top) if top else next((a for a in evidence.arms if a.control), None)
     return ok, reasons, arm
+
+
+DATA_PARALLEL_FLAGS = ("--data-parallel-size", "-dp")
+
+
+def data_parallel_refusal(proposal: Proposal, config: ServeConfig | None) -> str | None:
+    """Why a scheduled proposal would not run as proposed: vLLM turns the schedule off under data
+    parallelism and runs num_speculative_tokens at every batch size. None when it runs."""
+    if config is None or proposal.serve is None or not proposal.serve.schedule:
+        return None
+    size = next(iter(flag_values(config.argv, DATA_PARALLEL_FLAGS).values()), None)
+    if size is None or not size.isdigit() or int(size) <= 1:
+        return None
+    return (
+        f"{config.source}: vLLM turns the per-batch-size schedule off under data parallelism "
+        f"(data parallel size {size}) and would run k={proposal.serve.k} at every batch size; serve "
+        "without data parallelism or propose one depth"
+    )
+
+
+def flag_values(argv: Sequence[str], flags: Sequence[str]) -> dict[str, str]:
+    """The last value each of `flags` is given (`--flag V` or `--flag=V`; long flags normalised)."""
+    given: dict[str, str] = {}
+    tokens = list(argv)
+    for i, token in enumerate(tokens):
+        name, eq, value = token.partition("=")
+        flag = normalise_flag(name) if name.startswith("--") else name
+        if flag in flags and (eq or i + 1 < len(tokens)):
+            given[flag] = value if eq else tokens[i + 1]
+    return given
+
+
+def _runs_at(evidence: GateEvidence, k: int) -> set[str]:
+    """The arms whose evidence the decision runs at depth k: its schedule's, or its selected arm."""
+    if evidence.schedule is not None:
+        return {r.arm for r in evidence.schedule.ranges if r.k == k and r.arm is not None}
+    selected = evidence.arm(evidence.selected)
+    return {selected.name} if selected is not None and selected.k == k else set()
 
 
 def _closed(ranges: Ranges) -> Ranges:
@@ -471,13 +518,7 @@ _MULTIPLIER = {
 def context_limit(argv: Sequence[str]) -> tuple[str, int | None] | None:
     """(flag, tokens) of the context a serve command allows (tokens None: the model's own, not bounded
     here); None when no flag sets it. Values as vLLM reads them: 32768, 32k (decimal) or 32K (binary)."""
-    given: dict[str, str] = {}
-    tokens = list(argv)
-    for i, token in enumerate(tokens):
-        name, eq, value = token.partition("=")
-        flag = normalise_flag(name) if name.startswith("--") else name
-        if flag in CONTEXT_FLAGS and (eq or i + 1 < len(tokens)):
-            given[flag] = value if eq else tokens[i + 1]
+    given = flag_values(argv, CONTEXT_FLAGS)
     for flag in CONTEXT_FLAGS:
         if flag not in given:
             continue
@@ -674,6 +715,9 @@ def evaluate(
     depths = sorted({k for _, _, k in proposed_ranges(proposal) if k}) if not proposal.off else []
     inside, envelope = check_envelope(evidence, depths, config)
     ok, reasons = ok and inside, reasons + envelope
+    parallel = data_parallel_refusal(proposal, config)
+    if parallel is not None:
+        ok, reasons = False, [*reasons, parallel]
     if config is not None:
         stale = check_fresh(arm, evidence, config, ignore)
         if stale:

@@ -15,7 +15,7 @@ import pytest
 
 from mtpverdict.collect import client as cl
 from mtpverdict.collect import served as sv
-from mtpverdict.collect.llamacpp import NO_PROPS, NO_SLOTS, judge_ready
+from mtpverdict.collect.llamacpp import NO_METRICS, NO_PROPS, NO_SLOTS, judge_ready
 from mtpverdict.collect.logruns import (
     Sent,
     match_lines,
@@ -168,6 +168,14 @@ def test_endpoints_turned_off_are_missing_evidence_not_a_refusal() -> None:
         assert ready.refusal is None and ready.missing == (NO_SLOTS,) and ready.speculating is None
     blind = judge_ready(None, None, speculates=True, concurrency=64)
     assert blind.refusal is None and blind.missing == (NO_PROPS, NO_SLOTS) and blind.window_tokens is None
+
+
+def test_a_server_without_metrics_says_so_once_from_its_props() -> None:
+    """llama-server serves /metrics only with --metrics; /props says so in `endpoint_metrics`."""
+    props = _text("props-draft-copy-k2.json").replace('"endpoint_metrics":true', '"endpoint_metrics":false')
+    ready = judge_ready(props, _text("slots-draft-copy-k2-before.json"), speculates=True, concurrency=4)
+    assert ready.refusal is None and ready.missing == (NO_METRICS,)
+    assert "--metrics" in NO_METRICS[1] and "depth in force" in NO_METRICS[1]
 
 
 def test_llamacpp_timings_are_the_servers_ttft_and_decode_time_in_a_recorded_stream() -> None:

@@ -33,6 +33,11 @@ NO_SLOTS = (
     "drafted, on /metrics",
 )
 NO_PROPS = ("props", "/props did not answer: the per-slot context and the slot count are not recorded")
+NO_METRICS = (
+    "metrics",
+    "/metrics is not served (llama-server without --metrics, as /props endpoint_metrics says): the "
+    "/metrics acceptance surface and the depth in force are missing",
+)
 NO_KV_LINE = (
     "kv",
     "no `llama_kv_cache: size` line in the server log (llama-server prints it from -lv 4 on): the KV pool "
@@ -75,7 +80,12 @@ def judge_ready(
 ) -> LlamaReady:
     """Judge a ready server from its /props and /slots bodies (None when not answered 200)."""
     props, slots = _props(props_text), _slots(slots_text)
-    missing = tuple(note for note, absent in ((NO_PROPS, props is None), (NO_SLOTS, slots is None)) if absent)
+    absent = (
+        (NO_PROPS, props is None),
+        (NO_SLOTS, slots is None),
+        (NO_METRICS, props is not None and props.endpoint_metrics is False),
+    )
+    missing = tuple(note for note, gone in absent if gone)
     speculating = None if slots is None else slots.speculating
     count = props.total_slots if props is not None else (None if slots is None else len(slots.n_ctx))
     refusal = None

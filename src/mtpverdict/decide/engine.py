@@ -194,13 +194,26 @@ def _outcome(evidence: Evidence, arms: Sequence[ArmDecision], controls: Sequence
             built.schedule,
             built.lines,
         )
-    eligible = [evidence.campaign.arm(a.name) for a in candidates if a.verdict is Verdict.ELIGIBLE]
+    scheduled = regime.schedule_arms(evidence)
+    eligible = [
+        evidence.campaign.arm(a.name)
+        for a in candidates
+        if a.verdict is Verdict.ELIGIBLE and a.name not in scheduled
+    ]
     if eligible:
         found = select(evidence, eligible, evidence.policy.selection.mode)
         return Outcome(found.decision, found.arm, found.note, (), provisional)
     unresolved = [a for a in candidates if a.verdict is Verdict.INCONCLUSIVE]
-    if unresolved:
-        return undecided(*(f"{a.name} could not be judged" for a in unresolved))
+    confirming = [a for a in candidates if a.verdict is Verdict.ELIGIBLE and a.name in scheduled]
+    if unresolved or confirming:
+        return undecided(
+            *(f"{a.name} could not be judged" for a in unresolved),
+            *(
+                f"{a.name} ran a per-batch-size schedule, so it is no single depth: it is promoted only "
+                'as the confirmation of a schedule ([selection] mode = "schedule")'
+                for a in confirming
+            ),
+        )
     if all(a.verdict is Verdict.VOID for a in candidates):
         return undecided("every candidate arm is void: the campaign measured broken heads, not speculation")
     return Outcome(DecisionKind.KEEP_MTP_DISABLED, None, "", (), provisional)
