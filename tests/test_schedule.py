@@ -366,6 +366,8 @@ def test_a_depth_better_everywhere_is_the_default_and_the_schedule_does_not_wand
     d = decide(decide_directory(FIXTURES / "synthetic-void-arm").results, policy)
     assert _ranges(d) == [(1, 8, 1), (9, 1024, 0)]
     assert "k1 is better than off at every measured cell (the fixed-depth verdict)" in "\n".join(d.reasons)
+    assert d.schedule is not None
+    assert "else the default depth (k=1, better than off everywhere)" in d.schedule.rule  # as it runs
 
 
 def test_outside_schedule_mode_an_arm_that_ran_a_schedule_is_never_selected_as_one_depth() -> None:

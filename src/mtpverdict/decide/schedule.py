@@ -438,9 +438,12 @@ def _outcome(
     pieces = segments(concurrencies, picks, baseline, selection.beyond, selection.max_batch, default)
     table = ranges(pieces, selection.max_batch)
     config, note = speculative_config(evidence, arms, table)
+    otherwise = (
+        "the baseline" if default is None else f"the default depth (k={default.k}, better than off everywhere)"
+    )
     rule = (
         "a measured concurrency runs its best-supported depth; batch sizes between two measured "
-        "concurrencies run it when both choose the same depth, else the baseline; below the smallest and "
+        f"concurrencies run it when both choose the same depth, else {otherwise}; below the smallest and "
         "above the largest measured concurrency "
         + (
             "the nearest measured depth carries on"
