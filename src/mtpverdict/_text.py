@@ -12,13 +12,14 @@ at the start); `html_safe` escapes for HTML after `terminal_safe`.
 from __future__ import annotations
 
 import html
-import math
 import re
+
+from mtpverdict.stats.logscale import change
 
 
 def pct(log_ratio: float) -> str:
     """A log ratio as a signed percentage, e.g. +6.0%."""
-    return f"{math.expm1(log_ratio) * 100:+.1f}%"
+    return f"{change(log_ratio) * 100:+.1f}%"
 
 
 def fmt(value: float, unit: str = "") -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.stats.logscale import change
 
 if TYPE_CHECKING:
     from mtpverdict.formats.results_io import Results
@@ -598,7 +599,7 @@ def render_plan(plan: Plan) -> str:
             r.boots_per_arm if r.boots_per_arm is not None else f">{MAX_BOOTS_PER_ARM}",
             r.df,
             f"{r.boot_level_sd * 100:.2f}%",
-            f"{math.expm1(r.floor) * 100:.1f}%" if math.isfinite(r.floor) else "-",
+            f"{change(r.floor) * 100:.1f}%" if math.isfinite(r.floor) else "-",
             f"{r.power:.2f}",
             r.total_boots,
             r.total_runs,
@@ -812,7 +813,7 @@ def _missing_evidence(arm: ArmOutcome) -> list[str]:
         cell = arm.cell(arm.worst_cell)
         if cell is not None:
             out.append(
-                f"{w} c={c}: the interval [{math.expm1(cell.ci_low):+.1%}, {math.expm1(cell.ci_high):+.1%}] "
+                f"{w} c={c}: the interval [{change(cell.ci_low):+.1%}, {change(cell.ci_high):+.1%}] "
                 "is too wide to settle better, equivalent or worse"
             )
     return out

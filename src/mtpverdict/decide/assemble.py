@@ -30,6 +30,7 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
+from mtpverdict.stats.logscale import change, ratio
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them
@@ -37,11 +38,11 @@ UNKNOWN_VARIANCE_FALLBACKS = (VarianceMethod.ASSUMED, VarianceMethod.WITHIN_BOOT
 
 
 def _ratio(log_value: float) -> float | None:
-    return finite(math.exp(log_value)) if math.isfinite(log_value) else None
+    return finite(ratio(log_value)) if math.isfinite(log_value) else None
 
 
 def _gain(log_value: float | None) -> float | None:
-    return None if log_value is None or not math.isfinite(log_value) else math.expm1(log_value)
+    return None if log_value is None or not math.isfinite(log_value) else finite(change(log_value))
 
 
 def surface(s: Surface) -> SurfaceSummary:

@@ -24,6 +24,7 @@ from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RegimeCell, RegimeDepth, finite
 from mtpverdict.formats.results import Arm
 from mtpverdict.serveconfig import ServeSpec, extract_spec
+from mtpverdict.stats.logscale import change
 from mtpverdict.stats.procedure import BootValue, CellComparison, FamilyOutcome, Outcome, family_procedure
 from mtpverdict.stats.runs import HIGHER_IS_BETTER
 
@@ -276,7 +277,7 @@ def _entry(arm: Arm, comp: CellComparison | None, schedule: bool) -> RegimeDepth
         ratio=_exp(comp.estimate),
         ci_low=_exp(comp.ci_low),
         ci_high=_exp(comp.ci_high),
-        floor=None if not math.isfinite(comp.floor_first) else finite(math.expm1(comp.floor_first)),
+        floor=None if not math.isfinite(comp.floor_first) else finite(change(comp.floor_first)),
     )
 
 

@@ -439,7 +439,9 @@ def _outcome(
     table = ranges(pieces, selection.max_batch)
     config, note = speculative_config(evidence, arms, table)
     otherwise = (
-        "the baseline" if default is None else f"the default depth (k={default.k}, better than off everywhere)"
+        "the baseline"
+        if default is None
+        else f"the default depth (k={default.k}, better than off everywhere)"
     )
     rule = (
         "a measured concurrency runs its best-supported depth; batch sizes between two measured "

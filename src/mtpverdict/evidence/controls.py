@@ -9,11 +9,12 @@ import numpy as np
 
 from mtpverdict._text import pct
 from mtpverdict.evidence.model import Evidence
-from mtpverdict.formats.decision import ControlResult, ControlStatus
+from mtpverdict.formats.decision import ControlResult, ControlStatus, finite
 from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.blocked import DeviceBootValue, device_drift
 from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
+from mtpverdict.stats.logscale import change
 from mtpverdict.stats.procedure import BootValue
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
@@ -245,7 +246,7 @@ _FINDINGS = {
 
 
 def _drift_result(label: str, found: DriftCheck) -> ControlResult:
-    bound = f"{math.expm1(found.bound) * 100:.1f}%"
+    bound = f"{change(found.bound) * 100:.1f}%"
     boots = found.boots
     if found.status is DriftStatus.UNTESTABLE:
         first = boots[0]
@@ -303,7 +304,7 @@ def _device_drift(
         np.array([[sum(residuals[k]) / len(residuals[k]) for k in keys]]),
     )
     drift, p = float(found.drift[0]), float(found.p[0])
-    bound_text = f"{math.expm1(bound) * 100:.1f}%"
+    bound_text = f"{change(bound) * 100:.1f}%"
     text = (
         f"{label}control boots on {len(names)} devices drift {pct(drift)} within devices (p={p:.3g}); "
         f"bound {bound_text}"
@@ -351,14 +352,14 @@ def floor_checks(evidence: Evidence) -> list[ControlResult]:
             continue
         worst = max(known, key=lambda f: f.floor)
         text = (
-            f"{label}an arm alone is called better only beyond {math.expm1(worst.floor) * 100:.1f}% "
+            f"{label}an arm alone is called better only beyond {change(worst.floor) * 100:.1f}% "
             f"({metric}, worst cell {worst.workload} c={worst.concurrency}: Holm's first step, with the "
             f"arm's own boot variance, Welch df {worst.df:.1f}, {', '.join(worst.sources)}); once other arms "
             f"are called better, Holm's later steps call effects down to "
-            f"{math.expm1(worst.floor_last) * 100:.1f}% better, so this is not the smallest effect the "
+            f"{change(worst.floor_last) * 100:.1f}% better, so this is not the smallest effect the "
             "campaign can call better"
         )
-        out.append(ControlResult("floor", ControlStatus.INFO, text, math.expm1(worst.floor)))
+        out.append(ControlResult("floor", ControlStatus.INFO, text, finite(change(worst.floor))))
     return out
 
 

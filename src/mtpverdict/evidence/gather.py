@@ -263,8 +263,12 @@ def _acceptance(results: Results, policy: Policy, runs: pd.DataFrame) -> dict[st
         ].itertuples(index=False):
             cold.setdefault(str(arm), []).append((int(boot), str(workload), int(conc), int(rep)))
     windows = with_request_windows(results.acceptance, results.requests)
+    # each arm's windows split off once: filtering the whole table per arm grew as arms x windows
+    by_arm = {str(name): rows for name, rows in windows.groupby("arm", sort=False)} if len(windows) else {}
     return {
-        a.name: arm_acceptance(windows, a.name, 2 * policy.alpha, cold.get(a.name, ()))
+        a.name: arm_acceptance(
+            by_arm.get(a.name, windows.iloc[:0]), a.name, 2 * policy.alpha, cold.get(a.name, ())
+        )
         for a in results.campaign.arms
         if not a.is_control
     }
