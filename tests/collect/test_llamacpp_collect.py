@@ -123,6 +123,7 @@ def test_a_llamacpp_campaign_records_depth_kv_timing_and_acceptance_on_every_sur
     assert {a: b["observed_k"] for a, b in boots.items()} == {"off_A": 0, "draft_k2": 2, "off_B": 0}
     # the pool from the log's llama_kv_cache line (cells x streams); the window from /props
     assert all(b["kv_cache_tokens"] == 4096 and b["max_model_len"] == 1024 for b in boots.values())
+    assert all(b["slots"] == 4 for b in boots.values())  # /props total_slots: --parallel 4
     assert all(b["engine_version"] == "1 (0c1e570)" for b in boots.values())
     requests = [r for r in _records(out, "request") if not r["warmup"]]
     assert len(requests) == 3 * 2 * (1 + 4) and all(r["status"] == "ok" for r in requests)

@@ -58,6 +58,7 @@ class LlamaReady:
     missing: tuple[tuple[str, str], ...]  # evidence not shown, as (key, sentence)
     speculating: bool | None  # /slots; None when not read
     window_tokens: int | None  # the context one slot (one request) may use
+    slots: int | None  # requests the server runs at once (/props total_slots, else /slots)
     version: str | None  # "<build> (<commit>)" from /props build_info
 
 
@@ -107,5 +108,6 @@ def judge_ready(
         missing=missing,
         speculating=speculating,
         window_tokens=None if props is None else props.n_ctx_slot,
+        slots=count,
         version=None if props is None else props.version,
     )

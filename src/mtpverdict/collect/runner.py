@@ -830,6 +830,8 @@ class Collector:
         for note in ready.missing:
             self._missing(note, planned.arm.name, planned.boot)
         record["max_model_len"] = record["max_model_len"] or ready.window_tokens
+        if ready.slots is not None:
+            record["slots"] = ready.slots
         record["engine_version"] = record["engine_version"] or ready.version
         if ready.speculating is False and record["observed_k"] is None:
             record["observed_k"] = 0

@@ -428,6 +428,13 @@ class BootRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kin
     log: Annotated[str | None | UnsetType, Meta(description="Path under raw/ of this boot's server log.")] = (
         UNSET
     )
+    slots: Annotated[
+        PositiveInt | None | UnsetType,
+        Meta(
+            description="Requests the server runs at once, as it reports them (llama.cpp: /props "
+            "total_slots, set by --parallel; its KV pool is shared by the slots)."
+        ),
+    ] = UNSET
     device: Annotated[
         Name | UnsetType,
         Meta(
