@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtpverdict.collect.campaign import ArmPlan, parity_problems
+from mtpverdict.collect.campaign import ArmPlan, depth_problems, parity_problems
 
 
 def _arm(*args: str) -> ArmPlan:
@@ -38,3 +38,41 @@ def test_speculative_flags_keep_parity(args: tuple[str, ...]) -> None:
 def test_anything_else_breaks_parity_naming_the_flag(args: tuple[str, ...], named: str) -> None:
     (problem,) = parity_problems((_arm(*args),))
     assert f"'{named}' is not a speculative flag" in problem
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--spec-type", "draft-simple", "-md", "/m/draft.gguf", "--spec-draft-n-max", "4"),
+        ("--speculative-config", '{"method":"ngram","num_speculative_tokens":3}'),
+    ],
+)
+def test_serve_args_asking_for_another_depth_than_the_arm_declares_are_refused(args: tuple[str, ...]) -> None:
+    """The arm says k = 2; its server would run another depth (caught before any boot, not after it)."""
+    (problem,) = depth_problems((_arm(*args),))
+    assert problem.startswith("arm k2: its serve_args ask for depth ") and "declares k = 2" in problem
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--spec-type", "draft-simple", "-md", "/m/draft.gguf", "--spec-draft-n-max", "2"),
+        ("--speculative-config", '{"method":"ngram","num_speculative_tokens":2}'),
+        ("--speculative-config", '{"method":"ngram","num_speculative_tokens":{k}}'),  # unknown until run
+        (),
+    ],
+)
+def test_serve_args_at_the_declared_depth_or_unknown_pass(args: tuple[str, ...]) -> None:
+    assert depth_problems((_arm(*args),)) == []
+
+
+def test_every_shipped_campaign_declares_the_depth_its_arms_serve() -> None:
+    from pathlib import Path
+
+    from mtpverdict.collect.campaign import load_campaign_file
+
+    root = Path(__file__).resolve().parents[2]
+    campaigns = sorted(root.glob("collectors/*/*campaign*.toml"))
+    assert len(campaigns) >= 3
+    for path in campaigns:
+        assert depth_problems(load_campaign_file(path).arms) == [], path

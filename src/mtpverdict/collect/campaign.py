@@ -290,6 +290,27 @@ def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
     return out
 
 
+def depth_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
+    """Arms whose serve_args ask for another depth than the arm's declared k.
+
+    The depth is read as `gate` reads a serve config (serveconfig.extract_spec); serve_args that
+    cannot be read without a guess (a {var}, flags of several engines) are left to the boot check.
+    """
+    from mtpverdict.serveconfig import ServeSpec, extract_spec
+
+    out = []
+    for arm in arms:
+        if arm.k is None or not arm.serve_args:
+            continue
+        spec = extract_spec(arm.serve_args)
+        if isinstance(spec, ServeSpec) and spec.k is not None and spec.k != arm.k:
+            out.append(
+                f"arm {arm.name}: its serve_args ask for depth {spec.k} but the arm declares k = {arm.k}; "
+                "make them agree (the boot check would fail every boot of it)"
+            )
+    return out
+
+
 def _flag_values(flag: str) -> int | None:
     """How many argv tokens follow a speculative (or reporting) flag; None when it is neither."""
     from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag

@@ -15,7 +15,7 @@ from typing import Any
 
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import canonical
-from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, parity_problems
+from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, depth_problems, parity_problems
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
@@ -62,6 +62,9 @@ def preflight(
             f"{plan.source}: server.command needs a value for {', '.join(undefined)} "
             "(define it in [vars] or pass --var NAME=VALUE)"
         )
+    depths = depth_problems(plan.arms)
+    if depths:
+        raise CollectError(f"{plan.source}: " + "; ".join(depths))
     mismatch = tuple(parity_problems(plan.arms))
     if mismatch and not allow_argv_mismatch:
         raise CollectError("; ".join(mismatch))
