@@ -97,23 +97,43 @@ def simulate_campaign(
     scenario: Scenario, rng: np.random.Generator
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate (campaign.json object, records) for one synthetic campaign."""
-    arms_json = []
-    for order, arm in enumerate(scenario.arms, start=1):
-        arms_json.append(
-            {
-                "name": arm.name,
-                "role": "control" if arm.k == 0 else "candidate",
-                "spec": {"method": None, "k": None} if arm.k == 0 else {"method": "mtp", "k": arm.k},
-                "order": order,
-                "serve_argv": ["--model", "synthetic"]
-                + (
-                    []
-                    if arm.k == 0
-                    else ["--speculative-config", f'{{"method":"mtp","num_speculative_tokens":{arm.k}}}']
-                ),
-            }
-        )
-    campaign = {
+    campaign = _campaign_object(scenario)
+    argv = {a["name"]: a["serve_argv"] for a in campaign["arms"]}
+    by_name = {a.name: a for a in scenario.arms}
+    schedule = boot_schedule(scenario)
+    last = max(len(schedule) - 1, 1)
+    records: list[dict[str, Any]] = []
+    for order, (name, boot) in enumerate(schedule, start=1):
+        arm = by_name[name]
+        failed = boot == 1 and name in scenario.failed_boots
+        records.append(_boot_record(scenario, arm, boot, order, failed, argv[name], rng))
+        if failed:
+            continue
+        boot_shift = float(rng.normal(0.0, scenario.boot_sd))
+        drift = scenario.drift_total * (order - 1) / last
+        records += _boot_runs(scenario, arm, boot, boot_shift + drift, rng)
+        records += _quality_records(name, boot, rng)
+    return campaign, records
+
+
+def _campaign_object(scenario: Scenario) -> dict[str, Any]:
+    """campaign.json of a synthetic campaign: its arms in boot order, its workloads, labelled synthetic."""
+    arms_json = [
+        {
+            "name": arm.name,
+            "role": "control" if arm.k == 0 else "candidate",
+            "spec": {"method": None, "k": None} if arm.k == 0 else {"method": "mtp", "k": arm.k},
+            "order": order,
+            "serve_argv": ["--model", "synthetic"]
+            + (
+                []
+                if arm.k == 0
+                else ["--speculative-config", f'{{"method":"mtp","num_speculative_tokens":{arm.k}}}']
+            ),
+        }
+        for order, arm in enumerate(scenario.arms, start=1)
+    ]
+    return {
         "format": RESULTS_FORMAT,
         "id": f"synthetic-{scenario.name}",
         "title": f"SYNTHETIC campaign: {scenario.description or scenario.name}",
@@ -141,134 +161,150 @@ def simulate_campaign(
         "synthetic": True,
         "source": f"mtpverdict.simulate scenario {scenario.name}",
     }
-    by_name = {a.name: a for a in scenario.arms}
-    schedule = boot_schedule(scenario)
-    last = max(len(schedule) - 1, 1)
+
+
+def _boot_record(
+    scenario: Scenario,
+    arm: SimArm,
+    boot: int,
+    order: int,
+    failed: bool,
+    argv: list[str],
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """One boot: ready with its KV pool (smaller with depth), or the scenario's failed first boot."""
+    kv = int(scenario.kv_pool_tokens * max(0.05, 1.0 - arm.kv_cost_per_k * arm.k))
+    return {
+        "kind": "boot",
+        "arm": arm.name,
+        "boot": boot,
+        "order": order,
+        "status": "failed" if failed else "ready",
+        "ready_seconds": round(60.0 + float(rng.normal(0, 3)), 3),
+        "kv_cache_tokens": None if failed else kv,
+        "block_size": 16,
+        "num_blocks": None if failed else kv // 16,
+        "max_model_len": scenario.window_tokens,
+        "engine_version": "simulated",
+        "argv": argv,
+        "error": "simulated startup failure" if failed else None,
+        "observed_k": None if failed else arm.k,
+    }
+
+
+def _boot_runs(
+    scenario: Scenario, arm: SimArm, boot: int, shift: float, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    """Every run of one boot in order (the first one cold), each with its streams and acceptance.
+
+    `shift` is the boot's log shift plus the campaign's drift at its position."""
     records: list[dict[str, Any]] = []
-    output_hash = _sha("synthetic greedy output")
+    clock = 100.0
+    first_run = True
+    for workload in scenario.workloads:
+        for conc in scenario.concurrency:
+            per_stream = scenario.base_decode_tps * conc**scenario.stream_scaling
+            for rep in range(1, scenario.reps + 1):
+                run_shift = float(rng.normal(0.0, scenario.run_sd))
+                log_rate = math.log(per_stream) + arm.effect_for(conc) + shift + run_shift
+                key = {"arm": arm.name, "boot": boot, "workload": workload, "concurrency": conc, "rep": rep}
+                streams, clock = _run_streams(scenario, key, log_rate, first_run, clock, rng)
+                first_run = False
+                records += streams
+                if arm.k:
+                    records.append(_acceptance_record(scenario, arm, key, rng))
+    return records
+
+
+def _run_streams(
+    scenario: Scenario,
+    key: dict[str, Any],
+    log_rate: float,
+    cold: bool,
+    clock: float,
+    rng: np.random.Generator,
+) -> tuple[list[dict[str, Any]], float]:
+    """The request records of one run started at `clock`, and the clock a second after its last end."""
+    rate_mult = scenario.cold_factor if cold else 1.0
+    ttft_mult = scenario.cold_ttft_factor if cold else 1.0
     ct = scenario.completion_tokens
-    for order, (name, boot) in enumerate(schedule, start=1):
-        arm = by_name[name]
-        failed = boot == 1 and name in scenario.failed_boots
-        kv = int(scenario.kv_pool_tokens * max(0.05, 1.0 - arm.kv_cost_per_k * arm.k))
-        records.append(
+    out, ends = [], []
+    for stream in range(key["concurrency"]):
+        rate = math.exp(log_rate + float(rng.normal(0.0, scenario.request_sd))) * rate_mult
+        ttft = scenario.base_ttft_ms * ttft_mult * math.exp(float(rng.normal(0.0, 0.03)))
+        start = clock + 0.0005 * stream
+        t_first = start + ttft / 1000.0
+        t_end = t_first + (ct - 1) / rate
+        ends.append(t_end)
+        out.append(
             {
-                "kind": "boot",
-                "arm": name,
-                "boot": boot,
-                "order": order,
-                "status": "failed" if failed else "ready",
-                "ready_seconds": round(60.0 + float(rng.normal(0, 3)), 3),
-                "kv_cache_tokens": None if failed else kv,
-                "block_size": 16,
-                "num_blocks": None if failed else kv // 16,
-                "max_model_len": scenario.window_tokens,
-                "engine_version": "simulated",
-                "argv": arms_json[scenario.arms.index(arm)]["serve_argv"],
-                "error": "simulated startup failure" if failed else None,
-                "observed_k": None if failed else arm.k,
+                "kind": "request",
+                **key,
+                "stream": stream,
+                "warmup": False,
+                "t_start": round(start, 6),
+                "t_first": round(t_first, 6),
+                "t_end": round(t_end, 6),
+                "prompt_tokens": scenario.prompt_tokens,
+                "completion_tokens": ct,
+                "status": "ok",
+                "error": None,
+                "output_sha256": _sha("synthetic greedy output"),
             }
         )
-        if failed:
-            continue
-        boot_shift = float(rng.normal(0.0, scenario.boot_sd))
-        drift = scenario.drift_total * (order - 1) / last
-        clock = 100.0
-        first_run = True
-        for workload in scenario.workloads:
-            for conc in scenario.concurrency:
-                effect = arm.effect_for(conc)
-                per_stream = scenario.base_decode_tps * conc**scenario.stream_scaling
-                for rep in range(1, scenario.reps + 1):
-                    run_shift = float(rng.normal(0.0, scenario.run_sd))
-                    cold = first_run
-                    first_run = False
-                    log_rate = math.log(per_stream) + effect + boot_shift + drift + run_shift
-                    rate_mult = scenario.cold_factor if cold else 1.0
-                    ttft_mult = scenario.cold_ttft_factor if cold else 1.0
-                    t0 = clock
-                    ends = []
-                    drafts_total = 0
-                    for stream in range(conc):
-                        rate = math.exp(log_rate + float(rng.normal(0.0, scenario.request_sd))) * rate_mult
-                        ttft = scenario.base_ttft_ms * ttft_mult * math.exp(float(rng.normal(0.0, 0.03)))
-                        start = t0 + 0.0005 * stream
-                        t_first = start + ttft / 1000.0
-                        t_end = t_first + (ct - 1) / rate
-                        ends.append(t_end)
-                        records.append(
-                            {
-                                "kind": "request",
-                                "arm": name,
-                                "boot": boot,
-                                "workload": workload,
-                                "concurrency": conc,
-                                "rep": rep,
-                                "stream": stream,
-                                "warmup": False,
-                                "t_start": round(start, 6),
-                                "t_first": round(t_first, 6),
-                                "t_end": round(t_end, 6),
-                                "prompt_tokens": scenario.prompt_tokens,
-                                "completion_tokens": ct,
-                                "status": "ok",
-                                "error": None,
-                                "output_sha256": output_hash,
-                            }
-                        )
-                    if arm.k:
-                        rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
-                        mean_len = 1.0 + sum(rates)
-                        drafts_total = max(1, round(conc * ct / mean_len))
-                        if scenario.chain_acceptance:
-                            per_pos = _chain_counts(
-                                rng, drafts_total, arm.first_position_rate, arm.position_decay, arm.k
-                            )
-                        else:
-                            per_pos = [int(rng.binomial(drafts_total, min(1.0, r))) for r in rates]
-                            for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
-                                per_pos[i] = min(per_pos[i], per_pos[i - 1])
-                        records.append(
-                            {
-                                "kind": "acceptance",
-                                "arm": name,
-                                "boot": boot,
-                                "workload": workload,
-                                "concurrency": conc,
-                                "rep": rep,
-                                "source": "metrics",
-                                "scoped": "run",
-                                "drafts": drafts_total,
-                                "draft_tokens": drafts_total * arm.k,
-                                "accepted_tokens": sum(per_pos),
-                                "accepted_per_position": per_pos,
-                            }
-                        )
-                    clock = max(ends) + 1.0
-        for case, answer in (("capital-of-france", "Paris"), ("two-plus-two", "4")):
-            records.append(
-                {
-                    "kind": "coherence",
-                    "arm": name,
-                    "boot": boot,
-                    "case": case,
-                    "passed": True,
-                    "expected": answer,
-                    "output_sha256": _sha(answer),
-                    "output": answer,
-                }
-            )
-        records.append(
-            {
-                "kind": "likelihood",
-                "arm": name,
-                "boot": boot,
-                "rep": 1,
-                "tokens": 200,
-                "mean_nll": round(2.5 + float(rng.normal(0.0, 0.002)), 6),
-            }
-        )
-    return campaign, records
+    return out, max(ends) + 1.0
+
+
+def _acceptance_record(
+    scenario: Scenario, arm: SimArm, key: dict[str, Any], rng: np.random.Generator
+) -> dict[str, Any]:
+    """One run's /metrics acceptance window: drafts for its tokens, accepted counts per position."""
+    rates = [arm.first_position_rate * arm.position_decay**i for i in range(arm.k)]
+    drafts = max(1, round(key["concurrency"] * scenario.completion_tokens / (1.0 + sum(rates))))
+    if scenario.chain_acceptance:
+        per_pos = _chain_counts(rng, drafts, arm.first_position_rate, arm.position_decay, arm.k)
+    else:
+        per_pos = [int(rng.binomial(drafts, min(1.0, r))) for r in rates]
+        for i in range(1, len(per_pos)):  # position i is reached only after i-1 accepts
+            per_pos[i] = min(per_pos[i], per_pos[i - 1])
+    return {
+        "kind": "acceptance",
+        **key,
+        "source": "metrics",
+        "scoped": "run",
+        "drafts": drafts,
+        "draft_tokens": drafts * arm.k,
+        "accepted_tokens": sum(per_pos),
+        "accepted_per_position": per_pos,
+    }
+
+
+def _quality_records(name: str, boot: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """A boot's coherence probes (both pass) and its likelihood probe."""
+    out: list[dict[str, Any]] = [
+        {
+            "kind": "coherence",
+            "arm": name,
+            "boot": boot,
+            "case": case,
+            "passed": True,
+            "expected": answer,
+            "output_sha256": _sha(answer),
+            "output": answer,
+        }
+        for case, answer in (("capital-of-france", "Paris"), ("two-plus-two", "4"))
+    ]
+    out.append(
+        {
+            "kind": "likelihood",
+            "arm": name,
+            "boot": boot,
+            "rep": 1,
+            "tokens": 200,
+            "mean_nll": round(2.5 + float(rng.normal(0.0, 0.002)), 6),
+        }
+    )
+    return out
 
 
 # The synthetic fixture scenarios: each names the truth it encodes.
