@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from mtpverdict.stats.logscale import change
+from mtpverdict._logscale import change
 
 
 def pct(log_ratio: float) -> str:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mtpverdict._logscale import change
 from mtpverdict.errors import InputError, Problem
-from mtpverdict.stats.logscale import change
 
 if TYPE_CHECKING:
     from mtpverdict.formats.results_io import Results

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from mtpverdict import plan
+from mtpverdict._logscale import change, ratio
 from mtpverdict._version import __version__
 from mtpverdict.evidence.comparisons import FamilyRun
 from mtpverdict.evidence.model import Evidence, NoiseHistory
@@ -30,7 +31,6 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
-from mtpverdict.stats.logscale import change, ratio
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them

@@ -19,12 +19,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mtpverdict._logscale import change
 from mtpverdict._text import cell_label, pct
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RegimeCell, RegimeDepth, finite
 from mtpverdict.formats.results import Arm
 from mtpverdict.serveconfig import ServeSpec, extract_spec
-from mtpverdict.stats.logscale import change
 from mtpverdict.stats.procedure import BootValue, CellComparison, FamilyOutcome, Outcome, family_procedure
 from mtpverdict.stats.runs import HIGHER_IS_BETTER
 

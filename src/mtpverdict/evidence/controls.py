@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from mtpverdict._logscale import change
 from mtpverdict._text import pct
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus, finite
@@ -14,7 +15,6 @@ from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.blocked import DeviceBootValue, device_drift
 from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
-from mtpverdict.stats.logscale import change
 from mtpverdict.stats.procedure import BootValue
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled

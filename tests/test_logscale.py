@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from mtpverdict._logscale import MAX_LOG, change, ratio
 from mtpverdict._text import pct
-from mtpverdict.stats.logscale import MAX_LOG, change, ratio
 
 
 def test_ordinary_logs_are_exp_and_expm1() -> None:
