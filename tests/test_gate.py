@@ -19,6 +19,7 @@ from mtpverdict.gate import (
     FailingRule,
     GateEvidence,
     argv_differences,
+    check_fresh,
     evaluate,
     image_version,
     parse_spec,
@@ -384,3 +385,72 @@ def test_text_from_a_serve_config_reaches_the_terminal_escaped(tmp_path: Path) -
     assert "\x1b" not in done.stdout and "--spec-\\x1b[2J\\nk: an unknown speculative flag" in done.stdout
     assert done.stdout.startswith(f"{compose} service seat: refused")
     assert not any(line.startswith("k=2: supported") for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("evidence", "proposed", "named"),
+    [
+        # flags before the first long flag are settings, not the program
+        (["--model", "m"], ["-tp", "8", "-q", "gptq", "--model", "m"], "-tp"),
+        # llama-server's short flags: another model file, no layers offloaded
+        (
+            ["/opt/llama/bin/llama-server", "-m", "a.gguf", "-ngl", "99", "--port", "1"],
+            ["llama-server", "-m", "b.gguf", "-ngl", "99", "--port", "2"],
+            "-m",
+        ),
+        (["vllm", "serve", "m", "-tp", "2"], ["vllm", "serve", "m", "-tp", "8"], "-tp"),
+        # the image's entrypoint is `vllm serve`: the command opens with the model
+        (["ModelA", "--dtype", "bf16"], ["ModelB", "--dtype", "bf16"], "--model"),
+    ],
+)
+def test_settings_before_the_first_long_flag_are_compared(
+    evidence: list[str], proposed: list[str], named: str
+) -> None:
+    found = argv_differences(evidence, proposed)
+    assert any(d.startswith(f"{named}:") for d in found), found
+
+
+def test_the_program_part_is_not_a_setting() -> None:
+    """The interpreter, its -m module and the executable's path differ between machines."""
+    python = ["/venv/bin/python3", "-u", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]
+    assert argv_differences(python, ["vllm", "serve", "m"]) == []
+    assert argv_differences(python, ["m"]) == []  # the image's `vllm serve` entrypoint
+    assert argv_differences(["/x/llama-server", "-m", "a.gguf"], ["llama-server", "-m", "a.gguf"]) == []
+
+
+def test_a_compose_service_without_an_image_runs_an_unknown_engine_version(tmp_path: Path) -> None:
+    """A service that builds its image (or names none) is as unpinned as a floating tag."""
+    from mtpverdict.serveconfig import read_serve_config
+
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  seat:\n    build: ./vllm-nightly\n    command: "
+        + json.dumps(["--model", "m", "--speculative-config", K2])
+        + "\n"
+    )
+    config = read_serve_config(compose)
+    assert config.image is None and config.unpinned is not None and "build" in config.unpinned
+    arm = ArmEvidence(
+        "k2", False, "mtp", 2, "eligible", (), None, ("--model", "m", "--speculative-config", K2), ("0.32.0",)
+    )
+    evidence = GateEvidence("promote", "k2", ("why",), (arm,), None)
+    assert any("engine version it runs is unknown" in r for r in check_fresh(arm, evidence, config))
+
+
+def test_a_provisional_decision_is_refused_unless_the_policy_accepts_it() -> None:
+    arm = ArmEvidence("k2", False, "mtp", 2, "eligible", (), None, ("--model", "m"), ())
+    firm = GateEvidence("promote", "k2", ("why",), (arm,), None)
+    assert evaluate(firm, parse_spec("k=2"), None).supported
+    shaky = GateEvidence("promote", "k2", ("why",), (arm,), None, provisional=True)
+    refused = evaluate(shaky, parse_spec("k=2"), None)
+    assert not refused.supported
+    assert any(r.startswith("the decision is provisional") for r in refused.reasons), refused.reasons
+    accepted = GateEvidence(
+        "promote", "k2", ("why",), (arm,), None, provisional=True, accept_provisional=True
+    )
+    found = evaluate(accepted, parse_spec("k=2"), None)
+    assert found.supported and any("provisional" in r for r in found.reasons), found.reasons
+    control = ArmEvidence("off_A", True, None, None, "control", (), None, ("--model", "m"), ())
+    keep = GateEvidence("keep_mtp_disabled", None, ("why",), (control, arm), None, provisional=True)
+    off = evaluate(keep, parse_spec("off"), None)  # the configuration every campaign starts from
+    assert off.supported and any("keeping speculation off is not refused" in r for r in off.reasons)

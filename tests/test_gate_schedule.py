@@ -295,3 +295,44 @@ def test_a_schedule_under_data_parallelism_is_refused(flag: tuple[str, ...]) -> 
         ServeConfig(_config(2, [[1, 2, 2], [3, 64, 0]], extra=("--data-parallel-size", "1")), None, "s.argv"),
     )
     assert one.supported, one.reasons
+
+
+def _keep_off() -> GateEvidence:
+    return GateEvidence(
+        decision="keep_mtp_disabled",
+        selected=None,
+        reasons=("no depth beats off",),
+        arms=tuple(_arm(n, k) for n, k in (("off_A", None), ("k2", 2), ("off_B", None))),
+        engine_version=None,
+    )
+
+
+def test_a_schedule_that_never_drafts_is_not_speculation_off() -> None:
+    """It loads the drafter (its KV, its setup) that no arm measured standing idle."""
+    idle = evaluate(_keep_off(), None, ServeConfig(_config(3, [[1, 4096, 0]]), None, "s.argv"))
+    assert not idle.supported, idle.reasons
+    assert any("num_speculative_tokens 3" in r and "largest depth 0" in r for r in idle.reasons), idle.reasons
+    off = evaluate(_keep_off(), None, ServeConfig(BASE, None, "s.argv"))
+    assert off.supported, off.reasons
+
+
+def test_num_speculative_tokens_must_be_the_schedules_largest_depth() -> None:
+    """vLLM sizes the drafter by num_speculative_tokens; the arms ran it equal to their depth."""
+    wide = evaluate(_evidence(CROSS), None, ServeConfig(_config(7, [[1, 2, 2], [3, 64, 0]]), None, "s.argv"))
+    assert not wide.supported, wide.reasons
+    assert any("num_speculative_tokens 7" in r and "largest depth 2" in r for r in wide.reasons)
+
+
+def test_every_arm_a_schedule_runs_is_checked_for_freshness() -> None:
+    """The k1 range rests on an arm collected with other arguments: stale, though k2's is fresh."""
+    schedule = _schedule((1, 2, 1), (3, 8, 2), (9, 1024, 0))
+    arms = (
+        _arm("off_A", None),
+        _arm("k1", 1, ("--max-model-len", "2048")),
+        _arm("k2", 2),
+        _arm("off_B", None),
+    )
+    evidence = GateEvidence("promote", None, ("why",), arms, None, schedule)
+    found = evaluate(evidence, None, ServeConfig(_config(2, [[1, 2, 1], [3, 8, 2], [9, 64, 0]]), None, "s"))
+    assert not found.supported, found.reasons
+    assert any("stale evidence" in r and "k1" in r and "--max-model-len" in r for r in found.reasons)

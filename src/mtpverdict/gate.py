@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from mtpverdict._text import markdown_safe, terminal_safe
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats.decision import ContextEnvelope, Decision, Schedule
-from mtpverdict.formats.policy import Severity
+from mtpverdict.formats.policy import Outside, Severity
 from mtpverdict.serveconfig import (
     DepthRange,
     ServeConfig,
@@ -210,12 +210,14 @@ class GateEvidence:
     engine_version: str | None  # the campaign scope's, used when no boot recorded one
     schedule: Schedule | None = None  # the decision's depth per batch-size range
     envelopes: tuple[ContextEnvelope, ...] = ()  # prompt-token envelopes of the promoted arms
+    provisional: bool = False  # the decision rests on too few degrees of freedom to be firm
+    accept_provisional: bool = False  # the policy's [gate] provisional = "accept"
 
     def arm(self, name: str | None) -> ArmEvidence | None:
         return next((a for a in self.arms if a.name == name), None)
 
 
-def evidence_from(decision: Decision, results: Results) -> GateEvidence:
+def evidence_from(decision: Decision, results: Results, accept_provisional: bool = False) -> GateEvidence:
     """The adapter: GateEvidence from a decision and the results it was made on."""
     argvs: dict[str, list[tuple[str, ...]]] = {}
     versions: dict[str, set[str]] = {}
@@ -254,6 +256,8 @@ def evidence_from(decision: Decision, results: Results) -> GateEvidence:
         engine_version=results.campaign.scope.engine_version,
         schedule=decision.schedule,
         envelopes=decision.envelopes,
+        provisional=decision.provisional,
+        accept_provisional=accept_provisional,
     )
 
 
@@ -412,6 +416,9 @@ def support_schedule(
 ) -> tuple[bool, list[str], ArmEvidence | None]:
     """A proposal or a decision with a per-batch-size schedule: each range against the evidence."""
     mine = proposed_ranges(proposal)
+    sized = _drafter_size(proposal, mine)
+    if sized is not None:
+        return False, [sized], None
     theirs = evidence_ranges(evidence)
     if theirs is None:
         return (
@@ -481,6 +488,22 @@ def flag_values(argv: Sequence[str], flags: Sequence[str]) -> dict[str, str]:
         if flag in flags and (eq or i + 1 < len(tokens)):
             given[flag] = value if eq else tokens[i + 1]
     return given
+
+
+def _drafter_size(proposal: Proposal, ranges: Ranges) -> str | None:
+    """Why a scheduled proposal's num_speculative_tokens is not what was measured: vLLM sizes the
+    drafter by it (every arm ran it equal to its depth, a schedule arm to its largest), so it must be
+    the schedule's largest depth; a schedule that never drafts still loads the drafter."""
+    if proposal.serve is None or not proposal.serve.schedule:
+        return None
+    top = max(k for _, _, k in ranges)
+    if proposal.serve.k == top:
+        return None
+    fix = "serve without --speculative-config" if top == 0 else f"set num_speculative_tokens to {top}"
+    return (
+        f"num_speculative_tokens {proposal.serve.k} is not the schedule's largest depth {top}: vLLM sizes "
+        f"the drafter by it and no arm ran it so; {fix}"
+    )
 
 
 def _runs_at(evidence: GateEvidence, k: int) -> set[str]:
@@ -571,25 +594,42 @@ def check_envelope(
 # (3) freshness
 
 
-def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], list[str]]:
-    """Flags (names with _ as -, values in order) and the model positional of a serve command line.
+PROGRAMS = ("vllm", "sglang", "llama-server", "llama-cli", "server", "text-generation-launcher")
+PYTHON = re.compile(r"python[\d.]*")
 
-    The program part (e.g. `python -m vllm.entrypoints.openai.api_server`, `vllm serve`) is skipped:
-    comparison starts at the first `--` flag, except that a positional right after `serve` is the model
-    and is compared as --model.
+
+def program_end(argv: Sequence[str]) -> int:
+    """Where the settings of a serve command line start: after the executable (one of PROGRAMS, by
+    its file name), after a Python interpreter's options up to `-m MODULE` or its script, and after a
+    `serve` subcommand. 0 when the line opens with a setting (a flag, or the model an image's
+    `vllm serve` entrypoint takes)."""
+    if not argv:
+        return 0
+    name = argv[0].replace("\\", "/").rsplit("/", 1)[-1]
+    i = 0
+    if PYTHON.fullmatch(name):
+        i = 1
+        while i < len(argv) and argv[i] != "-m" and argv[i].startswith("-"):
+            i += 1  # interpreter options (-u, -O, ...)
+        i = min(i + 2, len(argv)) if i < len(argv) and argv[i] == "-m" else min(i + 1, len(argv))
+    elif name in PROGRAMS:
+        i = 1
+    return i + 1 if i < len(argv) and argv[i] == "serve" else i
+
+
+def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """Flags (names with _ as -, values in order) and the positionals of a serve command line.
+
+    The program part (program_end) is skipped; a positional where the settings start is the model
+    (`vllm serve MODEL`, or a command for an image whose entrypoint is `vllm serve`) and is compared
+    as --model. Short flags are settings like any other.
     """
     argv = list(argv)
     flags: dict[str, list[str]] = {}
     positionals: list[str] = []
-    i = 0
-    if "serve" in argv:
-        at = argv.index("serve")
-        if at + 1 < len(argv) and not argv[at + 1].startswith("-"):
-            flags.setdefault("--model", []).append(argv[at + 1])
-            i = at + 2
-        else:
-            i = at + 1
-    while i < len(argv) and not argv[i].startswith("--"):  # program part, e.g. python -m MODULE
+    i = program_end(argv)
+    if i < len(argv) and not argv[i].startswith("-"):
+        flags.setdefault("--model", []).append(argv[i])
         i += 1
     while i < len(argv):
         token = argv[i]
@@ -654,6 +694,11 @@ def check_fresh(
     if arm.argv is None:
         return [f"the evidence records no serve argv for {arm.name}: freshness cannot be checked"]
     reasons = [f"stale evidence, {d}" for d in argv_differences(arm.argv, config.argv, ignore)]
+    if config.unpinned is not None:
+        reasons.append(
+            f"{config.unpinned}: the engine version it runs is unknown; serve a pinned image tag so the "
+            "gate can compare it with the evidence"
+        )
     if config.image is None:
         return reasons
     recorded = set(arm.engine_versions) or ({evidence.engine_version} if evidence.engine_version else set())
@@ -718,20 +763,74 @@ def evaluate(
     parallel = data_parallel_refusal(proposal, config)
     if parallel is not None:
         ok, reasons = False, [*reasons, parallel]
+    firm = provisional_reason(evidence, proposal.off)
+    if firm is not None:
+        ok = ok and (evidence.accept_provisional or proposal.off)
+        reasons = [*reasons, firm]
     if config is not None:
-        stale = check_fresh(arm, evidence, config, ignore)
-        if stale:
-            ok = False
-            reasons += stale
-        elif arm is not None:
-            reasons.append(
-                f"evidence is fresh: {config.source} matches the serve arguments {arm.name} was collected "
-                "with, except the speculative flags (checked above) and the listen address"
-            )
+        fresh_ok, fresh = freshness(evidence, proposal, arm, config, ignore, scheduled)
+        ok, reasons = ok and fresh_ok, reasons + fresh
     if not ok:
         reasons += [f"decision reason: {r}" for r in evidence.reasons[:SHOWN_DECISION_REASONS]]
     spec = serve.label() if isinstance(serve, ServeSpec) else (arm.label if arm else proposal.label)
     return GateResult(ok, _lines(reasons), evidence.decision, evidence.selected, terminal_safe(label), spec)
+
+
+def provisional_reason(evidence: GateEvidence, off: bool) -> str | None:
+    """What the gate says of a provisional decision (None for a firm one). Speculation is refused on
+    one unless the policy accepts it; keeping it off, the configuration every campaign starts from,
+    is not."""
+    if not evidence.provisional:
+        return None
+    if off:
+        what = "keeping speculation off is not refused for it"
+    elif evidence.accept_provisional:
+        what = 'accepted by the policy ([gate] provisional = "accept")'
+    else:
+        what = 'refused unless the policy accepts it ([gate] provisional = "accept")'
+    return (
+        "the decision is provisional (fewer than 3 degrees of freedom for the boot-to-boot variance: "
+        f"too few boots to know the noise): {what}"
+    )
+
+
+def freshness(
+    evidence: GateEvidence,
+    proposal: Proposal,
+    arm: ArmEvidence | None,
+    config: ServeConfig,
+    ignore: tuple[str, ...],
+    scheduled: bool,
+) -> tuple[bool, list[str]]:
+    """Whether the serve config runs as the evidence was collected, with the reasons: against the arm
+    of the proposal, or for a schedule against every arm its ranges run (a control for off ranges)."""
+    arms = [arm] if not scheduled or proposal.off else _schedule_arms(evidence, proposal)
+    stale = []
+    for one in dict.fromkeys(a for a in arms if a is not None):
+        found = check_fresh(one, evidence, config, ignore)
+        stale += found if len(arms) == 1 else [f"{one.name}: {r}" for r in found]
+    if stale:
+        return False, stale
+    names = ", ".join(a.name for a in dict.fromkeys(a for a in arms if a is not None))
+    if not names:
+        return True, []
+    return True, [
+        f"evidence is fresh: {config.source} matches the serve arguments {names} "
+        f"{'was' if ',' not in names else 'were'} collected with, except the speculative flags (checked "
+        "above) and the listen address"
+    ]
+
+
+def _schedule_arms(evidence: GateEvidence, proposal: Proposal) -> list[ArmEvidence | None]:
+    """The arm behind each depth a scheduled proposal runs, and a control when a range runs off."""
+    depths = {k for _, _, k in proposed_ranges(proposal)}
+    out: list[ArmEvidence | None] = []
+    for k in sorted(d for d in depths if d):
+        supporting = _runs_at(evidence, k)
+        out.append(next((a for a in evidence.arms if a.name in supporting), None))
+    if 0 in depths:
+        out.append(next((a for a in evidence.arms if a.control), None))
+    return out
 
 
 def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
@@ -762,7 +861,8 @@ def gate(
     proposed = parse_spec(proposed_text) if proposed_text is not None else None
     config = read_serve_config(serve_config, service) if serve_config else None
     run = decide_directory(results_dir, rules)
-    return evaluate(evidence_from(run.decision, run.results), proposed, config, ignore)
+    accept = run.policy.gate.provisional is Outside.ACCEPT
+    return evaluate(evidence_from(run.decision, run.results, accept), proposed, config, ignore)
 
 
 # --------------------------------------------------------------------------------------------------

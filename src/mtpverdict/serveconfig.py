@@ -115,6 +115,7 @@ class ServeConfig:
     image: str | None
     source: str
     environment: tuple[str, ...] = ()  # variable names the service sets
+    unpinned: str | None = None  # why the engine version it runs cannot be known (a compose build)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -242,7 +243,10 @@ def _compose(text: str, source: str, service: str | None) -> ServeConfig:
     if image is not None and not isinstance(image, str):
         raise InputError([Problem(source, "must be a string", key=f"services.{service}.image")])
     names = _environment_names(entry.get("environment"), source, f"services.{service}.environment")
-    return ServeConfig(tuple(parts), image or None, f"{source} service {service}", names)
+    unpinned = None
+    if not image and entry.get("build") is not None:
+        unpinned = f"service {service} builds its image (build:)"
+    return ServeConfig(tuple(parts), image or None, f"{source} service {service}", names, unpinned)
 
 
 def _command_tokens(value: object, source: str, key: str) -> list[str]:

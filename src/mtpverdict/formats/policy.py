@@ -163,7 +163,7 @@ class Selection(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Outside(StrEnum):
-    """What `gate` does with a serve config allowing prompts beyond a promotion's context envelope."""
+    """What `gate` does with what the evidence does not firmly show: refuse it, or accept it on purpose."""
 
     REFUSE = "refuse"
     ACCEPT = "accept"
@@ -177,6 +177,13 @@ class Gate(Struct, frozen=True, forbid_unknown_fields=True):
         Meta(
             description="A serve config whose context reaches the depth where a context_regime rule found "
             "the promoted arm not holding: refused, or accepted on purpose."
+        ),
+    ] = Outside.REFUSE
+    provisional: Annotated[
+        Outside,
+        Meta(
+            description="A provisional decision (fewer than 3 degrees of freedom for the boot-to-boot "
+            "variance, e.g. one boot per arm): refused, or accepted on purpose."
         ),
     ] = Outside.REFUSE
 
