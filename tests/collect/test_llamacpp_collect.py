@@ -192,9 +192,11 @@ def test_fewer_slots_than_the_concurrency_is_refused(tmp_path: Path, port: int) 
 def test_a_depth_other_than_the_arms_is_refused_once_a_draft_shows_it(tmp_path: Path, port: int) -> None:
     arms: Arms = (
         ("off_A", None, []),
-        ("draft_k3", 2, [*DRAFT_K2[:-1], "3"]),
-    )  # the arm says 2, the server drafts 3
-    done, out = _collect(tmp_path, llama_campaign(port, arms, reps=1), "--allow-argv-mismatch")
+        ("draft_k3", 2, [*DRAFT_K2[:-1], "{depth}"]),
+    )  # the arm says 2, the server drafts 3: a value only known at run time, so no check before the boot
+    done, out = _collect(
+        tmp_path, llama_campaign(port, arms, reps=1), "--allow-argv-mismatch", "--var", "depth=3"
+    )
     assert done.returncode == EXIT_BOOTS_FAILED, done.stderr + done.stdout
     boot = _boots(out)["draft_k3"]
     assert boot["status"] == "failed" and boot["observed_k"] == 3, boot
