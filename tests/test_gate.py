@@ -454,3 +454,121 @@ def test_a_provisional_decision_is_refused_unless_the_policy_accepts_it() -> Non
     keep = GateEvidence("keep_mtp_disabled", None, ("why",), (control, arm), None, provisional=True)
     off = evaluate(keep, parse_spec("off"), None)  # the configuration every campaign starts from
     assert off.supported and any("keeping speculation off is not refused" in r for r in off.reasons)
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        ["taskset", "-c", "0-7", "/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+        [
+            "nice",
+            "-n",
+            "10",
+            "/v/bin/python3.13t",
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "m",
+        ],
+        ["/opt/vllm/bin/vllm", "serve", "m"],
+    ],
+)
+def test_a_wrapper_or_an_interpreter_build_is_part_of_the_program(evidence: list[str]) -> None:
+    assert argv_differences(evidence, ["--model", "m"]) == []
+
+
+def test_llama_server_builds_and_windows_paths_are_the_program() -> None:
+    for program in ("/b/llama-server-cuda", "C:\\llama\\llama-server.exe", "nice"):
+        argv = [program, "-m", "a.gguf"] if program != "nice" else ["nice", "llama-server", "-m", "a.gguf"]
+        assert argv_differences(argv, ["llama-server", "-m", "a.gguf"]) == [], program
+
+
+def test_the_last_spelling_of_a_flag_is_the_one_the_engine_runs() -> None:
+    from mtpverdict.gate import context_limit
+
+    assert context_limit(["llama-server", "--ctx-size", "4096", "-c", "65536"]) == ("-c", 65536)
+    config = ServeConfig(
+        (
+            "--model",
+            "synthetic",
+            "-dp",
+            "1",
+            "--data-parallel-size",
+            "2",
+            "--speculative-config",
+            json.dumps(
+                {
+                    "method": "mtp",
+                    "num_speculative_tokens": 2,
+                    "num_speculative_tokens_per_batch_size": [[1, 2, 2], [3, 64, 0]],
+                }
+            ),
+        ),
+        None,
+        "s.argv",
+    )
+    from mtpverdict.gate import data_parallel_refusal, resolve_proposal
+    from mtpverdict.serveconfig import spec_of
+
+    proposal = resolve_proposal(None, spec_of(config), "s.argv")
+    assert not isinstance(proposal, list)
+    assert data_parallel_refusal(proposal, config) is not None
+
+
+def test_a_service_with_an_image_it_builds_is_unpinned(tmp_path: Path) -> None:
+    from mtpverdict.serveconfig import read_serve_config
+
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  seat:\n    image: vllm/vllm-openai:v0.32.0\n    build: ./patched\n    command: "
+        + json.dumps(["--model", "m"])
+        + "\n"
+    )
+    assert read_serve_config(compose).unpinned is not None
+
+
+def test_a_config_without_an_image_says_its_engine_version_is_not_checked() -> None:
+    arm = ArmEvidence(
+        "k2", False, "mtp", 2, "eligible", (), None, ("--model", "m", "--speculative-config", K2), ("0.32.0",)
+    )
+    evidence = GateEvidence("promote", "k2", ("why",), (arm,), None)
+    line = (
+        "/opt/vllm-0.40/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "m",
+        "--speculative-config",
+        K2,
+    )
+    found = evaluate(evidence, None, ServeConfig(line, None, "s.argv"))
+    assert found.supported and any("engine version is not checked" in r for r in found.reasons), found.reasons
+
+
+def test_off_ranges_of_a_schedule_are_checked_against_the_control_this_deployment_is() -> None:
+    from mtpverdict.formats.decision import Schedule, ScheduleRange
+
+    spec = json.dumps(
+        {
+            "method": "mtp",
+            "num_speculative_tokens": 2,
+            "num_speculative_tokens_per_batch_size": [[1, 2, 2], [3, 64, 0]],
+        }
+    )
+    mine = ("--model", "m")
+    other = ArmEvidence("off_other", True, None, None, "control", (), None, (*mine, "--device", "xpu"), ())
+    off = ArmEvidence("off_A", True, None, None, "control", (), None, mine, ())
+    k2 = ArmEvidence("k2", False, "mtp", 2, "eligible", (), None, (*mine, "--speculative-config", K2), ())
+    schedule = Schedule(
+        family="default",
+        metric="decode_tps",
+        baseline=None,
+        method="mtp",
+        ranges=(ScheduleRange(1, 2, 2, "k2", (), ("r",)), ScheduleRange(3, 1024, 0, None, (), ("r",))),
+        rule="stated",
+        speculative_config=None,
+        note=None,
+    )
+    evidence = GateEvidence("promote", None, ("why",), (other, off, k2), None, schedule)
+    found = evaluate(evidence, None, ServeConfig((*mine, "--speculative-config", spec), None, "s.argv"))
+    assert found.supported, found.reasons

@@ -468,7 +468,8 @@ def data_parallel_refusal(proposal: Proposal, config: ServeConfig | None) -> str
     parallelism and runs num_speculative_tokens at every batch size. None when it runs."""
     if config is None or proposal.serve is None or not proposal.serve.schedule:
         return None
-    size = next(iter(flag_values(config.argv, DATA_PARALLEL_FLAGS).values()), None)
+    given = last_value(config.argv, DATA_PARALLEL_FLAGS)
+    size = None if given is None else given[1]
     if size is None or not size.isdigit() or int(size) <= 1:
         return None
     return (
@@ -478,16 +479,17 @@ def data_parallel_refusal(proposal: Proposal, config: ServeConfig | None) -> str
     )
 
 
-def flag_values(argv: Sequence[str], flags: Sequence[str]) -> dict[str, str]:
-    """The last value each of `flags` is given (`--flag V` or `--flag=V`; long flags normalised)."""
-    given: dict[str, str] = {}
+def last_value(argv: Sequence[str], flags: Sequence[str]) -> tuple[str, str] | None:
+    """(flag, value) of the last of `flags` given (`--flag V` or `--flag=V`; long flags normalised):
+    the spellings of one setting, of which an engine runs the last."""
+    found = None
     tokens = list(argv)
     for i, token in enumerate(tokens):
         name, eq, value = token.partition("=")
         flag = normalise_flag(name) if name.startswith("--") else name
         if flag in flags and (eq or i + 1 < len(tokens)):
-            given[flag] = value if eq else tokens[i + 1]
-    return given
+            found = (flag, value if eq else tokens[i + 1])
+    return found
 
 
 def _drafter_size(proposal: Proposal, ranges: Ranges) -> str | None:
@@ -541,16 +543,14 @@ _MULTIPLIER = {
 def context_limit(argv: Sequence[str]) -> tuple[str, int | None] | None:
     """(flag, tokens) of the context a serve command allows (tokens None: the model's own, not bounded
     here); None when no flag sets it. Values as vLLM reads them: 32768, 32k (decimal) or 32K (binary)."""
-    given = flag_values(argv, CONTEXT_FLAGS)
-    for flag in CONTEXT_FLAGS:
-        if flag not in given:
-            continue
-        value = given[flag].strip()
-        found = _HUMAN.fullmatch(value)
-        if value in UNBOUNDED or found is None:
-            return flag, None
-        return flag, int(float(found.group(1)) * _MULTIPLIER[found.group(2)])
-    return None
+    given = last_value(argv, CONTEXT_FLAGS)
+    if given is None:
+        return None
+    flag, value = given[0], given[1].strip()
+    found = _HUMAN.fullmatch(value)
+    if value in UNBOUNDED or found is None:
+        return flag, None
+    return flag, int(float(found.group(1)) * _MULTIPLIER[found.group(2)])
 
 
 def check_envelope(
@@ -594,26 +594,36 @@ def check_envelope(
 # (3) freshness
 
 
-PROGRAMS = ("vllm", "sglang", "llama-server", "llama-cli", "server", "text-generation-launcher")
-PYTHON = re.compile(r"python[\d.]*")
+SERVERS = re.compile(r"vllm|sglang|llama-server[\w.-]*|server|text-generation-launcher")
+PYTHON = re.compile(r"python[\d.]*t?")
+
+
+def _program_name(token: str) -> str:
+    """A token's file name, without a Windows path or .exe: /b/llama-server, C:\\x\\llama-server.exe."""
+    return token.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe")
 
 
 def program_end(argv: Sequence[str]) -> int:
-    """Where the settings of a serve command line start: after the executable (one of PROGRAMS, by
-    its file name), after a Python interpreter's options up to `-m MODULE` or its script, and after a
-    `serve` subcommand. 0 when the line opens with a setting (a flag, or the model an image's
+    """Where the settings of a serve command line start: after the serving program (a server by its
+    file name, or a Python interpreter's options up to `-m MODULE` or its script), with whatever
+    wraps it (nice, taskset, env, ...), and after a `serve` subcommand. 0 when no serving program
+    comes before the first long flag: the line opens with a setting (a flag, or the model an image's
     `vllm serve` entrypoint takes)."""
-    if not argv:
+    at = None
+    for j, token in enumerate(argv):
+        if token.startswith("--"):
+            break
+        name = _program_name(token)
+        if PYTHON.fullmatch(name) or SERVERS.fullmatch(name):
+            at = j
+            break
+    if at is None:
         return 0
-    name = argv[0].replace("\\", "/").rsplit("/", 1)[-1]
-    i = 0
-    if PYTHON.fullmatch(name):
-        i = 1
+    i = at + 1
+    if PYTHON.fullmatch(_program_name(argv[at])):
         while i < len(argv) and argv[i] != "-m" and argv[i].startswith("-"):
             i += 1  # interpreter options (-u, -O, ...)
         i = min(i + 2, len(argv)) if i < len(argv) and argv[i] == "-m" else min(i + 1, len(argv))
-    elif name in PROGRAMS:
-        i = 1
     return i + 1 if i < len(argv) and argv[i] == "serve" else i
 
 
@@ -804,7 +814,7 @@ def freshness(
 ) -> tuple[bool, list[str]]:
     """Whether the serve config runs as the evidence was collected, with the reasons: against the arm
     of the proposal, or for a schedule against every arm its ranges run (a control for off ranges)."""
-    arms = [arm] if not scheduled or proposal.off else _schedule_arms(evidence, proposal)
+    arms = [arm] if not scheduled or proposal.off else _schedule_arms(evidence, proposal, config, ignore)
     stale = []
     for one in dict.fromkeys(a for a in arms if a is not None):
         found = check_fresh(one, evidence, config, ignore)
@@ -814,22 +824,32 @@ def freshness(
     names = ", ".join(a.name for a in dict.fromkeys(a for a in arms if a is not None))
     if not names:
         return True, []
-    return True, [
+    said = [
         f"evidence is fresh: {config.source} matches the serve arguments {names} "
         f"{'was' if ',' not in names else 'were'} collected with, except the speculative flags (checked "
         "above) and the listen address"
     ]
+    if config.image is None:
+        said.append(
+            f"the engine version is not checked: {config.source} names no image (the program's path "
+            "says nothing the gate can compare with the evidence)"
+        )
+    return True, said
 
 
-def _schedule_arms(evidence: GateEvidence, proposal: Proposal) -> list[ArmEvidence | None]:
-    """The arm behind each depth a scheduled proposal runs, and a control when a range runs off."""
+def _schedule_arms(
+    evidence: GateEvidence, proposal: Proposal, config: ServeConfig, ignore: tuple[str, ...]
+) -> list[ArmEvidence | None]:
+    """The arm behind each depth a scheduled proposal runs, and where a range runs off the control
+    this deployment is (the one it matches best: families can have controls on other devices)."""
     depths = {k for _, _, k in proposed_ranges(proposal)}
     out: list[ArmEvidence | None] = []
     for k in sorted(d for d in depths if d):
         supporting = _runs_at(evidence, k)
         out.append(next((a for a in evidence.arms if a.name in supporting), None))
     if 0 in depths:
-        out.append(next((a for a in evidence.arms if a.control), None))
+        controls = [a for a in evidence.arms if a.control]
+        out.append(min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None))
     return out
 
 

@@ -244,7 +244,7 @@ def _compose(text: str, source: str, service: str | None) -> ServeConfig:
         raise InputError([Problem(source, "must be a string", key=f"services.{service}.image")])
     names = _environment_names(entry.get("environment"), source, f"services.{service}.environment")
     unpinned = None
-    if not image and entry.get("build") is not None:
+    if entry.get("build") is not None:  # compose builds it, and names the result after `image` if set
         unpinned = f"service {service} builds its image (build:)"
     return ServeConfig(tuple(parts), image or None, f"{source} service {service}", names, unpinned)
 
