@@ -892,21 +892,8 @@ class Collector:
     ) -> None:
         plan = self.plan
         first = plan.workloads[0]
-        limits = cl.StreamLimits(stall_seconds=plan.server.stall_seconds)
         for rep in range(1, plan.warmup_runs + 1):
-            results = await cl.run_concurrent(
-                base_url,
-                concurrency=min(plan.concurrency),
-                model=model,
-                prompt=first.prompt,
-                max_tokens=first.max_tokens,
-                chat=first.chat,
-                ignore_eos=first.ignore_eos,
-                clock=self.clock,
-                nonce=first.nonce,
-                headers=self.headers,
-                limits=limits,
-            )
+            results = await self._run(base_url, model, first, min(plan.concurrency))
             self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
             self._note_sent(_sent_run(None, results, f"warm-up run {rep}"), planned, record, server)
             self._check_alive(server, "a warm-up run")
@@ -918,6 +905,22 @@ class Collector:
                     )
             if workload.expect_identical:
                 await self._identity_probe(client, base_url, model, planned, server, record, workload)
+
+    async def _run(self, base_url: str, model: str, workload: WorkloadPlan, conc: int) -> cl.RunResult:
+        """One run of `workload` at `conc` streams, as the campaign sends it (warm-up or measured)."""
+        return await cl.run_concurrent(
+            base_url,
+            concurrency=conc,
+            model=model,
+            prompt=workload.prompt,
+            max_tokens=workload.max_tokens,
+            chat=workload.chat,
+            ignore_eos=workload.ignore_eos,
+            clock=self.clock,
+            nonce=workload.nonce,
+            headers=self.headers,
+            limits=cl.StreamLimits(stall_seconds=self.plan.server.stall_seconds),
+        )
 
     async def _timed_run(
         self,
@@ -936,19 +939,7 @@ class Collector:
         tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
         before_rel, before, missed = await self._metrics(client, base_url, f"metrics/{tag}-before.prom")
         self._learn_depth(arm, record, before)
-        results = await cl.run_concurrent(
-            base_url,
-            concurrency=conc,
-            model=model,
-            prompt=workload.prompt,
-            max_tokens=workload.max_tokens,
-            chat=workload.chat,
-            ignore_eos=workload.ignore_eos,
-            clock=self.clock,
-            nonce=workload.nonce,
-            headers=self.headers,
-            limits=cl.StreamLimits(stall_seconds=self.plan.server.stall_seconds),
-        )
+        results = await self._run(base_url, model, workload, conc)
         after_rel, after, missed_after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
         self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
         group = _sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}")
