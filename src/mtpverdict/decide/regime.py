@@ -131,9 +131,9 @@ def choose(
         )
     deeper = versus(evidence, lowest, better[1:], cells, metric, alpha_pair)
     names = ", ".join(a.name for a in better)
-    won = [(a, est) for a, est, outcome in deeper if outcome is Outcome.BETTER]
-    if won:
-        pick, est = max(won, key=lambda ae: ae[1])
+    won = strongest_better(deeper)
+    if won is not None:
+        pick, est = won
         why = (
             f"{names} are better than off; {pick.name} is better than {lowest.name} beyond the floor "
             f"({pct(est)}, alpha {alpha_pair:.3g})"
@@ -251,6 +251,12 @@ def versus(
         estimates = [c.estimate for c in outcome.cells]
         out.append((arm, sum(estimates) / len(estimates), outcome.outcome))
     return out
+
+
+def strongest_better(found: Sequence[tuple[Arm, float, Outcome]]) -> tuple[Arm, float] | None:
+    """Of `versus`'s challengers, the one resolved better with the largest estimate; None when none is."""
+    won = [(a, est) for a, est, outcome in found if outcome is Outcome.BETTER]
+    return max(won, key=lambda ae: ae[1]) if won else None
 
 
 def choices(

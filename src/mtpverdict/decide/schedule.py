@@ -32,6 +32,7 @@ from mtpverdict.decide.regime import (
     schedule_arms,
     served_spec,
     served_specs,
+    strongest_better,
     versus,
     where,
 )
@@ -218,12 +219,8 @@ def choose_among(
     lowest = better[0]
     if len(better) == 1:
         return lowest
-    won = [
-        (a, est)
-        for a, est, outcome in versus(evidence, lowest, better[1:], cells, metric, alpha)
-        if outcome is Outcome.BETTER
-    ]
-    return max(won, key=lambda ae: ae[1])[0] if won else lowest
+    won = strongest_better(versus(evidence, lowest, better[1:], cells, metric, alpha))
+    return lowest if won is None else won[0]
 
 
 def _around_default(
@@ -237,9 +234,9 @@ def _around_default(
     out = []
     for group in groups:
         found = versus(evidence, default.arm, others, group, metric, alpha) if others else []
-        won = [(a, est) for a, est, outcome in found if outcome is Outcome.BETTER]
-        if won:
-            arm, est = max(won, key=lambda ae: ae[1])
+        won = strongest_better(found)
+        if won is not None:
+            arm, est = won
             why = (
                 f"{arm.name} is better than the default depth {default.arm.name} beyond the floor "
                 f"({pct(est)})"
