@@ -764,9 +764,7 @@ def evaluate(
     )
     ok, reasons, arm = support_schedule(evidence, proposal) if scheduled else support(evidence, proposal)
     if proposal.off and config is not None:
-        # the control this deployment is (families can have controls on other models or devices)
-        controls = [a for a in evidence.arms if a.control]
-        arm = min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None)
+        arm = deployed_control(evidence, config, ignore)
     depths = sorted({k for _, _, k in proposed_ranges(proposal) if k}) if not proposal.off else []
     inside, envelope = check_envelope(evidence, depths, config)
     ok, reasons = ok and inside, reasons + envelope
@@ -815,15 +813,16 @@ def freshness(
     """Whether the serve config runs as the evidence was collected, with the reasons: against the arm
     of the proposal, or for a schedule against every arm its ranges run (a control for off ranges)."""
     arms = [arm] if not scheduled or proposal.off else _schedule_arms(evidence, proposal, config, ignore)
+    checked = list(dict.fromkeys(a for a in arms if a is not None))
     stale = []
-    for one in dict.fromkeys(a for a in arms if a is not None):
+    for one in checked:
         found = check_fresh(one, evidence, config, ignore)
-        stale += found if len(arms) == 1 else [f"{one.name}: {r}" for r in found]
+        stale += found if len(checked) == 1 else [f"{one.name}: {r}" for r in found]
     if stale:
         return False, stale
-    names = ", ".join(a.name for a in dict.fromkeys(a for a in arms if a is not None))
-    if not names:
+    if not checked:
         return True, []
+    names = ", ".join(a.name for a in checked)
     said = [
         f"evidence is fresh: {config.source} matches the serve arguments {names} "
         f"{'was' if ',' not in names else 'were'} collected with, except the speculative flags (checked "
@@ -841,16 +840,24 @@ def _schedule_arms(
     evidence: GateEvidence, proposal: Proposal, config: ServeConfig, ignore: tuple[str, ...]
 ) -> list[ArmEvidence | None]:
     """The arm behind each depth a scheduled proposal runs, and where a range runs off the control
-    this deployment is (the one it matches best: families can have controls on other devices)."""
+    this deployment is."""
     depths = {k for _, _, k in proposed_ranges(proposal)}
     out: list[ArmEvidence | None] = []
     for k in sorted(d for d in depths if d):
         supporting = _runs_at(evidence, k)
         out.append(next((a for a in evidence.arms if a.name in supporting), None))
     if 0 in depths:
-        controls = [a for a in evidence.arms if a.control]
-        out.append(min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None))
+        out.append(deployed_control(evidence, config, ignore))
     return out
+
+
+def deployed_control(
+    evidence: GateEvidence, config: ServeConfig, ignore: tuple[str, ...]
+) -> ArmEvidence | None:
+    """The control this deployment is: the one its serve config matches best (families can have
+    controls on other models or devices)."""
+    controls = [a for a in evidence.arms if a.control]
+    return min(controls, key=lambda a: len(check_fresh(a, evidence, config, ignore)), default=None)
 
 
 def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
