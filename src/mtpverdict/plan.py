@@ -219,6 +219,21 @@ def blocked_power(
     return float(tdist.nct_sf(critical, df, log_effect / se)) ** max(design.cells, 1)
 
 
+def _single_device_row(
+    log_effect: float, sd: float, design: Design, alpha: float, power: float, max_boots: int
+) -> tuple[int | None, int, float, float]:
+    """Fewest boots per arm reaching `power` on one device; its df, floor and power (at the largest
+    design tried when none reaches it)."""
+    n = required_boots(log_effect, sd, design, alpha, power, max_boots)
+    shown = n if n is not None else max_boots
+    return (
+        n,
+        design_df(shown, design),
+        design_floor(sd, shown, design, alpha),
+        design_power(log_effect, sd, shown, design, alpha),
+    )
+
+
 def _blocked_row(
     log_effect: float, sd: float, design: Design, alpha: float, power: float, max_boots: int
 ) -> tuple[int | None, int, float, float]:
@@ -268,40 +283,12 @@ def make_plan(
     if design.depths < 1 or design.control_arms < 1 or design.cells < 1 or design.devices < 1:
         raise ValueError("a design needs at least one depth, one control arm, one cell and one device")
     log_effect = math.log1p(effect)
-    arms = design.depths + design.control_arms
     rows: list[PlanRow] = []
     for runs in sorted(set(runs_choices)):
         if runs < 1:
             raise ValueError(f"runs per boot must be 1 or more, not {runs}")
         sd = boot_level_sd(components.boot_sd, components.run_sd, runs)
-        if design.devices > 1:
-            n, df, floor, reached = _blocked_row(log_effect, sd, design, alpha, power, max_boots)
-        else:
-            n = required_boots(log_effect, sd, design, alpha, power, max_boots)
-            shown = n if n is not None else max_boots
-            df = design_df(shown, design)
-            floor = design_floor(sd, shown, design, alpha)
-            reached = design_power(log_effect, sd, shown, design, alpha)
-        shown = n if n is not None else max_boots
-        total_boots = arms * shown
-        total_runs = total_boots * (design.cells * runs + cold_runs)
-        seconds = None
-        if costs.boot_seconds is not None and costs.run_seconds is not None:
-            seconds = total_boots * costs.boot_seconds + total_runs * costs.run_seconds
-        rows.append(
-            PlanRow(
-                runs_per_boot=runs,
-                boots_per_arm=n,
-                df=df,
-                boot_level_sd=sd,
-                floor=floor,
-                power=reached,
-                total_boots=total_boots,
-                total_runs=total_runs,
-                seconds=seconds,
-                wall_seconds=None if seconds is None else seconds / design.devices,
-            )
-        )
+        rows.append(_plan_row(runs, sd, log_effect, design, costs, alpha, power, max_boots, cold_runs))
     reachable = [r for r in rows if r.boots_per_arm is not None]
 
     def cost(row: PlanRow) -> tuple[float, int, int]:
@@ -309,6 +296,67 @@ def make_plan(
         return (spent, row.total_boots, row.total_runs)
 
     best = min(reachable, key=cost) if reachable else None
+    return Plan(
+        effect=effect,
+        alpha=alpha,
+        power=power,
+        design=design,
+        components=components,
+        costs=costs,
+        rows=tuple(rows),
+        best=best,
+        notes=(
+            *components.notes,
+            *_plan_notes(best, effect, power, design, components, max_boots, cold_runs),
+        ),
+    )
+
+
+def _plan_row(
+    runs: int,
+    sd: float,
+    log_effect: float,
+    design: Design,
+    costs: Costs,
+    alpha: float,
+    power: float,
+    max_boots: int,
+    cold_runs: int,
+) -> PlanRow:
+    """One design: `runs` counted runs per boot, the fewest boots per arm reaching `power`, its cost."""
+    find = _blocked_row if design.devices > 1 else _single_device_row
+    n, df, floor, reached = find(log_effect, sd, design, alpha, power, max_boots)
+    shown = n if n is not None else max_boots
+    total_boots = (design.depths + design.control_arms) * shown
+    total_runs = total_boots * (design.cells * runs + cold_runs)
+    seconds = None
+    if costs.boot_seconds is not None and costs.run_seconds is not None:
+        seconds = total_boots * costs.boot_seconds + total_runs * costs.run_seconds
+    return PlanRow(
+        runs_per_boot=runs,
+        boots_per_arm=n,
+        df=df,
+        boot_level_sd=sd,
+        floor=floor,
+        power=reached,
+        total_boots=total_boots,
+        total_runs=total_runs,
+        seconds=seconds,
+        wall_seconds=None if seconds is None else seconds / design.devices,
+    )
+
+
+def _plan_notes(
+    best: PlanRow | None,
+    effect: float,
+    power: float,
+    design: Design,
+    components: VarianceComponents,
+    max_boots: int,
+    cold_runs: int,
+) -> list[str]:
+    """What a reader of the plan must know: nothing reaches the power, power is a lower bound, the
+    boot sd is uncertain, cold runs cost time."""
     notes: list[str] = []
     if best is None:
         notes.append(
@@ -330,17 +378,7 @@ def make_plan(
             f"each boot also runs {cold_runs} cold run(s) first, reported and not counted (the cost "
             "includes it)"
         )
-    return Plan(
-        effect=effect,
-        alpha=alpha,
-        power=power,
-        design=design,
-        components=components,
-        costs=costs,
-        rows=tuple(rows),
-        best=best,
-        notes=(*components.notes, *notes),
-    )
+    return notes
 
 
 def check_parameters(effect: float, alpha: float, power: float) -> None:
