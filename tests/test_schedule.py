@@ -381,3 +381,39 @@ def test_outside_schedule_mode_an_arm_that_ran_a_schedule_is_never_selected_as_o
     )
     assert str(beside.decision) == "promote"
     assert beside.selected is not None and beside.selected.arm == "k1"
+
+
+def _serving(schedule: list[list[int]]) -> Any:
+    """An edit serving the `sched` arm with `schedule` (k = its largest depth)."""
+
+    def edit(campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        config = {
+            "method": "mtp",
+            "num_speculative_tokens": max(k for _, _, k in schedule),
+            "num_speculative_tokens_per_batch_size": schedule,
+        }
+        argv = ["--model", "synthetic", "--speculative-config", json.dumps(config)]
+        for arm in campaign["arms"]:
+            if arm["name"] == "sched":
+                arm["serve_argv"] = argv
+        for rec in records:
+            if rec["kind"] == "boot" and rec["arm"] == "sched":
+                rec["argv"] = argv
+
+    return edit
+
+
+def test_under_a_reference_a_range_that_keeps_it_is_confirmed_by_running_like_it() -> None:
+    """With `reference = "k1"` a range that keeps k1 claims only that nothing beats k1 there, not a gain
+    over off: an arm that runs k1 there as k1 does confirms it, though k1 is no faster than off."""
+    arms = (_arm("k1", 1), _arm("k2", 2, 0.45, 0.0), _sched(0.45, 0.0))
+    edit = _serving([[1, 1, 2], [2, 1024, 1]])
+    d = _decide(arms, _policy('reference = "k1"\nconfirm = true'), concurrency=(1, 8), edit=edit)
+    assert d.schedule is not None and _ranges(d) == [(1, 1, 2), (2, 1024, 1)]
+    assert d.schedule.confirmed is True, d.schedule.confirmation
+    assert str(d.decision) == "promote"
+    assert "c=8: sched vs off " in d.schedule.confirmation[0] and "vs k1 " in d.schedule.confirmation[0]
+    slower = (*arms[:2], _sched(0.45, -0.20))  # the engine's switching costs k1's pace at c=8
+    d = _decide(slower, _policy('reference = "k1"\nconfirm = true'), concurrency=(1, 8), edit=edit)
+    assert d.schedule is not None and d.schedule.confirmed is False
+    assert "c=8: sched vs off worse" in d.schedule.confirmation[0]

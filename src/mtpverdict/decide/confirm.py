@@ -7,7 +7,8 @@ measured concurrency it must:
 - run the depth the derived schedule runs there (its ranges read as vLLM reads them);
 - be better than off beyond the floor at every selected workload where the schedule speculates (the
   family procedure's per-cell outcome, Holm across every arm and cell), and not worse than off where it
-  does not;
+  does not; under a policy `reference` the schedule claims no gain over off (a range keeps the
+  reference unless something beats it), so there it must only not be worse than off where it runs off;
 - not be worse than the fixed depth the schedule chose there (the family procedure with that depth in
   the controls' place, intersection-union over the workloads, at unadjusted alpha: a stricter test of
   "not worse" than a corrected one).
@@ -36,8 +37,11 @@ def served_depth(evidence: Evidence, arm: Arm, batch: int) -> int | None:
     return found[-1] if found else None
 
 
-def _at(evidence: Evidence, arm: Arm, group: Sequence[Cell], pick: Choice, metric: str) -> tuple[bool, str]:
-    """Whether the arm confirms the schedule at one measured concurrency, and the numbers saying so."""
+def _at(
+    evidence: Evidence, arm: Arm, group: Sequence[Cell], pick: Choice, metric: str, gain: bool
+) -> tuple[bool, str]:
+    """Whether the arm confirms the schedule at one measured concurrency, and the numbers saying so
+    (`gain`: a range that speculates claims a gain over off)."""
     conc = group[0][1]
     runs = served_depth(evidence, arm, conc)
     if runs != pick.k:
@@ -50,10 +54,10 @@ def _at(evidence: Evidence, arm: Arm, group: Sequence[Cell], pick: Choice, metri
     text = (
         f"c={conc}: {arm.name} vs off {', '.join(sorted(outcomes))} ({', '.join(interval(c) for c in shown)})"
     )
-    if pick.k > 0:
+    if pick.k > 0 and gain:
         ok = all(c.cell_outcome is Outcome.BETTER for c in shown)
     else:
-        ok = not any(c.cell_outcome is Outcome.WORSE for c in shown)
+        ok = pick.k > 0 or not any(c.cell_outcome is Outcome.WORSE for c in shown)
     if pick.k > 0 and pick.arm is not None:
         found = versus(evidence, pick.arm, [arm], group, metric, evidence.policy.alpha)
         if not found:
@@ -69,15 +73,17 @@ def confirm(
     arms: Sequence[Arm],
     groups: Sequence[tuple[Cell, ...]],
     picks: Sequence[Choice],
+    gain: bool = True,
 ) -> tuple[bool | None, tuple[str, ...]]:
-    """(confirmed by some arm, or None when no arm ran a schedule; the lines saying how)."""
+    """(confirmed by some arm, or None when no arm ran a schedule; the lines saying how). `gain`: the
+    schedule's speculating ranges claim a gain over off (false under a policy reference)."""
     if not arms:
         return None, ()
     metric = str(evidence.policy.selection.metric)
     lines = []
     confirmed = False
     for arm in arms:
-        found = [_at(evidence, arm, g, p, metric) for g, p in zip(groups, picks, strict=True)]
+        found = [_at(evidence, arm, g, p, metric, gain) for g, p in zip(groups, picks, strict=True)]
         ok = all(f[0] for f in found)
         confirmed = confirmed or ok
         verdict = "confirms the schedule" if ok else "does not confirm the schedule"
