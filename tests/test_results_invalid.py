@@ -126,3 +126,20 @@ def test_missing_files_say_what_a_results_directory_holds(tmp_path: Path) -> Non
         load_results(tmp_path)
     with pytest.raises(ResultsError, match="not a directory"):
         load_results(tmp_path / "nope")
+
+
+def test_a_json_syntax_error_names_its_line(tmp_path: Path) -> None:
+    """campaign.json and a decision file are whole-file JSON: a syntax error says on which line."""
+    from mtpverdict.errors import InputError
+    from mtpverdict.formats.decision import parse_decision
+
+    broken = '{\n  "format": "mtpverdict.results/1",\n  "id": ,\n}\n'
+    (tmp_path / "campaign.json").write_text(broken)
+    (tmp_path / "records.jsonl").write_text("")
+    with pytest.raises(ResultsError) as info:
+        load_results(tmp_path)
+    (problem,) = info.value.problems
+    assert problem.line == 3 and str(problem).startswith(f"{tmp_path / 'campaign.json'}:3: not valid JSON")
+    with pytest.raises(InputError) as found:
+        parse_decision(broken.replace("results/1", "decision/2"), "d.json")
+    assert [p.line for p in found.value.problems] == [3]

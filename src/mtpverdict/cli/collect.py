@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    """Add collect and merge."""
+    """Add collect, merge and schedule-arm."""
     app.command("collect")(collect)
     app.command("merge")(merge)
+    app.command("schedule-arm")(schedule_arm)
 
 
 def collect(
@@ -220,3 +221,28 @@ def merge(
     echo(f"{summary.shards} of {summary.expected} shards merged into {out}: {summary.records} records{owed}")
     for line in summary.missing:
         echo(f"missing: {terminal_safe(line)}", err=True)
+
+
+def schedule_arm(
+    campaign: Annotated[Path, typer.Argument(help="The campaign TOML the decision was made on.")],
+    decision: Annotated[Path, typer.Argument(help="Its decision in schedule mode (decide --out).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The confirmation campaign TOML (a new file).")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="The new arm's name (default: METHOD_schedule).")
+    ] = None,
+    campaign_id: Annotated[
+        str | None, typer.Option("--id", help="The new campaign's id (default: the id + '-confirm').")
+    ] = None,
+) -> None:
+    """Write the campaign again with an arm serving a decision's schedule: its confirmation campaign."""
+    from mtpverdict.collect.schedule_arm import write_schedule_arm
+
+    try:
+        made = write_schedule_arm(campaign, decision, out, name=name, campaign_id=campaign_id)
+    except InputError as exc:
+        fail_input(exc)
+    echo(f"wrote {out}: campaign {made.campaign_id}, arm {made.arm} (settings of {made.template}) serving")
+    echo(f"  --speculative-config '{made.config}'")
+    for arm in made.dropped:
+        echo(f"left out {arm}: it ran another schedule")
+    echo(f"next: mtpverdict collect {out} --out RESULTS, then decide RESULTS with [selection] confirm = true")

@@ -279,7 +279,7 @@ def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
         i = 0
         while i < len(args):
             flag, eq, _ = args[i].partition("=")
-            values = _flag_values(flag)
+            values = flag_values(flag)
             if values is None:
                 out.append(
                     f"arm {arm.name}: {args[i]!r} is not a speculative flag; arms must differ only "
@@ -311,7 +311,7 @@ def depth_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
     return out
 
 
-def _flag_values(flag: str) -> int | None:
+def flag_values(flag: str) -> int | None:
     """How many argv tokens follow a speculative (or reporting) flag; None when it is neither."""
     from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag
 

@@ -109,6 +109,14 @@ _STRICT_JSON = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_reject
 _STRICT_JSON_WITH_NAN = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
+class JsonSyntaxError(ValueError):
+    """Text that is not JSON, with the line the decoder stopped on (json's position text dropped)."""
+
+    def __init__(self, message: str, lineno: int) -> None:
+        super().__init__(message)
+        self.lineno = lineno
+
+
 def loads_strict(text: str) -> Any:
     """Python objects of a JSON text, refusing duplicate keys, NaN/Infinity, excessive nesting and
     integers beyond +-MAX_INT.
@@ -123,7 +131,7 @@ def loads_strict(text: str) -> Any:
     except LimitError:
         raise
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg}") from None
+        raise JsonSyntaxError(f"not valid JSON: {exc.msg}", exc.lineno) from None
     breach = limits_problem(value)
     if breach is not None:
         key, message = breach
@@ -148,7 +156,7 @@ def raw_decode_strict(text: str, position: int, *, allow_nan: bool = False) -> t
 
 def json_line(exc: ValueError) -> int | None:
     """The line of a JSON syntax error, when the decoder gave one."""
-    return getattr(exc, "lineno", None)
+    return exc.lineno if isinstance(exc, (JsonSyntaxError, json.JSONDecodeError)) else None
 
 
 def int_range_text(value: int) -> str:

@@ -1,0 +1,201 @@
+"""A confirmation campaign: a campaign file plus one arm that serves the schedule a decision derived.
+
+`mtpverdict decide` in schedule mode derives a schedule from fixed depths and prints vLLM's
+--speculative-config for it; `mtpverdict schedule-arm CAMPAIGN.toml DECISION.json --out NEW.toml` writes
+the campaign again with an arm serving exactly that JSON, so a second campaign can run the schedule
+beside the fixed depths and off, and a decision in schedule mode can confirm it (`[selection] confirm`).
+
+The new arm copies the settings of the arm the schedule runs at its largest depth: its serve_args lose
+every speculative flag and gain `--speculative-config JSON` (reporting flags such as
+--per-request-spec-decode-metrics stay), its k is the schedule's largest depth (what the per-position
+counters show). It is placed before the campaign's last control, so off still brackets it. Arms that
+ran another schedule are left out: a confirmation campaign confirms one schedule. The file is edited
+with tomlkit, so its comments and layout survive, and the result is checked as `collect` checks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtpverdict._jsonio import atomic_write
+from mtpverdict.collect.campaign import (
+    MAX_CAMPAIGN_BYTES,
+    REPORTING_FLAGS,
+    ArmPlan,
+    CampaignPlan,
+    depth_problems,
+    flag_values,
+    parity_problems,
+    parse_campaign,
+)
+from mtpverdict.errors import CampaignError, InputError, Problem
+from mtpverdict.formats import _check
+from mtpverdict.formats.decision import Decision, Schedule, parse_decision
+from mtpverdict.serveconfig import ServeSpec, extract_spec, normalise_flag
+
+CONFIRM_SUFFIX = "-confirm"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleArm:
+    """The confirmation campaign's text and what was done to make it."""
+
+    text: str
+    arm: str  # the new arm
+    template: str  # the fixed-depth arm whose settings it copies
+    config: str  # the --speculative-config JSON it serves
+    dropped: tuple[str, ...]  # arms that ran another schedule, left out
+    campaign_id: str
+
+
+def _schedule(decision: Decision, source: str) -> tuple[Schedule, str]:
+    """The decision's schedule and its JSON, or why there is nothing to serve."""
+    schedule = decision.schedule
+    if schedule is None:
+        why = 'the decision holds no schedule: decide with [selection] mode = "schedule"'
+        raise InputError([Problem(source, why, key="schedule")])
+    if schedule.speculative_config is None:
+        why = f"the schedule gives no --speculative-config to serve: {schedule.note or 'no range speculates'}"
+        raise InputError([Problem(source, why, key="schedule.speculative_config")])
+    return schedule, schedule.speculative_config
+
+
+def _template(plan: CampaignPlan, schedule: Schedule, source: str) -> str:
+    """The arm the schedule runs at its largest depth (every scheduled arm shares its other settings)."""
+    top = max(r.k for r in schedule.ranges)
+    name = next(r.arm for r in schedule.ranges if r.k == top and r.arm is not None)
+    if not any(a.name == name for a in plan.arms):
+        why = f"the schedule's arm {name} is not in this campaign; pass the campaign the decision was made on"
+        raise CampaignError([Problem(source, why, key="arms")])
+    return name
+
+
+def kept_args(serve_args: tuple[str, ...]) -> list[str]:
+    """serve_args without their speculative flags (each with its values); reporting flags stay."""
+    out: list[str] = []
+    i = 0
+    while i < len(serve_args):
+        flag, eq, _ = serve_args[i].partition("=")
+        values = flag_values(flag)
+        width = 1 if eq or values is None else 1 + values
+        if values is None or normalise_flag(flag) in REPORTING_FLAGS:
+            out.extend(serve_args[i : i + width])
+        i += width
+    return out
+
+
+def _ran_a_schedule(serve_args: tuple[str, ...]) -> bool:
+    spec = extract_spec(serve_args) if serve_args else None
+    return isinstance(spec, ServeSpec) and bool(spec.schedule)
+
+
+def _check_plan(plan: CampaignPlan, source: str) -> None:
+    """A schedule arm needs vLLM booted by collect (it passes the schedule on the command line)."""
+    if plan.server.engine != "vllm":
+        why = f"only vLLM 0.32 runs a per-batch-size schedule; this campaign's engine is {plan.server.engine}"
+        raise CampaignError([Problem(source, why, key="server.engine")])
+    if plan.server.mode != "launch":
+        why = 'collect must boot the servers (mode = "launch") to serve the schedule on the command line'
+        raise CampaignError([Problem(source, why, key="server.mode")])
+
+
+def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str, inline: bool) -> Any:
+    """The new arm as a TOML table shaped like the file's other arms (`inline`: arms = [{...}])."""
+    import tomlkit
+
+    config = schedule.speculative_config or "{}"
+    table = tomlkit.table()
+    table["name"] = name
+    table["role"] = "candidate"
+    table["method"] = arm.method
+    table["k"] = max(r.k for r in schedule.ranges)  # the largest depth: what the counters show
+    value = tomlkit.string(config, literal="'" not in config)
+    table["serve_args"] = ["--speculative-config", value, *kept_args(arm.serve_args)]
+    if arm.family != "default":
+        table["family"] = arm.family
+    table["labels"] = {**dict(arm.labels), "confirms": origin}
+    if arm.config is not None:  # the engine's speculative config, recorded in the campaign
+        table["config"] = json.loads(config)
+    if inline:
+        short = tomlkit.inline_table()
+        short.update(dict(table.items()))
+        return short
+    table.add(tomlkit.nl())
+    return table
+
+
+def schedule_arm(
+    campaign_text: str,
+    campaign_source: str,
+    decision: Decision,
+    decision_source: str,
+    *,
+    origin: str,
+    name: str | None = None,
+    campaign_id: str | None = None,
+) -> ScheduleArm:
+    """The campaign text with an arm serving the decision's schedule; `origin` names the decision in
+    the arm's `confirms` label (its file and hash)."""
+    import tomlkit
+
+    plan = parse_campaign(campaign_text, campaign_source)
+    schedule, config = _schedule(decision, decision_source)
+    if decision.campaign.id != plan.id:
+        why = f"the decision was made on campaign {decision.campaign.id!r}, not {plan.id!r}"
+        why += f" ({campaign_source})"
+        raise InputError([Problem(decision_source, why, key="campaign.id")])
+    _check_plan(plan, campaign_source)
+    template = _template(plan, schedule, campaign_source)
+    arm_name = name or f"{schedule.method}_schedule"
+    dropped = tuple(a.name for a in plan.arms if a.name != template and _ran_a_schedule(a.serve_args))
+    if arm_name in {a.name for a in plan.arms} - set(dropped):
+        raise InputError([Problem("--name", f"the campaign already has an arm named {arm_name}")])
+    doc = tomlkit.parse(campaign_text)
+    arms = doc["arms"]
+    for i in reversed(range(len(arms))):
+        if arms[i]["name"] in dropped:
+            del arms[i]
+    roles = [str(a["role"]) for a in arms]
+    at = len(roles) - 1 if roles and roles[-1] == "control" else len(roles)
+    arm = next(a for a in plan.arms if a.name == template)
+    inline = not isinstance(arms, tomlkit.items.AoT)
+    arms.insert(at, _arm_table(arm, arm_name, schedule, origin, inline))
+    new_id = campaign_id or (plan.id if plan.id.endswith(CONFIRM_SUFFIX) else plan.id + CONFIRM_SUFFIX)
+    doc["id"] = new_id
+    text = tomlkit.dumps(doc)
+    _check_result(text, campaign_source)
+    return ScheduleArm(text, arm_name, template, config, dropped, new_id)
+
+
+def _check_result(text: str, source: str) -> None:
+    """The written campaign must be one collect runs: valid, arms differing only in speculation, and
+    every arm's serve_args asking for its declared depth."""
+    plan = parse_campaign(text, f"{source} (with the schedule arm)")
+    problems = parity_problems(plan.arms) + depth_problems(plan.arms)
+    if problems:
+        raise CampaignError([Problem(plan.source, p) for p in problems])
+
+
+def write_schedule_arm(
+    campaign: Path, decision: Path, out: Path, *, name: str | None = None, campaign_id: str | None = None
+) -> ScheduleArm:
+    """Read the campaign and decision files, write the confirmation campaign to `out` (a new file)."""
+    if out.exists() or os.path.abspath(out) == os.path.abspath(campaign):
+        why = "already exists; name a new file for the confirmation campaign"
+        raise InputError([Problem(str(out), why)])
+    source = str(campaign)
+    what = "a campaign file"
+    data = _check.read_document(campaign, limit=MAX_CAMPAIGN_BYTES, what=what, error=CampaignError)
+    text = _check.text_of(data, source, CampaignError)
+    raw = _check.read_document(decision, limit=_check.MAX_DECISION_BYTES, what="a decision file")
+    found = parse_decision(_check.text_of(raw, str(decision)), str(decision))
+    digest = hashlib.sha256(raw).hexdigest()
+    origin = f"{decision.name} sha256 {digest[:16]}"
+    made = schedule_arm(text, source, found, str(decision), origin=origin, name=name, campaign_id=campaign_id)
+    atomic_write(out, made.text)
+    return made

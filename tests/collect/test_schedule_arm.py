@@ -1,0 +1,173 @@
+"""schedule-arm: the campaign again, with an arm serving exactly the schedule a decision derived."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from typer.testing import CliRunner
+
+from mtpverdict.cli import app
+from mtpverdict.collect.campaign import parse_campaign
+from mtpverdict.collect.schedule_arm import kept_args, schedule_arm
+from mtpverdict.errors import InputError
+from mtpverdict.formats.decision import Decision, ScheduleRange, decision_json, load_decision
+from mtpverdict.serveconfig import ServeSpec, extract_spec
+
+from ..conftest import ROOT
+
+CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "schedule-campaign.toml"
+GOLDEN = ROOT / "tests" / "golden" / "synthetic-crossover@default-schedule.json"
+CONFIG = (
+    '{"method":"ngram","num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,1,3],'
+    '[2,1024,1]],"prompt_lookup_max":4,"prompt_lookup_min":2}'
+)
+
+
+def _decision(campaign_id: str = "vllm-cpu-schedule", config: str | None = CONFIG) -> Decision:
+    """A decision in schedule mode on schedule-campaign.toml: k3 at batch size 1, k1 from 2."""
+    golden = load_decision(GOLDEN)
+    assert golden.schedule is not None
+    ranges = (
+        ScheduleRange(1, 1, 3, "ngram_k3", (1,), ("k3 better",)),
+        ScheduleRange(2, 1024, 1, "ngram_k1", (4,), ("k1 kept",)),
+    )
+    schedule = msgspec.structs.replace(
+        golden.schedule, method="ngram", ranges=ranges, speculative_config=config, note=None
+    )
+    if config is None:
+        schedule = msgspec.structs.replace(schedule, note="no range speculates: serve without it")
+    campaign = msgspec.structs.replace(golden.campaign, id=campaign_id)
+    return msgspec.structs.replace(golden, schedule=schedule, campaign=campaign)
+
+
+def _made(text: str | None = None, decision: Decision | None = None, **kw: str) -> tuple[str, list[str]]:
+    made = schedule_arm(
+        text or CAMPAIGN.read_text(), "c.toml", decision or _decision(), "d.json", origin="d.json sha", **kw
+    )
+    return made.text, list(made.dropped)
+
+
+def test_the_arm_serves_the_decisions_json_before_the_closing_control() -> None:
+    text, dropped = _made()
+    plan = parse_campaign(text, "new.toml")
+    assert [a.name for a in plan.arms] == ["off_A", "ngram_k1", "ngram_k3", "ngram_schedule", "off_B"]
+    assert dropped == ["ngram_sched"]  # the hand-written schedule arm ran another schedule
+    arm = plan.arms[3]
+    assert (arm.role, arm.method, arm.k) == ("candidate", "ngram", 3)
+    assert arm.serve_args == ("--speculative-config", CONFIG, "--per-request-spec-decode-metrics", "detailed")
+    assert dict(arm.labels) == {"confirms": "d.json sha"}
+    spec = extract_spec(arm.serve_args)
+    assert isinstance(spec, ServeSpec)
+    assert [(r.first_batch, r.k) for r in spec.schedule] == [(1, 3), (2, 1)]
+    assert plan.id == "vllm-cpu-schedule-confirm"
+    assert plan.arms[:3] == parse_campaign(CAMPAIGN.read_text(), "c.toml").arms[:3]  # untouched
+
+
+def test_the_files_comments_and_layout_survive() -> None:
+    text, _ = _made()
+    old = CAMPAIGN.read_text()
+    assert text.splitlines()[:5] == old.splitlines()[:5]  # the header comment
+    assert "# num_speculative_tokens: the schedule's largest depth" not in text  # went with its arm
+    assert f"serve_args = [\"--speculative-config\", '{CONFIG}'" in text  # a literal string, as written
+    assert '\n\n[[arms]]\nname = "off_B"' in text
+
+
+def test_a_confirmation_campaign_keeps_its_id_and_can_be_made_again() -> None:
+    first, _ = _made()
+    again, dropped = _made(first, _decision("vllm-cpu-schedule-confirm"), name="second")
+    assert dropped == ["ngram_schedule"]
+    plan = parse_campaign(again, "again.toml")
+    assert plan.id == "vllm-cpu-schedule-confirm" and "second" in [a.name for a in plan.arms]
+
+
+@pytest.mark.parametrize(
+    ("decision", "key", "words"),
+    [
+        (msgspec.structs.replace(_decision(), schedule=None), "schedule", 'mode = "schedule"'),
+        (_decision(config=None), "schedule.speculative_config", "no range speculates"),
+        (_decision("another"), "campaign.id", "made on campaign 'another'"),
+    ],
+)
+def test_a_decision_without_a_schedule_for_this_campaign_is_refused(
+    decision: Decision, key: str, words: str
+) -> None:
+    with pytest.raises(InputError) as exc:
+        _made(decision=decision)
+    (problem,) = exc.value.problems
+    assert problem.source == "d.json" and problem.key == key and words in problem.message
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "words"),
+    [
+        (('engine = "vllm"', 'engine = "llamacpp"'), "server.engine", "only vLLM 0.32"),
+        (('name = "ngram_k3"', 'name = "ngram_k4"'), "arms", "ngram_k3 is not in this campaign"),
+    ],
+)
+def test_a_campaign_that_cannot_serve_the_schedule_is_refused(
+    edit: tuple[str, str], key: str, words: str
+) -> None:
+    with pytest.raises(InputError) as exc:
+        _made(CAMPAIGN.read_text().replace(*edit))
+    (problem,) = exc.value.problems
+    assert problem.source == "c.toml" and problem.key == key and words in problem.message
+
+
+def test_a_name_already_taken_is_refused() -> None:
+    with pytest.raises(InputError, match="already has an arm named ngram_k1"):
+        _made(name="ngram_k1")
+
+
+def test_only_speculative_flags_are_replaced() -> None:
+    args = (
+        "--speculative-config.method",
+        "ngram",
+        "--per-request-spec-decode-metrics=detailed",
+        "--speculative-config={}",
+        "--per-request-spec-decode-metrics",
+        "basic",
+    )
+    assert kept_args(args) == [
+        "--per-request-spec-decode-metrics=detailed",
+        "--per-request-spec-decode-metrics",
+        "basic",
+    ]
+
+
+def test_the_command_writes_a_new_file_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    decision = tmp_path / "d.json"
+    decision.write_text(decision_json(_decision()))
+    out = tmp_path / "confirm.toml"
+    runner = CliRunner()
+    done = runner.invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "arm ngram_schedule (settings of ngram_k3)" in done.output
+    assert "left out ngram_sched: it ran another schedule" in done.output
+    arm = parse_campaign(out.read_text(), str(out)).arms[3]
+    assert arm.name == "ngram_schedule" and dict(arm.labels)["confirms"].startswith("d.json sha256 ")
+    again = runner.invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
+    assert again.exit_code == 2 and again.output.count("Error:") == 1 and "already exists" in again.output
+
+
+def test_a_broken_decision_file_is_one_error_naming_its_line(tmp_path: Path) -> None:
+    decision = tmp_path / "d.json"
+    decision.write_text('{\n  "format": "mtpverdict.decision/2",\n  "decision": ,\n}\n')
+    done = CliRunner().invoke(
+        app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(tmp_path / "c.toml")]
+    )
+    assert done.exit_code == 2 and done.output.count("Error:") == 1, done.output
+    assert f"{decision}:3" in done.output and "Traceback" not in done.output
+    assert not (tmp_path / "c.toml").exists()
+
+
+def test_the_config_recorded_in_the_campaign_follows_the_schedule() -> None:
+    text = CAMPAIGN.read_text().replace(
+        'name = "ngram_k3"\nrole = "candidate"',
+        'name = "ngram_k3"\nrole = "candidate"\nconfig = { method = "ngram", num_speculative_tokens = 3 }',
+    )
+    made, _ = _made(text)
+    arm = parse_campaign(made, "new.toml").arms[3]
+    assert arm.config == json.loads(CONFIG)
