@@ -336,3 +336,16 @@ def test_every_arm_a_schedule_runs_is_checked_for_freshness() -> None:
     found = evaluate(evidence, None, ServeConfig(_config(2, [[1, 2, 1], [3, 8, 2], [9, 64, 0]]), None, "s"))
     assert not found.supported, found.reasons
     assert any("stale evidence" in r and "k1" in r and "--max-model-len" in r for r in found.reasons)
+
+
+def test_under_a_veto_the_decision_still_states_where_the_arm_would_hold() -> None:
+    """The shipped Arc policy vetoes a3b_mtp1 for losing from 32K, yet it is 29% faster at 4K: the
+    decision says so as an envelope, names the veto, and records no promotion envelope for gate."""
+    from mtpverdict.decide import decide_directory
+
+    d = decide_directory(FIXTURES / "arc-b70-qwen36", str(ROOT / "rules" / "arc-b70.toml")).decision
+    assert d.arm("a3b_mtp1").verdict == "rejected" and d.envelopes == ()
+    (line,) = [r for r in d.reasons if r.startswith("context envelope (no-long-context-loss): a3b_mtp1")]
+    assert "a3b_mtp1 holds only below 34,819 prompt tokens (shown up to 6,146; not between)" in line
+    assert 'the rule is a veto, so a3b_mtp1 is rejected; with severity = "warn"' in line
+    assert not any(r.startswith("context envelope (no-long-context-loss): dense_mtp") for r in d.reasons)

@@ -1,70 +1,118 @@
-"""A schedule on a real vLLM CPU server: fixed n-gram depths, an arm running vLLM's per-batch-size
-schedule, and a decision in schedule mode with that arm as the confirmation.
+"""A schedule derived and then confirmed on a real vLLM CPU server, through the command line.
+
+Phase 1 collects collectors/vllm-cpu/schedule-campaign.toml (off, n-gram k=1 and k=3, and an arm
+running a hand-written per-batch-size schedule) and decides it with collectors/vllm-cpu/
+schedule-policy.toml, which derives a schedule from the fixed depths. `mtpverdict schedule-arm` writes
+the campaign again with an arm serving the derived --speculative-config; phase 2 collects that campaign
+and decides it: the derived schedule is promoted only if the arm that ran it confirms it.
 
 Needs MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh provides both); skipped
-without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set. MTPVERDICT_SCHEDULE_RESULTS names a results
-directory of collectors/vllm-cpu/schedule-campaign.toml already collected, to decide on it again
-without booting ten servers (about 20 minutes on two cores). MTPVERDICT_SCHEDULE_BOOTS collects that
-many boots per arm instead of the campaign's two (CI collects one: five servers).
+without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set. MTPVERDICT_SCHEDULE_BOOTS collects that many
+boots per arm instead of the campaign's two. MTPVERDICT_SCHEDULE_WORK names a directory holding both
+phases' results from an earlier run (schedule-results, schedule-confirm-results), to decide again
+without booting twenty servers (about 12 minutes on two cores).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from mtpverdict.decide import decide
+from mtpverdict.collect.campaign import load_campaign_file
+from mtpverdict.formats.decision import Decision, load_decision
 from mtpverdict.formats.results_io import Results, load_results
-from mtpverdict.rules.registry import parse_rules
+from mtpverdict.serveconfig import ServeSpec, extract_spec
 
 from .conftest import ROOT
 
 pytestmark = pytest.mark.real_server
-CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "schedule-campaign.toml"
+HERE = ROOT / "collectors" / "vllm-cpu"
+CAMPAIGN = HERE / "schedule-campaign.toml"
+POLICY = HERE / "schedule-policy.toml"
 PORT = "8220"
+HAND_WRITTEN = "ngram_sched"
+DERIVED = "ngram_schedule"
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Both phases: what was collected and what was decided."""
+
+    derive: Results
+    derived: Decision
+    campaign: Path
+    confirm: Results
+    confirmed: Decision
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mtpverdict", *args], capture_output=True, text=True, timeout=3600, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _collect(campaign: Path, out: Path, work: Path, python: str, models: str) -> Results:
+    if out.exists():  # a machine that keeps ci-work holds the last run's
+        shutil.rmtree(out)
+    argv = ["collect", str(campaign), "--out", str(out)]
+    for var in (f"python={python}", f"models={models}", f"cache={work / 'vllm-cache'}", f"port={PORT}"):
+        argv += ["--var", var]
+    _cli(*argv)
+    return load_results(out)
+
+
+def _boots(campaign: Path, work: Path) -> Path:
+    """The campaign with MTPVERDICT_SCHEDULE_BOOTS boots per arm when that is set."""
+    boots = os.environ.get("MTPVERDICT_SCHEDULE_BOOTS")
+    if not boots:
+        return campaign
+    text = campaign.read_text()
+    assert text.count("\nboots = 2\n") == 1, "the campaign's boots line moved"
+    path = work / f"{campaign.stem}-boots.toml"
+    path.write_text(text.replace("\nboots = 2\n", f"\nboots = {int(boots)}\n"))
+    return path
+
+
+def _decide(results: Path, out: Path) -> Decision:
+    _cli("decide", str(results), "--rules", str(POLICY), "--out", str(out))
+    return load_decision(out)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Results:
-    given = os.environ.get("MTPVERDICT_SCHEDULE_RESULTS")
-    if given:
-        return load_results(given)
+def phases(tmp_path_factory: pytest.TempPathFactory) -> Phases:
+    given = os.environ.get("MTPVERDICT_SCHEDULE_WORK")
     python = os.environ.get("MTPVERDICT_VLLM_PYTHON")
     models = os.environ.get("MTPVERDICT_MODELS")
-    if not python or not models:
+    if not given and (not python or not models):
         if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
             pytest.fail(
                 "MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS must be set (collectors/vllm-cpu/ci.sh)"
             )
         pytest.skip("no real vLLM server here: set MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS")
-    work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("schedule"))
-    out = work / "schedule-results"
-    if out.exists():  # a machine that keeps ci-work holds the last run's
-        shutil.rmtree(out)
-    argv = [sys.executable, "-m", "mtpverdict", "collect", str(_campaign(work)), "--out", str(out)]
-    for var in (f"python={python}", f"models={models}", f"cache={work / 'vllm-cache'}", f"port={PORT}"):
-        argv += ["--var", var]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return load_results(out)
-
-
-def _campaign(work: Path) -> Path:
-    """The schedule campaign, with MTPVERDICT_SCHEDULE_BOOTS boots per arm when that is set."""
-    boots = os.environ.get("MTPVERDICT_SCHEDULE_BOOTS")
-    if not boots:
-        return CAMPAIGN
-    text = CAMPAIGN.read_text()
-    assert text.count("\nboots = 2\n") == 1, "the campaign's boots line moved"
-    path = work / "schedule-campaign.toml"
-    path.write_text(text.replace("\nboots = 2\n", f"\nboots = {int(boots)}\n"))
-    return path
+    work = Path(given or os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("schedule"))
+    first, second = work / "schedule-results", work / "schedule-confirm-results"
+    if not given:
+        assert python is not None and models is not None
+        _collect(_boots(CAMPAIGN, work), first, work, python, models)
+    derived = _decide(first, work / "schedule-derived.json")
+    campaign = work / "schedule-confirm.toml"
+    campaign.unlink(missing_ok=True)
+    _cli("schedule-arm", str(CAMPAIGN), str(work / "schedule-derived.json"), "--out", str(campaign))
+    if not given:
+        assert python is not None and models is not None
+        _collect(_boots(campaign, work), second, work, python, models)
+    confirmed = _decide(second, work / "schedule-confirmed.json")
+    return Phases(load_results(first), derived, campaign, load_results(second), confirmed)
 
 
 def _drafted_per_step(requests: pd.DataFrame, arm: str, concurrency: int) -> float:
@@ -74,28 +122,64 @@ def _drafted_per_step(requests: pd.DataFrame, arm: str, concurrency: int) -> flo
         & ~requests["warmup"].astype(bool)
         & requests["spec_steps"].notna()
     ]
-    return float(rows["spec_draft_tokens"].sum() / rows["spec_steps"].sum())
+    steps = rows["spec_steps"].sum()
+    return float(rows["spec_draft_tokens"].sum() / steps) if steps else 0.0
 
 
-def test_the_schedule_arm_boots_at_its_largest_depth_and_drafts_by_batch_size(results: Results) -> None:
-    boots = results.boots
-    sched = boots[boots["arm"] == "ngram_sched"]
+def test_the_hand_written_schedule_arm_boots_at_its_largest_depth_and_drafts_by_batch_size(
+    phases: Phases,
+) -> None:
+    boots = phases.derive.boots
+    sched = boots[boots["arm"] == HAND_WRITTEN]
     assert len(sched) >= 1 and len(sched) == (boots["arm"] == "off_A").sum()  # every boot it was given
     assert set(sched["status"]) == {"ready"}
     assert set(sched["observed_k"]) == {3}  # the per-position counters show the largest depth
-    req = results.requests
-    assert _drafted_per_step(req, "ngram_sched", 1) == pytest.approx(3.0)
-    assert _drafted_per_step(req, "ngram_sched", 4) < 1.5  # [[2,64,1]]: one token once a batch forms
+    req = phases.derive.requests
+    assert _drafted_per_step(req, HAND_WRITTEN, 1) == pytest.approx(3.0)
+    assert _drafted_per_step(req, HAND_WRITTEN, 4) < 1.5  # [[2,64,1]]: one token once a batch forms
     assert _drafted_per_step(req, "ngram_k3", 4) == pytest.approx(3.0)
 
 
-def test_schedule_mode_decides_with_the_schedule_arm_as_its_confirmation(results: Results) -> None:
-    text = (ROOT / "rules" / "default.toml").read_text().replace('mode = "fastest"', 'mode = "schedule"')
-    d = decide(results, parse_rules(text, "default-schedule.toml"))
-    assert d.schedule is not None or str(d.decision) == "inconclusive"
+def test_phase_one_derives_a_schedule_from_the_fixed_depths(phases: Phases) -> None:
+    schedule = phases.derived.schedule
+    assert schedule is not None and schedule.speculative_config is not None, phases.derived.reasons
+    assert schedule.baseline == "ngram_k1"  # the policy's reference: kept where nothing is resolved
+    assert {r.arm for r in schedule.ranges} <= {"ngram_k1", "ngram_k3", None}  # fixed depths only
+    assert schedule.confirmation[0].startswith(f"confirmation arm {HAND_WRITTEN} ")
+    config = json.loads(schedule.speculative_config)
+    assert config["num_speculative_tokens_per_batch_size"] == [[r.start, r.end, r.k] for r in schedule.ranges]
+
+
+def test_the_confirmation_campaign_serves_exactly_the_derived_schedule(phases: Phases) -> None:
+    assert phases.derived.schedule is not None
+    plan = load_campaign_file(phases.campaign)
+    assert [a.name for a in plan.arms] == ["off_A", "ngram_k1", "ngram_k3", DERIVED, "off_B"]
+    arm = plan.arms[3]
+    assert arm.serve_args[:2] == ("--speculative-config", phases.derived.schedule.speculative_config)
+    spec = extract_spec(arm.serve_args)
+    assert isinstance(spec, ServeSpec) and spec.schedule
+
+
+def test_the_derived_schedule_runs_on_the_server_as_derived(phases: Phases) -> None:
+    schedule = phases.derived.schedule
+    assert schedule is not None
+    boots = phases.confirm.boots
+    mine = boots[boots["arm"] == DERIVED]
+    assert set(mine["status"]) == {"ready"} and len(mine) == (boots["arm"] == "off_A").sum()
+    assert set(mine["observed_k"]) <= {max(r.k for r in schedule.ranges)}
+    req = phases.confirm.requests
+    assert _drafted_per_step(req, DERIVED, 1) == pytest.approx(schedule.depth_at(1))  # batch size 1 only
+    assert abs(_drafted_per_step(req, DERIVED, 4) - schedule.depth_at(4)) < 0.5  # a batch of 4, mostly
+
+
+def test_phase_two_decides_on_the_schedule_arm_as_its_confirmation(phases: Phases) -> None:
+    d = phases.confirmed
     depths = {e.arm: e.k for c in d.regime for e in c.depths}
-    assert depths["ngram_sched"] is None and depths["ngram_k3"] == 3  # never a depth of the schedule
-    if d.schedule is not None:
-        assert d.schedule.confirmed is not None
-        assert d.schedule.confirmation[0].startswith("confirmation arm ngram_sched ")
-        assert all(r.arm != "ngram_sched" for r in d.schedule.ranges)
+    assert depths[DERIVED] is None and depths["ngram_k3"] == 3  # never a depth of the schedule
+    assert d.schedule is not None, d.reasons
+    assert all(r.arm != DERIVED for r in d.schedule.ranges)
+    assert d.schedule.confirmation and d.schedule.confirmation[0].startswith(f"confirmation arm {DERIVED} ")
+    promoted = str(d.decision) == "promote"
+    assert promoted <= bool(d.schedule.confirmed)  # confirm = true: no promotion without it
+    if not d.schedule.confirmed and str(d.decision) != "keep_reference":
+        assert any("([selection] confirm)" in r for r in d.reasons)

@@ -3,8 +3,9 @@
 # the real-server tests: tests/test_real_server.py collects the campaign in campaign.toml (killing its
 # server and collect itself on the way, then resuming) and decides on it; tests/test_client_real_server.py
 # checks the measuring client against the server's own per-request timing and acceptance;
-# tests/test_real_schedule.py collects schedule-campaign.toml at one boot per arm (fixed n-gram depths
-# and an arm running vLLM's per-batch-size schedule) and decides it in schedule mode.
+# tests/test_real_schedule.py collects schedule-campaign.toml (fixed n-gram depths and an arm running a
+# hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
+# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it.
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -29,4 +30,4 @@ export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py
-MTPVERDICT_SCHEDULE_BOOTS=1 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py

@@ -53,6 +53,7 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         reasons=(
             *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
             *envelope_lines(envelopes),
+            *envelope.vetoed(evidence, arms),
         ),
         policy=assemble.policy_summary(evidence),
         arms=arms,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mtpverdict.evidence.model import Evidence
-from mtpverdict.formats.decision import ContextEnvelope
-from mtpverdict.formats.policy import Outside
+from mtpverdict.formats.decision import ArmDecision, ContextEnvelope
+from mtpverdict.formats.policy import Outside, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kinds.context_regime import HOLDS, KIND, Params
 from mtpverdict.stats.economics import RegimePoint
@@ -41,29 +41,53 @@ def _bounds(profile: Sequence[RegimePoint]) -> tuple[int | None, int | None, str
     return holds_to, fails_from, "; ".join(words)
 
 
+def _of_arm(evidence: Evidence, arm: Arm, accepted: bool) -> list[ContextEnvelope]:
+    """The arm's envelope under each context_regime rule that applies to it."""
+    out = []
+    for rule in evidence.policy.rules:
+        if rule.kind != KIND.name or not rule.applies_to(arm.name, arm.family):
+            continue
+        assert isinstance(rule.params, Params)
+        finding = KIND.evaluate(evidence, arm, rule.params)
+        holds_to, fails_from, words = _bounds(finding.profile)
+        if holds_to is None and fails_from is None:
+            continue  # no workload with a known prompt length: nothing bounds the context
+        if fails_from is None:
+            detail = f"{arm.name} holds at every prompt depth measured, up to {holds_to:,} tokens: {words}"
+        elif holds_to is None:
+            detail = f"{arm.name} does not hold even at the shallowest prompt measured: {words}"
+        else:
+            detail = (
+                f"{arm.name} holds only below {fails_from:,} prompt tokens (shown up to {holds_to:,}; "
+                f"not between): {words}"
+            )
+        out.append(ContextEnvelope(arm.name, rule.id, holds_to, fails_from, accepted, detail))
+    return out
+
+
 def envelopes(evidence: Evidence, promoted: Sequence[Arm]) -> tuple[ContextEnvelope, ...]:
     """The envelope of each promoted arm under each context_regime rule that applies to it."""
     accepted = evidence.policy.gate.outside_envelope is Outside.ACCEPT
+    return tuple(e for arm in promoted for e in _of_arm(evidence, arm, accepted))
+
+
+def vetoed(evidence: Evidence, decisions: Sequence[ArmDecision]) -> list[str]:
+    """A reason per arm a context_regime veto rejected though it holds at shallower prompts: the
+    envelope in which it would hold, had the policy made that rule a warning."""
     out = []
-    for arm in promoted:
-        for rule in evidence.policy.rules:
-            if rule.kind != KIND.name or not rule.applies_to(arm.name, arm.family):
-                continue
-            assert isinstance(rule.params, Params)
-            finding = KIND.evaluate(evidence, arm, rule.params)
-            holds_to, fails_from, words = _bounds(finding.profile)
-            if holds_to is None and fails_from is None:
-                continue  # no workload with a known prompt length: nothing bounds the context
-            if fails_from is None:
-                detail = (
-                    f"{arm.name} holds at every prompt depth measured, up to {holds_to:,} tokens: {words}"
+    for d in decisions:
+        fired = {
+            r.rule
+            for r in d.rules
+            if r.kind == KIND.name and r.severity is Severity.VETO and r.passed is False
+        }
+        if d.is_control or not fired:
+            continue
+        for e in _of_arm(evidence, evidence.campaign.arm(d.name), False):
+            if e.rule in fired and e.holds_to is not None and e.fails_from is not None:
+                out.append(
+                    f"context envelope ({e.rule}): {e.detail}; the rule is a veto, so {d.name} is rejected; "
+                    f'with severity = "warn" it would be promoted within this envelope only, gate refusing '
+                    f"serve configs that allow prompts of {e.fails_from:,} tokens or more"
                 )
-            elif holds_to is None:
-                detail = f"{arm.name} does not hold even at the shallowest prompt measured: {words}"
-            else:
-                detail = (
-                    f"{arm.name} holds only below {fails_from:,} prompt tokens (shown up to {holds_to:,}; "
-                    f"not between): {words}"
-                )
-            out.append(ContextEnvelope(arm.name, rule.id, holds_to, fails_from, accepted, detail))
-    return tuple(out)
+    return out
