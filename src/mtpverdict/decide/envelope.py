@@ -83,11 +83,12 @@ def vetoed(evidence: Evidence, decisions: Sequence[ArmDecision]) -> list[str]:
         }
         if d.is_control or not fired:
             continue
-        for e in _of_arm(evidence, evidence.campaign.arm(d.name), False):
-            if e.rule in fired and e.holds_to is not None and e.fails_from is not None:
-                out.append(
-                    f"context envelope ({e.rule}): {e.detail}; the rule is a veto, so {d.name} is rejected; "
-                    f'with severity = "warn" it would be promoted within this envelope only, gate refusing '
-                    f"serve configs that allow prompts of {e.fails_from:,} tokens or more"
-                )
+        found = _of_arm(evidence, evidence.campaign.arm(d.name), False)
+        out += [
+            f"context envelope ({e.rule}): {e.detail}; the rule is a veto, so {d.name} is rejected; "
+            f'with severity = "warn" it would be promoted within this envelope only, gate refusing '
+            f"serve configs that allow prompts of {e.fails_from:,} tokens or more"
+            for e in found
+            if e.rule in fired and e.holds_to is not None and e.fails_from is not None
+        ]
     return out
