@@ -8,15 +8,16 @@ and decides it: the derived schedule is promoted only if the arm that ran it con
 
 Needs MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh provides both); skipped
 without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set. MTPVERDICT_SCHEDULE_BOOTS collects that many
-boots per arm instead of the campaign's two. MTPVERDICT_SCHEDULE_WORK names a directory holding both
+boots per arm instead of the campaign's three. MTPVERDICT_SCHEDULE_WORK names a directory holding both
 phases' results from an earlier run (schedule-results, schedule-confirm-results), to decide again
-without booting twenty servers (about 12 minutes on two cores).
+without booting thirty servers (about 14 minutes on two cores).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,10 +77,10 @@ def _boots(campaign: Path, work: Path) -> Path:
     boots = os.environ.get("MTPVERDICT_SCHEDULE_BOOTS")
     if not boots:
         return campaign
-    text = campaign.read_text()
-    assert text.count("\nboots = 2\n") == 1, "the campaign's boots line moved"
+    text, found = re.subn(r"(?m)^boots = \d+$", f"boots = {int(boots)}", campaign.read_text())
+    assert found == 1, "the campaign's boots line moved"
     path = work / f"{campaign.stem}-boots.toml"
-    path.write_text(text.replace("\nboots = 2\n", f"\nboots = {int(boots)}\n"))
+    path.write_text(text)
     return path
 
 

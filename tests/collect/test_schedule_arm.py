@@ -171,3 +171,52 @@ def test_the_config_recorded_in_the_campaign_follows_the_schedule() -> None:
     made, _ = _made(text)
     arm = parse_campaign(made, "new.toml").arms[3]
     assert arm.config == json.loads(CONFIG)
+
+
+INLINE = """campaign_version = 1
+id = "tiny"
+title = "arms written as one inline array"
+concurrency = [1, 4]
+reps = 1
+arms = [
+  { name = "off_A", role = "control" },
+  { name = "k2", role = "candidate", method = "ngram", k = 2, serve_args = ["--speculative-config", K2] },
+  { name = "off_B", role = "control" },
+]
+
+[server]
+mode = "launch"
+command = ["serve", "{spec}"]
+
+[[workloads]]
+id = "w"
+prompt = "x"
+max_tokens = 8
+""".replace("K2", '\'{"method":"ngram","num_speculative_tokens":2}\'')
+
+
+def test_arms_written_inline_get_an_inline_arm() -> None:
+    config = json.dumps(
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 2,
+            "num_speculative_tokens_per_batch_size": [[1, 1, 2], [2, 1024, 0]],
+        },
+        separators=(",", ":"),
+    )
+    decision = _decision("tiny", config)
+    assert decision.schedule is not None
+    ranges = (
+        ScheduleRange(1, 1, 2, "k2", (1,), ("k2 better",)),
+        ScheduleRange(2, 1024, 0, None, (4,), ("off",)),
+    )
+    decision = msgspec.structs.replace(
+        decision, schedule=msgspec.structs.replace(decision.schedule, ranges=ranges)
+    )
+    text, dropped = _made(INLINE, decision)
+    assert dropped == []
+    plan = parse_campaign(text, "new.toml")
+    assert [a.name for a in plan.arms] == ["off_A", "k2", "ngram_schedule", "off_B"]
+    assert plan.arms[2].serve_args == ("--speculative-config", config) and plan.arms[2].k == 2
+    assert plan.notes == "ngram_schedule serves the schedule of d.json sha."
+    assert '{name = "ngram_schedule"' in text  # inline, as the file writes its arms

@@ -104,8 +104,17 @@ def _check_plan(plan: CampaignPlan, source: str) -> None:
         raise CampaignError([Problem(source, why, key="server.mode")])
 
 
-def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str, inline: bool) -> Any:
-    """The new arm as a TOML table shaped like the file's other arms (`inline`: arms = [{...}])."""
+def _inline(values: dict[str, Any]) -> Any:
+    """`values` as a TOML inline table (`labels = { ... }`), which an inline arm may hold too."""
+    import tomlkit
+
+    table = tomlkit.inline_table()
+    table.update(values)
+    return table
+
+
+def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str) -> Any:
+    """The new arm as a TOML table, with `arm`'s settings and the schedule's depth and JSON."""
     import tomlkit
 
     config = schedule.speculative_config or "{}"
@@ -118,13 +127,9 @@ def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str, inline:
     table["serve_args"] = ["--speculative-config", value, *kept_args(arm.serve_args)]
     if arm.family != "default":
         table["family"] = arm.family
-    table["labels"] = {**dict(arm.labels), "confirms": origin}
+    table["labels"] = _inline({**dict(arm.labels), "confirms": origin})
     if arm.config is not None:  # the engine's speculative config, recorded in the campaign
-        table["config"] = json.loads(config)
-    if inline:
-        short = tomlkit.inline_table()
-        short.update(dict(table.items()))
-        return short
+        table["config"] = _inline(json.loads(config))
     table.add(tomlkit.nl())
     return table
 
@@ -141,8 +146,6 @@ def schedule_arm(
 ) -> ScheduleArm:
     """The campaign text with an arm serving the decision's schedule; `origin` names the decision in
     the arm's `confirms` label (its file and hash)."""
-    import tomlkit
-
     plan = parse_campaign(campaign_text, campaign_source)
     schedule, config = _schedule(decision, decision_source)
     if decision.campaign.id != plan.id:
@@ -150,33 +153,44 @@ def schedule_arm(
         why += f" ({campaign_source})"
         raise InputError([Problem(decision_source, why, key="campaign.id")])
     _check_plan(plan, campaign_source)
-    template = _template(plan, schedule, campaign_source)
+    template = next(a for a in plan.arms if a.name == _template(plan, schedule, campaign_source))
     arm_name = name or f"{schedule.method}_schedule"
-    dropped = tuple(a.name for a in plan.arms if a.name != template and _ran_a_schedule(a.serve_args))
+    dropped = tuple(a.name for a in plan.arms if a is not template and _ran_a_schedule(a.serve_args))
     if arm_name in {a.name for a in plan.arms} - set(dropped):
         raise InputError([Problem("--name", f"the campaign already has an arm named {arm_name}")])
-    doc = tomlkit.parse(campaign_text)
+    new_id = campaign_id or (plan.id if plan.id.endswith(CONFIRM_SUFFIX) else plan.id + CONFIRM_SUFFIX)
+    table = _arm_table(template, arm_name, schedule, origin)
+    text = _edited(campaign_text, table, dropped, new_id, f"{arm_name} serves the schedule of {origin}.")
+    _check_result(text, campaign_source, arm_name)
+    return ScheduleArm(text, arm_name, template.name, config, dropped, new_id)
+
+
+def _edited(text: str, table: Any, dropped: tuple[str, ...], new_id: str, note: str) -> str:
+    """The campaign text without the dropped arms, with `table` before its last control, the new id,
+    and `note` added to its notes."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
     arms = doc["arms"]
     for i in reversed(range(len(arms))):
         if arms[i]["name"] in dropped:
             del arms[i]
     roles = [str(a["role"]) for a in arms]
     at = len(roles) - 1 if roles and roles[-1] == "control" else len(roles)
-    arm = next(a for a in plan.arms if a.name == template)
-    inline = not isinstance(arms, tomlkit.items.AoT)
-    arms.insert(at, _arm_table(arm, arm_name, schedule, origin, inline))
-    new_id = campaign_id or (plan.id if plan.id.endswith(CONFIRM_SUFFIX) else plan.id + CONFIRM_SUFFIX)
+    if not isinstance(arms, tomlkit.items.AoT):  # arms = [{...}, ...]: an inline table there too
+        table = _inline(dict(table.items()))
+    arms.insert(at, table)
     doc["id"] = new_id
-    text = tomlkit.dumps(doc)
-    _check_result(text, campaign_source)
-    return ScheduleArm(text, arm_name, template, config, dropped, new_id)
+    doc["notes"] = f"{doc['notes']} {note}" if "notes" in doc else note
+    return tomlkit.dumps(doc)
 
 
-def _check_result(text: str, source: str) -> None:
-    """The written campaign must be one collect runs: valid, arms differing only in speculation, and
-    every arm's serve_args asking for its declared depth."""
+def _check_result(text: str, source: str, name: str) -> None:
+    """The written campaign must be one collect runs: valid, the new arm carrying only speculative and
+    reporting flags, asking for its declared depth."""
     plan = parse_campaign(text, f"{source} (with the schedule arm)")
-    problems = parity_problems(plan.arms) + depth_problems(plan.arms)
+    mine = tuple(a for a in plan.arms if a.name == name)
+    problems = parity_problems(mine) + depth_problems(mine)
     if problems:
         raise CampaignError([Problem(plan.source, p) for p in problems])
 
