@@ -398,7 +398,7 @@ def test_text_from_a_serve_config_reaches_the_terminal_escaped(tmp_path: Path) -
             ["llama-server", "-m", "b.gguf", "-ngl", "99", "--port", "2"],
             "-m",
         ),
-        (["vllm", "serve", "m", "-tp", "2"], ["vllm", "serve", "m", "-tp", "8"], "-tp"),
+        (["vllm", "serve", "m", "-tp", "2"], ["vllm", "serve", "m", "-tp", "8"], "--tensor-parallel-size"),
         # the image's entrypoint is `vllm serve`: the command opens with the model
         (["ModelA", "--dtype", "bf16"], ["ModelB", "--dtype", "bf16"], "--model"),
     ],
@@ -572,3 +572,23 @@ def test_off_ranges_of_a_schedule_are_checked_against_the_control_this_deploymen
     evidence = GateEvidence("promote", None, ("why",), (other, off, k2), None, schedule)
     found = evaluate(evidence, None, ServeConfig((*mine, "--speculative-config", spec), None, "s.argv"))
     assert found.supported, found.reasons
+
+
+def test_vllms_short_flags_are_the_settings_they_stand_for() -> None:
+    """`-tp 2` and `--tensor-parallel-size 2` are one setting to vLLM (engine/arg_utils.py): not stale;
+    other engines' short flags are not read as vLLM's (llama.cpp's -n is --n-predict, not --nnodes)."""
+    short = ["vllm", "serve", "m", "-tp", "2", "-q", "fp8"]
+    assert (
+        argv_differences(short, ["vllm", "serve", "m", "--tensor-parallel-size=2", "--quantization", "fp8"])
+        == []
+    )
+    python = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "-tp", "2"]
+    assert argv_differences(python, ["vllm", "serve", "m", "--tensor-parallel-size", "2"]) == []
+    changed = argv_differences(short, ["vllm", "serve", "m", "--tensor-parallel-size", "8", "-q", "fp8"])
+    assert changed == ["--tensor-parallel-size: evidence 2 vs proposed 8"]
+    image = "vllm/vllm-openai:v0.32.0"  # its entrypoint is `vllm serve`: the command opens with the model
+    assert argv_differences(short, ["m", "--tensor-parallel-size", "2", "-q", "fp8"], image=image) == []
+    llama = argv_differences(
+        ["llama-server", "-m", "a.gguf", "-n", "2"], ["llama-server", "-m", "a.gguf", "--nnodes", "2"]
+    )
+    assert len(llama) == 2

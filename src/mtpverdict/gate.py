@@ -627,13 +627,52 @@ def program_end(argv: Sequence[str]) -> int:
     return i + 1 if i < len(argv) and argv[i] == "serve" else i
 
 
-def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+# vLLM 0.32's short spellings of its settings (vllm/engine/arg_utils.py, add_argument with two names)
+VLLM_SHORT = {
+    "-q": "--quantization",
+    "-pp": "--pipeline-parallel-size",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+    "-tp": "--tensor-parallel-size",
+    "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
+    "-dpl": "--data-parallel-size-local",
+    "-dpa": "--data-parallel-address",
+    "-dpp": "--data-parallel-rpc-port",
+    "-dpb": "--data-parallel-backend",
+    "-dph": "--data-parallel-hybrid-lb",
+    "-dpe": "--data-parallel-external-lb",
+    "-dpm": "--data-parallel-multi-port-external-lb",
+    "-ep": "--enable-expert-parallel",
+    "-sc": "--speculative-config",
+    "-dc": "--diffusion-config",
+    "-cc": "--compilation-config",
+    "-ac": "--attention-config",
+}
+
+
+def short_flags(argv: Sequence[str], image: str | None = None) -> Mapping[str, str]:
+    """The short flags of the engine a command line runs: vLLM's when its serving program is vLLM, or
+    when it names no program and its image does; none otherwise (another engine's -n is not --nnodes)."""
+    end = program_end(argv)
+    named = " ".join(argv[:end]) if end else (image or "")
+    return VLLM_SHORT if "vllm" in named.lower() else {}
+
+
+def normalise_argv(
+    argv: Sequence[str], short: Mapping[str, str] | None = None
+) -> tuple[dict[str, tuple[str, ...]], list[str]]:
     """Flags (names with _ as -, values in order) and the positionals of a serve command line.
 
     The program part (program_end) is skipped; a positional where the settings start is the model
     (`vllm serve MODEL`, or a command for an image whose entrypoint is `vllm serve`) and is compared
-    as --model. Short flags are settings like any other.
+    as --model. A short flag is named by its long name when `short` (the engine's, short_flags) has it,
+    and is a setting of its own otherwise.
     """
+    short = short_flags(argv) if short is None else short
     argv = list(argv)
     flags: dict[str, list[str]] = {}
     positionals: list[str] = []
@@ -645,7 +684,7 @@ def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], lis
         token = argv[i]
         if token.startswith("-"):
             name, eq, value = token.partition("=")
-            name = normalise_flag(name)
+            name = normalise_flag(short.get(name, name))
             if eq:
                 flags.setdefault(name, []).append(value)
                 i += 1
@@ -662,12 +701,13 @@ def normalise_argv(argv: Sequence[str]) -> tuple[dict[str, tuple[str, ...]], lis
 
 
 def argv_differences(
-    evidence: Sequence[str], proposed: Sequence[str], ignore: tuple[str, ...] = ()
+    evidence: Sequence[str], proposed: Sequence[str], ignore: tuple[str, ...] = (), image: str | None = None
 ) -> list[str]:
-    """Arguments that differ, excluding the speculative flags, the listen address and `ignore`."""
+    """Arguments that differ, excluding the speculative flags, the listen address and `ignore`
+    (`image`: the proposed config's, naming its engine when its command names no program)."""
     skip = {normalise_flag(f) for f in (*LISTEN_FLAGS, *ignore)}
     ev, ev_pos = normalise_argv(evidence)
-    pr, pr_pos = normalise_argv(proposed)
+    pr, pr_pos = normalise_argv(proposed, short_flags(proposed, image))
     out = []
     for name in sorted((set(ev) | set(pr)) - skip):
         if is_speculative_flag(name) or ev.get(name) == pr.get(name):
@@ -703,7 +743,8 @@ def check_fresh(
         return []
     if arm.argv is None:
         return [f"the evidence records no serve argv for {arm.name}: freshness cannot be checked"]
-    reasons = [f"stale evidence, {d}" for d in argv_differences(arm.argv, config.argv, ignore)]
+    found = argv_differences(arm.argv, config.argv, ignore, config.image)
+    reasons = [f"stale evidence, {d}" for d in found]
     if config.unpinned is not None:
         reasons.append(
             f"{config.unpinned}: the engine version it runs is unknown; serve a pinned image tag so the "
