@@ -55,3 +55,20 @@ def wait_for_request(
             pytest.fail(f"collect ended (exit {proc.returncode}) before {arm} ran a request")
         time.sleep(0.05)
     pytest.fail(f"no request record for {arm} within {timeout} s")
+
+
+VLLM_ENV = ("MTPVERDICT_VLLM_PYTHON", "MTPVERDICT_MODELS", "collectors/vllm-cpu/ci.sh")
+LLAMACPP_ENV = ("MTPVERDICT_LLAMA_SERVER", "MTPVERDICT_GGUF", "collectors/llamacpp-cpu/ci.sh")
+
+
+def real_server(names: tuple[str, str, str]) -> tuple[str, str]:
+    """The two paths a real-server test needs, from the environment (`names`: the two variables and the
+    script that sets them). Without them the test is skipped, or fails where
+    MTPVERDICT_REQUIRE_REAL_SERVER says this run must reach a real server (CI)."""
+    first, second, script = names
+    values = os.environ.get(first), os.environ.get(second)
+    if values[0] and values[1]:
+        return values[0], values[1]
+    if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
+        pytest.fail(f"{first} and {second} must be set ({script})")
+    pytest.skip(f"no real server here: set {first} and {second}")

@@ -26,7 +26,7 @@ from mtpverdict.collect import client as cl
 from mtpverdict.parse import acceptance_delta, parse_metrics
 from mtpverdict.stats.runs import BURST_MIN_CHUNKS
 
-from .conftest import ROOT
+from .conftest import ROOT, VLLM_ENV, real_server
 
 pytestmark = pytest.mark.real_server
 VLLM = ROOT / "collectors" / "vllm-cpu"
@@ -43,14 +43,7 @@ EXTRA_SECONDS = 60.0  # single streams sent for more of them when the runs had t
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    python = os.environ.get("MTPVERDICT_VLLM_PYTHON")
-    models = os.environ.get("MTPVERDICT_MODELS")
-    if not python or not models:
-        if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
-            pytest.fail(
-                "MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS must be set (collectors/vllm-cpu/ci.sh)"
-            )
-        pytest.skip("no real vLLM server here: set MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS")
+    python, models = real_server(VLLM_ENV)
     work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("perreq"))
     port = int(os.environ.get("MTPVERDICT_REAL_SERVER_PORT") or 0)  # a shared host may reserve ports
     if not port:

@@ -45,7 +45,7 @@ from mtpverdict.parse.llamacpp_server import (
 )
 from mtpverdict.parse.metrics import parse_metrics
 
-from .conftest import ROOT
+from .conftest import LLAMACPP_ENV, ROOT, real_server
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "llamacpp-cpu" / "campaign.toml"
@@ -72,13 +72,7 @@ class Boot:
 
 @pytest.fixture(scope="module")
 def boots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Boot]:
-    binary, gguf = os.environ.get("MTPVERDICT_LLAMA_SERVER"), os.environ.get("MTPVERDICT_GGUF")
-    if not binary or not gguf:
-        if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
-            pytest.fail(
-                "MTPVERDICT_LLAMA_SERVER and MTPVERDICT_GGUF must be set (collectors/llamacpp-cpu/ci.sh)"
-            )
-        pytest.skip("no llama-server here: set MTPVERDICT_LLAMA_SERVER and MTPVERDICT_GGUF")
+    binary, gguf = real_server(LLAMACPP_ENV)
     plan = load_campaign_file(CAMPAIGN)
     port = int(os.environ.get("MTPVERDICT_LLAMACPP_PORT", plan.server.port))
     plan = replace(plan, server=replace(plan.server, port=port))

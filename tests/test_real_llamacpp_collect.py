@@ -29,7 +29,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
 
-from .conftest import ROOT, wait_for_request
+from .conftest import LLAMACPP_ENV, ROOT, real_server, wait_for_request
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "llamacpp-cpu" / "campaign.toml"
@@ -65,13 +65,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records a failed boot and goes on), then collect itself is SIGKILLed in ngram_mod_k2 (its server is
     left running). `--resume --retry-failed` must stop the orphan, record the interrupted boot, boot
     both arms again and finish, without touching a byte already written."""
-    binary, gguf = os.environ.get("MTPVERDICT_LLAMA_SERVER"), os.environ.get("MTPVERDICT_GGUF")
-    if not binary or not gguf:
-        if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
-            pytest.fail(
-                "MTPVERDICT_LLAMA_SERVER and MTPVERDICT_GGUF must be set (collectors/llamacpp-cpu/ci.sh)"
-            )
-        pytest.skip("no llama-server here: set MTPVERDICT_LLAMA_SERVER and MTPVERDICT_GGUF")
+    binary, gguf = real_server(LLAMACPP_ENV)
     work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("llamacpp-e2e"))
     out = work / "llamacpp-e2e-results"
     if out.exists():

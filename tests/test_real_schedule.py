@@ -32,7 +32,7 @@ from mtpverdict.formats.decision import Decision, load_decision
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.serveconfig import ServeSpec, extract_spec
 
-from .conftest import ROOT
+from .conftest import ROOT, VLLM_ENV, real_server
 
 pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
@@ -92,25 +92,16 @@ def _decide(results: Path, out: Path) -> Decision:
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory: pytest.TempPathFactory) -> Phases:
     given = os.environ.get("MTPVERDICT_SCHEDULE_WORK")
-    python = os.environ.get("MTPVERDICT_VLLM_PYTHON")
-    models = os.environ.get("MTPVERDICT_MODELS")
-    if not given and (not python or not models):
-        if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
-            pytest.fail(
-                "MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS must be set (collectors/vllm-cpu/ci.sh)"
-            )
-        pytest.skip("no real vLLM server here: set MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS")
+    python, models = ("", "") if given else real_server(VLLM_ENV)
     work = Path(given or os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("schedule"))
     first, second = work / "schedule-results", work / "schedule-confirm-results"
     if not given:
-        assert python is not None and models is not None
         _collect(_boots(CAMPAIGN, work), first, work, python, models)
     derived = _decide(first, work / "schedule-derived.json")
     campaign = work / "schedule-confirm.toml"
     campaign.unlink(missing_ok=True)
     _cli("schedule-arm", str(CAMPAIGN), str(work / "schedule-derived.json"), "--out", str(campaign))
     if not given:
-        assert python is not None and models is not None
         _collect(_boots(campaign, work), second, work, python, models)
     confirmed = _decide(second, work / "schedule-confirmed.json")
     return Phases(load_results(first), derived, campaign, load_results(second), confirmed)

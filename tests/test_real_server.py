@@ -23,7 +23,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
 
-from .conftest import ROOT, wait_for_request
+from .conftest import ROOT, VLLM_ENV, real_server, wait_for_request
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
@@ -36,14 +36,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records a failed boot and goes on), then collect itself is SIGKILLed in the draft-copy arm (its
     server is left running). `--resume --retry-failed` must stop the orphan, record the interrupted
     boot, boot both arms again and finish, without touching a byte already written."""
-    python = os.environ.get("MTPVERDICT_VLLM_PYTHON")
-    models = os.environ.get("MTPVERDICT_MODELS")
-    if not python or not models:
-        if os.environ.get("MTPVERDICT_REQUIRE_REAL_SERVER"):
-            pytest.fail(
-                "MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS must be set (collectors/vllm-cpu/ci.sh)"
-            )
-        pytest.skip("no real vLLM server here: set MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS")
+    python, models = real_server(VLLM_ENV)
     work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("e2e"))
     out = work / "e2e-results"
     if out.exists():
