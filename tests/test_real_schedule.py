@@ -2,7 +2,9 @@
 
 Phase 1 collects collectors/vllm-cpu/schedule-campaign.toml (off, n-gram k=1 and k=3, and an arm
 running a hand-written per-batch-size schedule) and decides it with collectors/vllm-cpu/
-schedule-policy.toml, which derives a schedule from the fixed depths. `mtpverdict schedule-arm` writes
+schedule-policy.toml, which derives a schedule from the fixed depths (while no depth is resolved better
+than off anywhere, one more boot per arm, as the decision's next step says, up to four).
+`mtpverdict schedule-arm` writes
 the campaign again with an arm serving the derived --speculative-config; phase 2 collects that campaign
 and decides it: the derived schedule is promoted only if the arm that ran it confirms it.
 
@@ -40,6 +42,7 @@ CAMPAIGN = HERE / "schedule-campaign.toml"
 POLICY = HERE / "schedule-policy.toml"
 PORT = "8220"
 HAND_WRITTEN = "ngram_sched"
+MAX_BOOTS = 4  # phase 1 adds boots up to this many per arm while nothing is resolved against off
 DERIVED = "ngram_schedule"
 
 
@@ -62,26 +65,50 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _collect(campaign: Path, out: Path, work: Path, python: str, models: str) -> Results:
-    if out.exists():  # a machine that keeps ci-work holds the last run's
-        shutil.rmtree(out)
-    argv = ["collect", str(campaign), "--out", str(out)]
-    for var in (f"python={python}", f"models={models}", f"cache={work / 'vllm-cache'}", f"port={PORT}"):
-        argv += ["--var", var]
-    _cli(*argv)
-    return load_results(out)
+@dataclass(frozen=True)
+class Server:
+    """Where collect finds vLLM, the models and its cache."""
+
+    python: str
+    models: str
+    work: Path
+
+    def collect(self, campaign: Path, out: Path, *, resume: bool = False) -> None:
+        argv = ["collect", str(campaign), "--out", str(out), *(["--resume"] if resume else [])]
+        cache = self.work / "vllm-cache"
+        for var in (f"python={self.python}", f"models={self.models}", f"cache={cache}", f"port={PORT}"):
+            argv += ["--var", var]
+        _cli(*argv)
 
 
-def _boots(campaign: Path, work: Path) -> Path:
-    """The campaign with MTPVERDICT_SCHEDULE_BOOTS boots per arm when that is set."""
-    boots = os.environ.get("MTPVERDICT_SCHEDULE_BOOTS")
-    if not boots:
-        return campaign
-    text, found = re.subn(r"(?m)^boots = \d+$", f"boots = {int(boots)}", campaign.read_text())
+def _with_boots(campaign: Path, work: Path, boots: int) -> Path:
+    """The campaign with `boots` boots per arm."""
+    text, found = re.subn(r"(?m)^boots = \d+$", f"boots = {boots}", campaign.read_text())
     assert found == 1, "the campaign's boots line moved"
-    path = work / f"{campaign.stem}-boots.toml"
+    path = work / f"{campaign.stem}-{boots}-boots.toml"
     path.write_text(text)
     return path
+
+
+def _boots() -> int:
+    """Boots per arm: MTPVERDICT_SCHEDULE_BOOTS, else the campaign's."""
+    found = re.search(r"(?m)^boots = (\d+)$", CAMPAIGN.read_text())
+    assert found is not None
+    return int(os.environ.get("MTPVERDICT_SCHEDULE_BOOTS") or found.group(1))
+
+
+def _derive(server: Server, out: Path, decision: Path) -> Decision:
+    """Phase 1: collect and decide. While no range speculates (nothing resolved against off), take the
+    decision's own next step, one more boot per arm with collect --resume, up to MAX_BOOTS."""
+    if out.exists():  # a machine that keeps ci-work holds the last run's
+        shutil.rmtree(out)
+    boots = _boots()
+    while True:
+        server.collect(_with_boots(CAMPAIGN, server.work, boots), out, resume=out.exists())
+        derived = _decide(out, decision)
+        if boots >= MAX_BOOTS or (derived.schedule and derived.schedule.speculative_config):
+            return derived
+        boots += 1
 
 
 def _decide(results: Path, out: Path) -> Decision:
@@ -92,17 +119,20 @@ def _decide(results: Path, out: Path) -> Decision:
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory: pytest.TempPathFactory) -> Phases:
     given = os.environ.get("MTPVERDICT_SCHEDULE_WORK")
-    python, models = ("", "") if given else real_server(VLLM_ENV)
     work = Path(given or os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("schedule"))
     first, second = work / "schedule-results", work / "schedule-confirm-results"
-    if not given:
-        _collect(_boots(CAMPAIGN, work), first, work, python, models)
-    derived = _decide(first, work / "schedule-derived.json")
+    server = None if given else Server(*real_server(VLLM_ENV), work)
+    if server is None:
+        derived = _decide(first, work / "schedule-derived.json")
+    else:
+        derived = _derive(server, first, work / "schedule-derived.json")
     campaign = work / "schedule-confirm.toml"
     campaign.unlink(missing_ok=True)
     _cli("schedule-arm", str(CAMPAIGN), str(work / "schedule-derived.json"), "--out", str(campaign))
-    if not given:
-        _collect(_boots(campaign, work), second, work, python, models)
+    if server is not None:
+        if second.exists():
+            shutil.rmtree(second)
+        server.collect(_with_boots(campaign, work, _boots()), second)
     confirmed = _decide(second, work / "schedule-confirmed.json")
     return Phases(load_results(first), derived, campaign, load_results(second), confirmed)
 
@@ -135,7 +165,7 @@ def test_the_hand_written_schedule_arm_boots_at_its_largest_depth_and_drafts_by_
 def test_phase_one_derives_a_schedule_from_the_fixed_depths(phases: Phases) -> None:
     schedule = phases.derived.schedule
     assert schedule is not None and schedule.speculative_config is not None, phases.derived.reasons
-    assert schedule.baseline == "ngram_k1"  # the policy's reference: kept where nothing is resolved
+    assert schedule.baseline is None  # off where nothing is resolved: the policy names no reference
     assert {r.arm for r in schedule.ranges} <= {"ngram_k1", "ngram_k3", None}  # fixed depths only
     assert schedule.confirmation[0].startswith(f"confirmation arm {HAND_WRITTEN} ")
     config = json.loads(schedule.speculative_config)
