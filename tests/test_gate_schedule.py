@@ -347,5 +347,25 @@ def test_under_a_veto_the_decision_still_states_where_the_arm_would_hold() -> No
     assert d.arm("a3b_mtp1").verdict == "rejected" and d.envelopes == ()
     (line,) = [r for r in d.reasons if r.startswith("context envelope (no-long-context-loss): a3b_mtp1")]
     assert "a3b_mtp1 holds only below 34,819 prompt tokens (shown up to 6,146; not between)" in line
-    assert 'the rule is a veto, so a3b_mtp1 is rejected; with severity = "warn"' in line
+    assert (
+        'the rule is a veto and the only one a3b_mtp1 fails, so it is rejected; with severity = "warn"'
+        in line
+    )
+    assert "gate refusing serve configs that allow prompts of 34,819 tokens or more" in line
     assert not any(r.startswith("context envelope (no-long-context-loss): dense_mtp") for r in d.reasons)
+
+
+def test_the_veto_envelope_is_not_stated_when_another_veto_also_rejects_the_arm(tmp_path: Path) -> None:
+    from mtpverdict.decide import decide_directory
+
+    text = (ROOT / "rules" / "arc-b70.toml").read_text()
+    strict = text.replace(
+        "[[rules]]",
+        '[[rules]]\nkind = "stable_acceptance"\nseverity = "veto"\nmin_lower_bound = 0.99\n\n[[rules]]',
+        1,
+    )
+    rules = tmp_path / "arc-acceptance.toml"
+    rules.write_text(strict)
+    d = decide_directory(FIXTURES / "arc-b70-qwen36", str(rules)).decision
+    assert any(r.kind == "stable_acceptance" and r.passed is False for r in d.arm("a3b_mtp1").rules)
+    assert not any(r.startswith("context envelope (no-long-context-loss): a3b_mtp1") for r in d.reasons)

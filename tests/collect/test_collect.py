@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -402,3 +403,39 @@ def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) ->
     decision = json.loads(decide_directory(out).json_text)
     assert any("sequential design: up to 3 looks" in r for r in decision["reasons"])
     assert _port_free(port)
+
+
+def test_raising_boots_and_resuming_continues_the_campaign(tmp_path: Path, port: int) -> None:
+    """What an inconclusive decision's next step says: set a larger `boots`, then collect --resume. The
+    edited file has another hash (campaign.json's `source`), and under --until-resolved another number
+    of looks; both follow the file, and every record already written stays as it was."""
+    campaign = _write(tmp_path, campaign_text(port, boots=1, reps=1, concurrency="[1]"))
+    out = tmp_path / "results"
+    assert _collect(campaign, out).returncode == 0
+    before = (out / "records.jsonl").read_bytes()
+    campaign.write_text(campaign_text(port, boots=2, reps=1, concurrency="[1]"))
+    done = _collect(campaign, out, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert (out / "records.jsonl").read_bytes().startswith(before)
+    source = json.loads((out / "campaign.json").read_text())["source"]
+    assert hashlib.sha256(campaign.read_bytes()).hexdigest()[:16] in source
+    assert set(load_results(out).boots.groupby("arm").size()) == {2}
+    changed = campaign_text(port, boots=3, reps=1, concurrency="[1, 4]")  # another design
+    campaign.write_text(changed)
+    other = _collect(campaign, out, "--resume")
+    assert other.returncode == 2 and "differs from the campaign being written" in other.stderr
+
+
+def test_an_adaptive_campaign_resumes_with_more_looks_never_fewer(tmp_path: Path, port: int) -> None:
+    campaign = _write(tmp_path, campaign_text(port, boots=2, reps=1, concurrency="[1]"))
+    out = tmp_path / "results"
+    assert _collect(campaign, out, "--until-resolved", "--rules", "default").returncode == 0
+    campaign.write_text(campaign_text(port, boots=3, reps=1, concurrency="[1]"))
+    more = _collect(campaign, out, "--resume", "--until-resolved", "--rules", "default")
+    assert more.returncode == 0, more.stderr
+    assert json.loads((out / "campaign.json").read_text())["sequential_looks"] == 3
+    campaign.write_text(campaign_text(port, boots=2, reps=1, concurrency="[1]"))
+    fewer = _collect(campaign, out, "--resume", "--until-resolved", "--rules", "default")
+    assert fewer.returncode == 2 and "fewer looks (2) than the 3 it was planned with" in fewer.stderr
+    fixed = _collect(campaign, out, "--resume")
+    assert fixed.returncode == 2 and "resume it with --until-resolved" in fixed.stderr

@@ -18,7 +18,7 @@ from mtpverdict._jsonio import canonical
 from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, depth_problems, parity_problems
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
-from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
 
 LOCK_FILE = "collect.lock"  # under raw/: held (flock) by the one collect writing the directory
 # campaign.json restates the campaign file's arms and workloads as JSON: a few times its size at most
@@ -114,16 +114,9 @@ def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:
         existing = loads_strict(read_regular(path, MAX_CAMPAIGN_JSON_BYTES, "campaign.json").decode("utf-8"))
     except (NotReadable, ValueError) as exc:
         raise ResultsError([Problem(str(path), f"cannot be resumed: {exc}")]) from None
-    if existing != json.loads(canonical(campaign)):
-        raise ResultsError(
-            [
-                Problem(
-                    str(path),
-                    "differs from the campaign being written; resume with the same campaign file "
-                    "(and the same --var values) or use a new results directory",
-                )
-            ]
-        )
+    problem = resume_problem(existing, json.loads(canonical(campaign)))
+    if problem is not None:
+        raise ResultsError([Problem(str(path), problem)])
 
 
 def _boot_records(results: Path) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mtpverdict.evidence.model import Evidence
-from mtpverdict.formats.decision import ArmDecision, ContextEnvelope
+from mtpverdict.formats.decision import ArmDecision, ContextEnvelope, Verdict
 from mtpverdict.formats.policy import Outside, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kinds.context_regime import HOLDS, KIND, Params
@@ -71,23 +71,30 @@ def envelopes(evidence: Evidence, promoted: Sequence[Arm]) -> tuple[ContextEnvel
     return tuple(e for arm in promoted for e in _of_arm(evidence, arm, accepted))
 
 
+def _only_context_vetoes(d: ArmDecision) -> set[str]:
+    """The context_regime vetoes that reject the arm when they are all that does (else none)."""
+    blocking = [r for r in d.rules if r.severity is Severity.VETO and r.passed is not True]
+    if d.is_control or d.verdict is not Verdict.REJECTED or any(r.kind != KIND.name for r in blocking):
+        return set()
+    return {r.rule for r in blocking if r.passed is False}
+
+
 def vetoed(evidence: Evidence, decisions: Sequence[ArmDecision]) -> list[str]:
-    """A reason per arm a context_regime veto rejected though it holds at shallower prompts: the
-    envelope in which it would hold, had the policy made that rule a warning."""
+    """A reason per arm rejected by context_regime vetoes alone though it holds at shallower prompts:
+    the envelope in which it could be promoted, had the policy made those rules warnings."""
+    accepted = evidence.policy.gate.outside_envelope is Outside.ACCEPT
     out = []
     for d in decisions:
-        fired = {
-            r.rule
-            for r in d.rules
-            if r.kind == KIND.name and r.severity is Severity.VETO and r.passed is False
-        }
-        if d.is_control or not fired:
-            continue
-        found = _of_arm(evidence, evidence.campaign.arm(d.name), False)
+        fired = _only_context_vetoes(d)
+        found = _of_arm(evidence, evidence.campaign.arm(d.name), accepted) if fired else []
         out += [
-            f"context envelope ({e.rule}): {e.detail}; the rule is a veto, so {d.name} is rejected; "
-            f'with severity = "warn" it would be promoted within this envelope only, gate refusing '
-            f"serve configs that allow prompts of {e.fails_from:,} tokens or more"
+            f"context envelope ({e.rule}): {e.detail}; the rule is a veto and the only one {d.name} "
+            f'fails, so it is rejected; with severity = "warn" it could be promoted within this envelope, '
+            + (
+                "the policy accepting serving beyond it"
+                if accepted
+                else f"gate refusing serve configs that allow prompts of {e.fails_from:,} tokens or more"
+            )
             for e in found
             if e.rule in fired and e.holds_to is not None and e.fails_from is not None
         ]

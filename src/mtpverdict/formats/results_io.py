@@ -870,6 +870,36 @@ def record_errors(record: dict[str, Any] | Record) -> list[str]:
     return [f"{key}: {message}" if key else message for key, message in found]
 
 
+# campaign.json keys a resume may change: the campaign file's hash (`source`) and, under --until-resolved,
+# the planned looks, both of which follow `boots` when it is raised to take a decision's next step
+RESUMABLE_KEYS = ("source", "sequential_looks")
+
+
+def resume_problem(existing: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why a results directory holding the campaign `existing` cannot be continued as `new` (None: it
+    can). Only `boots` may change (it moves RESUMABLE_KEYS), and an adaptive campaign keeps at least
+    the looks it was planned with, since decide splits alpha over them."""
+    same = {k: v for k, v in existing.items() if k not in RESUMABLE_KEYS}
+    if same != {k: v for k, v in new.items() if k not in RESUMABLE_KEYS}:
+        return (
+            "differs from the campaign being written; resume with the same campaign file (only boots may "
+            "be raised) and the same --var values, or use a new results directory"
+        )
+    before, after = existing.get("sequential_looks"), new.get("sequential_looks")
+    if (before is None) != (after is None):
+        return (
+            "was collected with --until-resolved; resume it with --until-resolved"
+            if after is None
+            else "was collected without --until-resolved; resume it without, or use a new results directory"
+        )
+    if before is not None and after is not None and after < before:
+        return (
+            f"a resume with fewer looks ({after}) than the {before} it was planned with would spend alpha "
+            f"the campaign already spent: keep boots >= {before}"
+        )
+    return None
+
+
 class ResultsWriter:
     """Appends records to a results directory so that an interruption at any instant loses nothing.
 
@@ -890,17 +920,12 @@ class ResultsWriter:
                 existing = _check.loads_strict(_check.text_of(data, str(campaign_path), ResultsError))
             except ValueError as exc:
                 raise ResultsError([Problem(str(campaign_path), str(exc))]) from None
-            if existing != json.loads(text):
-                raise ResultsError(
-                    [
-                        Problem(
-                            str(campaign_path),
-                            "differs from the campaign being "
-                            "written; resume with the same campaign file or use a new "
-                            "results directory",
-                        )
-                    ]
-                )
+            new = json.loads(text)
+            if existing != new:
+                problem = resume_problem(existing, new)
+                if problem is not None:
+                    raise ResultsError([Problem(str(campaign_path), problem)])
+                atomic_write(campaign_path, text)  # a larger boots: the file's hash and looks follow it
         else:
             atomic_write(campaign_path, text)
         self.path = self.root / RECORDS_FILE
