@@ -405,14 +405,17 @@ def _serving(schedule: list[list[int]]) -> Any:
 
 def test_under_a_reference_a_range_that_keeps_it_is_confirmed_by_running_like_it() -> None:
     """With `reference = "k1"` a range that keeps k1 claims only that nothing beats k1 there, not a gain
-    over off: an arm that runs k1 there as k1 does confirms it, though k1 is no faster than off."""
+    over off: an arm that runs k1 there as k1 does confirms it, though k1 is no faster than off. Where
+    k2 beat k1 (c=1) the arm must beat k1 too."""
     arms = (_arm("k1", 1), _arm("k2", 2, 0.45, 0.0), _sched(0.45, 0.0))
     edit = _serving([[1, 1, 2], [2, 1024, 1]])
     d = _decide(arms, _policy('reference = "k1"\nconfirm = true'), concurrency=(1, 8), edit=edit)
     assert d.schedule is not None and _ranges(d) == [(1, 1, 2), (2, 1024, 1)]
     assert d.schedule.confirmed is True, d.schedule.confirmation
     assert str(d.decision) == "promote"
-    assert "c=8: sched vs off " in d.schedule.confirmation[0] and "vs k1 " in d.schedule.confirmation[0]
+    line = d.schedule.confirmation[0]
+    assert "c=1: sched vs off better" in line and "vs k1 better" in line and "vs k2 " in line
+    assert "c=8: sched vs off " in line and line.endswith(")") and "vs k1 " in line.split("c=8")[1]
     slower = (*arms[:2], _sched(0.45, -0.20))  # the engine's switching costs k1's pace at c=8
     d = _decide(slower, _policy('reference = "k1"\nconfirm = true'), concurrency=(1, 8), edit=edit)
     assert d.schedule is not None and d.schedule.confirmed is False

@@ -7,11 +7,13 @@ measured concurrency it must:
 - run the depth the derived schedule runs there (its ranges read as vLLM reads them);
 - be better than off beyond the floor at every selected workload where the schedule speculates (the
   family procedure's per-cell outcome, Holm across every arm and cell), and not worse than off where it
-  does not; under a policy `reference` the schedule claims no gain over off (a range keeps the
-  reference unless something beats it), so there it must only not be worse than off where it runs off;
+  does not;
 - not be worse than the fixed depth the schedule chose there (the family procedure with that depth in
   the controls' place, intersection-union over the workloads, at unadjusted alpha: a stricter test of
   "not worse" than a corrected one).
+Under a policy `reference` a range claims a gain over the reference, not over off: where the schedule
+keeps the reference the arm must not be worse than off or than the reference; where a depth (or off)
+beat the reference there the arm must be better than the reference, and not worse than off or that depth.
 `[selection] confirm = true` promotes a schedule only when such an arm confirms it.
 """
 
@@ -37,11 +39,24 @@ def served_depth(evidence: Evidence, arm: Arm, batch: int) -> int | None:
     return found[-1] if found else None
 
 
+def _versus(
+    evidence: Evidence, base: Arm, arm: Arm, group: Sequence[Cell], metric: str, better: bool
+) -> tuple[bool, str]:
+    """The arm against `base` over the group (at unadjusted alpha): whether it is better (`better`) or
+    not worse, and the words saying so."""
+    found = versus(evidence, base, [arm], group, metric, evidence.policy.alpha)
+    if not found:
+        return False, f"not compared with {base.name}"
+    _, estimate, outcome = found[0]
+    ok = outcome is Outcome.BETTER if better else outcome is not Outcome.WORSE
+    return ok, f"vs {base.name} {outcome} ({pct(estimate)})"
+
+
 def _at(
-    evidence: Evidence, arm: Arm, group: Sequence[Cell], pick: Choice, metric: str, gain: bool
+    evidence: Evidence, arm: Arm, group: Sequence[Cell], pick: Choice, metric: str, reference: Arm | None
 ) -> tuple[bool, str]:
     """Whether the arm confirms the schedule at one measured concurrency, and the numbers saying so
-    (`gain`: a range that speculates claims a gain over off)."""
+    (`reference`: the policy's, against which the ranges were chosen)."""
     conc = group[0][1]
     runs = served_depth(evidence, arm, conc)
     if runs != pick.k:
@@ -54,17 +69,18 @@ def _at(
     text = (
         f"c={conc}: {arm.name} vs off {', '.join(sorted(outcomes))} ({', '.join(interval(c) for c in shown)})"
     )
-    if pick.k > 0 and gain:
+    if pick.k > 0 and reference is None:
         ok = all(c.cell_outcome is Outcome.BETTER for c in shown)
     else:
-        ok = pick.k > 0 or not any(c.cell_outcome is Outcome.WORSE for c in shown)
+        ok = not any(c.cell_outcome is Outcome.WORSE for c in shown)
+    checks: list[tuple[Arm, bool]] = []
+    if reference is not None and pick.resolved and pick.arm is not reference:
+        checks.append((reference, True))  # the range claims a gain over the reference
     if pick.k > 0 and pick.arm is not None:
-        found = versus(evidence, pick.arm, [arm], group, metric, evidence.policy.alpha)
-        if not found:
-            return False, f"{text}; not compared with {pick.arm.name}"
-        _, estimate, outcome = found[0]
-        ok = ok and outcome is not Outcome.WORSE
-        text += f"; vs {pick.arm.name} {outcome} ({pct(estimate)})"
+        checks.append((pick.arm, False))
+    for base, better in checks:
+        good, words = _versus(evidence, base, arm, group, metric, better)
+        ok, text = ok and good, f"{text}; {words}"
     return ok, text
 
 
@@ -73,17 +89,17 @@ def confirm(
     arms: Sequence[Arm],
     groups: Sequence[tuple[Cell, ...]],
     picks: Sequence[Choice],
-    gain: bool = True,
+    reference: Arm | None = None,
 ) -> tuple[bool | None, tuple[str, ...]]:
-    """(confirmed by some arm, or None when no arm ran a schedule; the lines saying how). `gain`: the
-    schedule's speculating ranges claim a gain over off (false under a policy reference)."""
+    """(confirmed by some arm, or None when no arm ran a schedule; the lines saying how). `reference`:
+    the policy's reference arm, when the schedule's ranges were chosen against it."""
     if not arms:
         return None, ()
     metric = str(evidence.policy.selection.metric)
     lines = []
     confirmed = False
     for arm in arms:
-        found = [_at(evidence, arm, g, p, metric, gain) for g, p in zip(groups, picks, strict=True)]
+        found = [_at(evidence, arm, g, p, metric, reference) for g, p in zip(groups, picks, strict=True)]
         ok = all(f[0] for f in found)
         confirmed = confirmed or ok
         verdict = "confirms the schedule" if ok else "does not confirm the schedule"

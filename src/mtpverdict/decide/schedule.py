@@ -399,7 +399,7 @@ def build(evidence: Evidence, decisions: Sequence[ArmDecision]) -> ScheduleOutco
     else:
         picks = choices(evidence, arms, groups, metric)
         baseline = Choice(None, True, (), "")
-    confirmed = confirm(evidence, confirmers, groups, picks, gain=reference is None)
+    confirmed = confirm(evidence, confirmers, groups, picks, reference)
     return _outcome(evidence, family, arms, groups, picks, baseline, unsettled, confirmed, default)
 
 
