@@ -588,6 +588,9 @@ def test_vllms_short_flags_are_the_settings_they_stand_for() -> None:
     assert changed == ["--tensor-parallel-size: evidence 2 vs proposed 8"]
     image = "vllm/vllm-openai:v0.32.0"  # its entrypoint is `vllm serve`: the command opens with the model
     assert argv_differences(short, ["m", "--tensor-parallel-size", "2", "-q", "fp8"], image=image) == []
+    assert argv_differences(["m", "-tp", "2"], ["m", "-tp", "2"], image=image) == []  # both sides alike
+    path = ["/opt/vllm/bin/llama-server", "-m", "a.gguf", "-n", "2"]  # vllm in a directory name only
+    assert len(argv_differences(path, ["llama-server", "-m", "a.gguf", "--nnodes", "2"])) == 2
     llama = argv_differences(
         ["llama-server", "-m", "a.gguf", "-n", "2"], ["llama-server", "-m", "a.gguf", "--nnodes", "2"]
     )

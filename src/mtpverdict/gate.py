@@ -655,11 +655,15 @@ VLLM_SHORT = {
 
 
 def short_flags(argv: Sequence[str], image: str | None = None) -> Mapping[str, str]:
-    """The short flags of the engine a command line runs: vLLM's when its serving program is vLLM, or
-    when it names no program and its image does; none otherwise (another engine's -n is not --nnodes)."""
+    """The short flags of the engine a command line runs: vLLM's when its serving program is vLLM (a
+    `vllm` executable or a `vllm.` module), or when it names no program and its image is vLLM's; none
+    otherwise (llama.cpp's -n is not --nnodes)."""
     end = program_end(argv)
-    named = " ".join(argv[:end]) if end else (image or "")
-    return VLLM_SHORT if "vllm" in named.lower() else {}
+    if end:
+        runs_vllm = any(_program_name(t) == "vllm" or t.startswith("vllm.") for t in argv[:end])
+    else:
+        runs_vllm = bool(image) and "vllm" in _program_name(str(image).split(":")[0]).lower()
+    return VLLM_SHORT if runs_vllm else {}
 
 
 def normalise_argv(
@@ -706,8 +710,9 @@ def argv_differences(
     """Arguments that differ, excluding the speculative flags, the listen address and `ignore`
     (`image`: the proposed config's, naming its engine when its command names no program)."""
     skip = {normalise_flag(f) for f in (*LISTEN_FLAGS, *ignore)}
-    ev, ev_pos = normalise_argv(evidence)
-    pr, pr_pos = normalise_argv(proposed, short_flags(proposed, image))
+    short = short_flags(proposed, image) or short_flags(evidence)  # one engine: one reading of both
+    ev, ev_pos = normalise_argv(evidence, short)
+    pr, pr_pos = normalise_argv(proposed, short)
     out = []
     for name in sorted((set(ev) | set(pr)) - skip):
         if is_speculative_flag(name) or ev.get(name) == pr.get(name):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import msgspec
@@ -220,3 +221,56 @@ def test_arms_written_inline_get_an_inline_arm() -> None:
     assert plan.arms[2].serve_args == ("--speculative-config", config) and plan.arms[2].k == 2
     assert plan.notes == "ngram_schedule serves the schedule of d.json sha."
     assert '{name = "ngram_schedule"' in text  # inline, as the file writes its arms
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ('{"method":"ngram","num_speculative_tokens":3}', "with num_speculative_tokens_per_batch_size"),
+        (CONFIG.replace("[2,1024,1]", "[2,1024,2]"), "does not match schedule.ranges"),
+        (CONFIG.replace('"num_speculative_tokens":3', '"num_speculative_tokens":4'), "does not match"),
+        ("not json", "is not a vLLM speculative config"),
+    ],
+)
+def test_a_config_that_is_not_the_ranges_is_refused(config: str, words: str) -> None:
+    """A decision file edited by hand is checked before its JSON is served: one error, no traceback."""
+    with pytest.raises(InputError) as exc:
+        _made(decision=_decision(config=config))
+    (problem,) = exc.value.problems
+    assert problem.key == "schedule.speculative_config" and words in problem.message
+
+
+def test_an_empty_or_armless_schedule_is_refused() -> None:
+    decision = _decision()
+    assert decision.schedule is not None
+    empty = msgspec.structs.replace(decision.schedule, ranges=())
+    armless = msgspec.structs.replace(
+        decision.schedule,
+        ranges=tuple(msgspec.structs.replace(r, arm=None) for r in decision.schedule.ranges),
+    )
+    for schedule in (empty, armless):
+        with pytest.raises(InputError) as exc:
+            _made(decision=msgspec.structs.replace(decision, schedule=schedule))
+        assert exc.value.problems[0].key == "schedule.speculative_config"
+
+
+def test_an_external_server_cannot_be_given_a_schedule() -> None:
+    text = CAMPAIGN.read_text().replace('mode = "launch"', 'mode = "external"')
+    text = re.sub(r'(?m)^(role = "\w+")$', r'\1\nbase_url = "http://127.0.0.1:1"', text)
+    parse_campaign(text, "external.toml")  # a valid campaign: only the schedule cannot be served
+    with pytest.raises(InputError) as exc:
+        _made(text)
+    (problem,) = exc.value.problems
+    assert problem.key == "server.mode" and 'mode = "launch"' in problem.message
+
+
+def test_the_short_and_joined_spellings_are_replaced_and_labels_not_copied() -> None:
+    text = CAMPAIGN.read_text().replace(
+        'serve_args = ["--speculative-config", \'{"method":"ngram","num_speculative_tokens":3,',
+        'labels = { note = "k3" }\nserve_args = ["-sc", \'{"method":"ngram","num_speculative_tokens":3,',
+    )
+    assert "-sc" in text
+    made, _ = _made(text)
+    arm = parse_campaign(made, "new.toml").arms[3]
+    assert arm.serve_args[:2] == ("--speculative-config", CONFIG) and "-sc" not in arm.serve_args
+    assert dict(arm.labels) == {"confirms": "d.json sha"}

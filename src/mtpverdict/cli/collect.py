@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -241,8 +242,10 @@ def schedule_arm(
         made = write_schedule_arm(campaign, decision, out, name=name, campaign_id=campaign_id)
     except InputError as exc:
         fail_input(exc)
+    except OSError as exc:
+        fail(f"{out}: cannot be written: {exc.strerror or exc}")
     echo(f"wrote {out}: campaign {made.campaign_id}, arm {made.arm} (settings of {made.template}) serving")
-    echo(f"  --speculative-config '{made.config}'")
+    echo(f"  --speculative-config {shlex.quote(made.config)}")
     for arm in made.dropped:
         echo(f"left out {arm}: it ran another schedule")
     echo(f"next: mtpverdict collect {out} --out RESULTS, then decide RESULTS with [selection] confirm = true")

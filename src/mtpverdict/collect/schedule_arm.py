@@ -54,15 +54,34 @@ class ScheduleArm:
 
 
 def _schedule(decision: Decision, source: str) -> tuple[Schedule, str]:
-    """The decision's schedule and its JSON, or why there is nothing to serve."""
+    """The decision's schedule and its JSON, or why there is nothing (consistent) to serve."""
     schedule = decision.schedule
     if schedule is None:
         why = 'the decision holds no schedule: decide with [selection] mode = "schedule"'
         raise InputError([Problem(source, why, key="schedule")])
-    if schedule.speculative_config is None:
+    config = schedule.speculative_config
+    if config is None:
         why = f"the schedule gives no --speculative-config to serve: {schedule.note or 'no range speculates'}"
         raise InputError([Problem(source, why, key="schedule.speculative_config")])
-    return schedule, schedule.speculative_config
+    why = _inconsistent(schedule, config)
+    if why is not None:
+        raise InputError([Problem(source, why, key="schedule.speculative_config")])
+    return schedule, config
+
+
+def _inconsistent(schedule: Schedule, config: str) -> str | None:
+    """Why the JSON is not the ranges as vLLM would run them (None: it is): a decision file edited by
+    hand, or written by another tool, is checked before it is served."""
+    spec = extract_spec(["--speculative-config", config])
+    if not isinstance(spec, ServeSpec) or not spec.schedule:
+        return "is not a vLLM speculative config with num_speculative_tokens_per_batch_size"
+    ranges = [(r.start, r.end, r.k) for r in schedule.ranges]
+    top = max((r.k for r in schedule.ranges), default=0)
+    if [(r.first_batch, r.last_batch, r.k) for r in spec.schedule] != ranges or spec.k != top:
+        return "does not match schedule.ranges (their starts, depths and largest depth)"
+    if not any(r.k == top and r.arm is not None for r in schedule.ranges):
+        return f"no range at the largest depth k={top} names the arm that measured it"
+    return None
 
 
 def _template(plan: CampaignPlan, schedule: Schedule, source: str) -> str:
@@ -127,9 +146,9 @@ def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str) -> Any:
     table["serve_args"] = ["--speculative-config", value, *kept_args(arm.serve_args)]
     if arm.family != "default":
         table["family"] = arm.family
-    table["labels"] = _inline({**dict(arm.labels), "confirms": origin})
+    table["labels"] = _inline({"confirms": origin})
     if arm.config is not None:  # the engine's speculative config, recorded in the campaign
-        table["config"] = _inline(json.loads(config))
+        table["config"] = _inline({k: v for k, v in json.loads(config).items() if v is not None})
     table.add(tomlkit.nl())
     return table
 
