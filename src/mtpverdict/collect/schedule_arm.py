@@ -63,9 +63,9 @@ def _schedule(decision: Decision, source: str) -> tuple[Schedule, str]:
     if config is None:
         why = f"the schedule gives no --speculative-config to serve: {schedule.note or 'no range speculates'}"
         raise InputError([Problem(source, why, key="schedule.speculative_config")])
-    why = _inconsistent(schedule, config)
-    if why is not None:
-        raise InputError([Problem(source, why, key="schedule.speculative_config")])
+    mismatch = _inconsistent(schedule, config)
+    if mismatch is not None:
+        raise InputError([Problem(source, mismatch, key="schedule.speculative_config")])
     return schedule, config
 
 
