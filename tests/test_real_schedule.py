@@ -126,6 +126,7 @@ def phases(tmp_path_factory: pytest.TempPathFactory) -> Phases:
         derived = _decide(first, work / "schedule-derived.json")
     else:
         derived = _derive(server, first, work / "schedule-derived.json")
+    assert derived.schedule is not None and derived.schedule.speculative_config, derived.reasons
     campaign = work / "schedule-confirm.toml"
     campaign.unlink(missing_ok=True)
     _cli("schedule-arm", str(CAMPAIGN), str(work / "schedule-derived.json"), "--out", str(campaign))
