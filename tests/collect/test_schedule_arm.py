@@ -82,6 +82,8 @@ def test_a_confirmation_campaign_keeps_its_id_and_can_be_made_again() -> None:
     assert dropped == ["ngram_schedule"]
     plan = parse_campaign(again, "again.toml")
     assert plan.id == "vllm-cpu-schedule-confirm" and "second" in [a.name for a in plan.arms]
+    assert plan.notes is not None and plan.notes.endswith("second serves the schedule of d.json sha.")
+    assert "ngram_schedule serves" not in plan.notes and plan.notes.startswith("A 3.3M-parameter model")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from mtpverdict.formats.decision import Decision, Schedule, parse_decision
 from mtpverdict.serveconfig import ServeSpec, extract_spec, normalise_flag
 
 CONFIRM_SUFFIX = "-confirm"
+SERVES = re.compile(r" ?\S+ serves the schedule of [^.]*\.")  # the note an earlier schedule-arm wrote
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,8 @@ def _edited(text: str, table: Any, dropped: tuple[str, ...], new_id: str, note: 
         table = _inline(dict(table.items()))
     arms.insert(at, table)
     doc["id"] = new_id
-    doc["notes"] = f"{doc['notes']} {note}" if "notes" in doc else note
+    earlier = SERVES.sub("", str(doc["notes"])).strip() if "notes" in doc else ""  # made again: one note
+    doc["notes"] = f"{earlier} {note}" if earlier else note
     return tomlkit.dumps(doc)
 
 
