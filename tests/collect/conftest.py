@@ -189,3 +189,11 @@ def devices_campaign_text(ports: list[int], *, order_seed: int = 11, **kwargs: A
         for i, p in enumerate(ports)
     ]
     return text + "\n" + "\n\n".join(blocks) + "\n"
+
+
+def interruptible() -> None:
+    """preexec_fn of a collect a test will SIGINT: Ctrl-C's default action, whatever the test runner
+    inherited (a shell's background job ignores SIGINT, and an ignored signal survives exec)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -21,7 +21,7 @@ from mtpverdict.errors import CollectError
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text
+from .conftest import campaign_text, interruptible
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 EXIT_BOOTS_FAILED = 5  # README: collect ran to the end, but a boot failed or was refused
@@ -180,6 +180,7 @@ def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.time() + 120
     while time.time() < deadline and not (

@@ -17,7 +17,7 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
-from .conftest import FAKE, small_campaign
+from .conftest import FAKE, interruptible, small_campaign
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SPEC = '["--speculative-config", "{\\"num_speculative_tokens\\": 2, \\"fake_accept\\": 0.9}"]'
@@ -105,7 +105,10 @@ def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(30)))
     out = tmp_path / "results"
     proc = subprocess.Popen(
-        [*CLI, "collect", str(campaign), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=interruptible,
     )
     _wait_for_server(out)
     proc.send_signal(signal.SIGINT)
