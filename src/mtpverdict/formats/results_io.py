@@ -697,8 +697,6 @@ def _build(
 
 def _frames(campaign: Campaign, cols: _Columns, source: str, problems: _Problems) -> dict[str, pd.DataFrame]:
     """One sorted table per kind, after the checks that need several columns or several records."""
-    import pandas as pd
-
     arms = {a.name for a in campaign.arms}
     workloads = {w.id for w in campaign.workloads}
     frames: dict[str, pd.DataFrame] = {}
@@ -711,8 +709,7 @@ def _frames(campaign: Campaign, cols: _Columns, source: str, problems: _Problems
                 values[name] = [None if v is None else str(v) for v in values[name]]
         bad = _pattern_checks(kind, values, lines, source, problems)
         bad |= _cross_checks(kind, values, lines, source, problems)
-        frame = pd.DataFrame(values, columns=list(record_fields(kind)))
-        values.clear()  # the lists are in the frame now: release them before the next kind
+        frame = _frame(values, list(record_fields(kind)))
         if kind == "request":
             _numeric_columns(frame)
         frame["record_line"] = lines
@@ -723,6 +720,21 @@ def _frames(campaign: Campaign, cols: _Columns, source: str, problems: _Problems
             frame = frame.sort_values(keys, na_position="first", kind="mergesort").reset_index(drop=True)
         frames[kind] = frame
     return frames
+
+
+def _frame(values: dict[str, list[Any]], columns: list[str]) -> pd.DataFrame:
+    """The table of one kind. Each list becomes a column (pandas' own inference, as the DataFrame
+    constructor does it) and is released at once, so the lists of Python objects and the frame's
+    consolidated arrays are never all held together: at a million requests that was the load's peak."""
+    import pandas as pd
+
+    if not values[columns[0]]:  # no rows: the columns pandas gives an empty table (float64, as ever)
+        frame = pd.DataFrame(values, columns=columns)
+    else:
+        series = {name: pd.Series(values.pop(name)) for name in columns}
+        frame = pd.DataFrame(series, columns=columns, copy=False)
+    values.clear()
+    return frame
 
 
 # Optional numeric request fields: float columns (NaN where absent) instead of Python objects, which
