@@ -42,6 +42,8 @@ CAMPAIGN = HERE / "schedule-campaign.toml"
 POLICY = HERE / "schedule-policy.toml"
 PORT = "8220"
 HAND_WRITTEN = "ngram_sched"
+# a step drafts fewer tokens only when fewer remain before max_tokens: a few steps in each request's 256
+ENDS = 0.05
 MAX_BOOTS = 4  # phase 1 adds boots up to this many per arm while nothing is resolved against off
 DERIVED = "ngram_schedule"
 
@@ -158,9 +160,9 @@ def test_the_hand_written_schedule_arm_boots_at_its_largest_depth_and_drafts_by_
     assert set(sched["status"]) == {"ready"}
     assert set(sched["observed_k"]) == {3}  # the per-position counters show the largest depth
     req = phases.derive.requests
-    assert _drafted_per_step(req, HAND_WRITTEN, 1) == pytest.approx(3.0)
+    assert _drafted_per_step(req, HAND_WRITTEN, 1) == pytest.approx(3.0, abs=ENDS)
     assert _drafted_per_step(req, HAND_WRITTEN, 4) < 1.5  # [[2,64,1]]: one token once a batch forms
-    assert _drafted_per_step(req, "ngram_k3", 4) == pytest.approx(3.0)
+    assert _drafted_per_step(req, "ngram_k3", 4) == pytest.approx(3.0, abs=ENDS)
 
 
 def test_phase_one_derives_a_schedule_from_the_fixed_depths(phases: Phases) -> None:
@@ -191,7 +193,7 @@ def test_the_derived_schedule_runs_on_the_server_as_derived(phases: Phases) -> N
     assert set(mine["status"]) == {"ready"} and len(mine) == (boots["arm"] == "off_A").sum()
     assert set(mine["observed_k"]) <= {max(r.k for r in schedule.ranges)}
     req = phases.confirm.requests
-    assert _drafted_per_step(req, DERIVED, 1) == pytest.approx(schedule.depth_at(1))  # batch size 1 only
+    assert _drafted_per_step(req, DERIVED, 1) == pytest.approx(schedule.depth_at(1), abs=ENDS)  # batch 1
     assert abs(_drafted_per_step(req, DERIVED, 4) - schedule.depth_at(4)) < 0.5  # a batch of 4, mostly
 
 
