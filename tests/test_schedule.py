@@ -302,20 +302,27 @@ def test_schedule_keys_are_read_and_checked() -> None:
 SCHEDULE_18 = [[1, 1, 2], [2, 1024, 0]]  # k2 at batch size 1, off from 2: the crossover at c=1 and c=8
 
 
-def _with_schedule_arm(campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:
-    """Serve the `sched` arm with vLLM's per-batch-size schedule (k = its largest depth)."""
-    config = {
-        "method": "mtp",
-        "num_speculative_tokens": 2,
-        "num_speculative_tokens_per_batch_size": SCHEDULE_18,
-    }
-    argv = ["--model", "synthetic", "--speculative-config", json.dumps(config)]
-    for arm in campaign["arms"]:
-        if arm["name"] == "sched":
-            arm["serve_argv"] = argv
-    for rec in records:
-        if rec["kind"] == "boot" and rec["arm"] == "sched":
-            rec["argv"] = argv
+def _serving(schedule: list[list[int]]) -> Any:
+    """An edit serving the `sched` arm with `schedule` (k = its largest depth)."""
+
+    def edit(campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        config = {
+            "method": "mtp",
+            "num_speculative_tokens": max(k for _, _, k in schedule),
+            "num_speculative_tokens_per_batch_size": schedule,
+        }
+        argv = ["--model", "synthetic", "--speculative-config", json.dumps(config)]
+        for arm in campaign["arms"]:
+            if arm["name"] == "sched":
+                arm["serve_argv"] = argv
+        for rec in records:
+            if rec["kind"] == "boot" and rec["arm"] == "sched":
+                rec["argv"] = argv
+
+    return edit
+
+
+_with_schedule_arm = _serving(SCHEDULE_18)  # k2 at batch size 1, off from 2
 
 
 def _sched(at_1: float, at_8: float) -> SimArm:
@@ -381,26 +388,6 @@ def test_outside_schedule_mode_an_arm_that_ran_a_schedule_is_never_selected_as_o
     )
     assert str(beside.decision) == "promote"
     assert beside.selected is not None and beside.selected.arm == "k1"
-
-
-def _serving(schedule: list[list[int]]) -> Any:
-    """An edit serving the `sched` arm with `schedule` (k = its largest depth)."""
-
-    def edit(campaign: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        config = {
-            "method": "mtp",
-            "num_speculative_tokens": max(k for _, _, k in schedule),
-            "num_speculative_tokens_per_batch_size": schedule,
-        }
-        argv = ["--model", "synthetic", "--speculative-config", json.dumps(config)]
-        for arm in campaign["arms"]:
-            if arm["name"] == "sched":
-                arm["serve_argv"] = argv
-        for rec in records:
-            if rec["kind"] == "boot" and rec["arm"] == "sched":
-                rec["argv"] = argv
-
-    return edit
 
 
 def test_under_a_reference_a_range_that_keeps_it_is_confirmed_by_running_like_it() -> None:
