@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,19 +276,25 @@ def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
     """
     out = []
     for arm in arms:
-        args = list(arm.serve_args)
-        i = 0
-        while i < len(args):
-            flag, eq, _ = args[i].partition("=")
-            values = flag_values(flag)
-            if values is None:
-                out.append(
-                    f"arm {arm.name}: {args[i]!r} is not a speculative flag; arms must differ only "
-                    "in speculation (use --allow-argv-mismatch to record the difference anyway)"
-                )
-                break
-            i += 1 if eq else 1 + values
+        other = next((tokens[0] for _, tokens, known in flag_spans(arm.serve_args) if not known), None)
+        if other is not None:
+            out.append(
+                f"arm {arm.name}: {other!r} is not a speculative flag; arms must differ only "
+                "in speculation (use --allow-argv-mismatch to record the difference anyway)"
+            )
     return out
+
+
+def flag_spans(args: Sequence[str]) -> Iterator[tuple[str, tuple[str, ...], bool]]:
+    """serve_args as (flag, the tokens it spans, whether it is a speculative or reporting flag): a known
+    flag spans its values (`--flag=V` one token), any other token spans itself."""
+    i = 0
+    while i < len(args):
+        flag, eq, _ = args[i].partition("=")
+        values = _flag_values(flag)
+        width = 1 if eq or values is None else 1 + values
+        yield flag, tuple(args[i : i + width]), values is not None
+        i += width
 
 
 def depth_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
@@ -311,7 +318,7 @@ def depth_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
     return out
 
 
-def flag_values(flag: str) -> int | None:
+def _flag_values(flag: str) -> int | None:
     """How many argv tokens follow a speculative (or reporting) flag; None when it is neither."""
     from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag
 

@@ -30,7 +30,7 @@ from mtpverdict.collect.campaign import (
     ArmPlan,
     CampaignPlan,
     depth_problems,
-    flag_values,
+    flag_spans,
     parity_problems,
     parse_campaign,
 )
@@ -98,16 +98,12 @@ def _template(plan: CampaignPlan, schedule: Schedule, source: str) -> str:
 
 def kept_args(serve_args: tuple[str, ...]) -> list[str]:
     """serve_args without their speculative flags (each with its values); reporting flags stay."""
-    out: list[str] = []
-    i = 0
-    while i < len(serve_args):
-        flag, eq, _ = serve_args[i].partition("=")
-        values = flag_values(flag)
-        width = 1 if eq or values is None else 1 + values
-        if values is None or normalise_flag(flag) in REPORTING_FLAGS:
-            out.extend(serve_args[i : i + width])
-        i += width
-    return out
+    return [
+        token
+        for flag, tokens, known in flag_spans(serve_args)
+        if not known or normalise_flag(flag) in REPORTING_FLAGS
+        for token in tokens
+    ]
 
 
 def _ran_a_schedule(serve_args: tuple[str, ...]) -> bool:
