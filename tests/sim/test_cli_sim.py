@@ -176,3 +176,29 @@ def test_every_command_has_help() -> None:
     for args in (["simulate", "--help"], ["plan", "--help"]):
         code, out, _ = _run(*args)
         assert code == 0 and "Usage" in out
+
+
+def test_simulate_engine_version_is_recorded_by_every_boot_and_satisfies_the_gate(tmp_path: Path) -> None:
+    out = tmp_path / "seat"
+    args = ["simulate", str(out), "--arm", "off_A", "--arm", "k2:2:20%", "--arm", "off_B", "--boots", "3"]
+    code, _, err = _run(*args, "--engine-version", "0.32.0")
+    assert code == 0, err
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert {r["engine_version"] for r in records if r["kind"] == "boot"} == {"0.32.0"}
+    assert json.loads((out / "campaign.json").read_text())["scope"]["engine_version"] == "0.32.0"
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  seat:\n    image: vllm/vllm-openai:v0.32.0\n    command: [--model, synthetic,"
+        ' --speculative-config, \'{"method":"mtp","num_speculative_tokens":2}\']\n'
+    )
+    code, stdout, err = _run("gate", str(out), "--serve-config", str(compose))
+    assert code == 0, stdout + err
+    assert "evidence is fresh" in stdout
+
+
+def test_simulate_engine_version_defaults_to_simulated_and_must_not_be_empty(tmp_path: Path) -> None:
+    assert _run("simulate", str(tmp_path / "a"))[0] == 0
+    records = [json.loads(line) for line in (tmp_path / "a" / "records.jsonl").read_text().splitlines()]
+    assert {r["engine_version"] for r in records if r["kind"] == "boot"} == {"simulated"}
+    code, _, err = _run("simulate", str(tmp_path / "b"), "--engine-version", "")
+    assert code == 2 and "engine_version" in err and not (tmp_path / "b").exists()

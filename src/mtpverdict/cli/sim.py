@@ -60,6 +60,13 @@ def simulate(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the generator (default 0).")] = None,
     name: Annotated[str | None, typer.Option(help="Scenario name (campaign id synthetic-NAME).")] = None,
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine version every boot records, e.g. 0.32.0, for a gate comparing it with an "
+            "image tag (default: simulated)."
+        ),
+    ] = None,
 ) -> None:
     """Write a SYNTHETIC campaign (results format v1, synthetic: true) with known true effects."""
     from mtpverdict.errors import InputError, Problem
@@ -78,6 +85,7 @@ def simulate(
         "run_sd": run_sd,
         "drift": drift,
         "seed": seed,
+        "engine_version": engine_version,
     }
     # an option given on the command line wins over the same key in the TOML file
     settings.update({k: v for k, v in given.items() if v is not None})
