@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +18,10 @@ runner = CliRunner()
 
 
 def _commands() -> list[str]:
-    out = runner.invoke(app, ["--help"]).output
-    names = re.findall(r"│ (\w[\w-]*) ", out.split("Commands")[1])
-    return names
+    """The top-level commands and groups, walked on the command tree (not scraped from help text)."""
+    from mtpverdict.cli._help import walk
+
+    return [path.split()[1] for path, _, _ in walk(app) if len(path.split()) == 2]
 
 
 def test_every_command_has_help_and_is_in_the_readme() -> None:

@@ -19,6 +19,7 @@ import typer
 
 from mtpverdict.cli import collect, engine, gate, report, results, rules, sim
 from mtpverdict.cli._common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from mtpverdict.cli._help import plain_help
 from mtpverdict.errors import MtpverdictError
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app = typer.Typer(
 )
 for group in (results, collect, gate, report, rules, engine, sim):
     group.register(app)
+plain_help(app)  # help names parameters in words (RESULTS, --rules TEXT), not Python types
 
 
 def _version(value: bool) -> None:
