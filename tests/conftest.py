@@ -1,4 +1,4 @@
-"""Shared test fixtures and the --regen-golden option (golden files are regenerated only on purpose)."""
+"""Shared test fixtures and the --regen-golden and --regen-docs options (regenerated only on purpose)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="rewrite tests/golden/*.json from the current code instead of comparing",
+    )
+    parser.addoption(
+        "--regen-docs",
+        action="store_true",
+        default=False,
+        help="rewrite the docs' session outputs and docs/cli-reference.md from the current code",
     )
 
 

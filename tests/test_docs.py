@@ -1,0 +1,181 @@
+"""Docs a test keeps true: every session in README.md and docs/*.md runs as shown on shipped material,
+the CLI reference is the CLI's own help, and the docs' claims about the code name code that exists.
+
+`pytest tests/test_docs.py --regen-docs` rewrites the sessions' outputs and docs/cli-reference.md from
+the current code, on purpose: read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from .docsession import ROOT, Block, blocks, documents, matches, run_sessions, workspace, write_back
+
+REFERENCE = ROOT / "docs" / "cli-reference.md"
+MAX_NOT_RUN = 8  # blocks marked `not run` (real servers, clusters); a ratchet: lower it, never raise it
+SLOW_DOCS = {"report.md"}  # sessions that draw plots (matplotlib) take more than a few seconds
+
+
+def _sessions(path: Path) -> list[Block]:
+    return [b for b in blocks(path) if b.commands]
+
+
+def _session_docs() -> list[object]:
+    found = []
+    for path in documents():
+        if not _sessions(path):
+            continue
+        marks = [pytest.mark.slow] if path.name in SLOW_DOCS else []
+        found.append(pytest.param(path, id=path.name, marks=marks))
+    return found
+
+
+@pytest.fixture
+def regen_docs(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--regen-docs"))
+
+
+@pytest.mark.parametrize("path", _session_docs())
+def test_every_session_runs_as_shown(path: Path, tmp_path: Path, regen_docs: bool) -> None:
+    sessions = _sessions(path)
+    run_sessions(sessions, workspace(tmp_path))
+    if regen_docs:
+        write_back(path, sessions)
+        sessions = _sessions(path)
+        run_sessions(sessions, workspace(tmp_path / "again"))
+    problems = []
+    for block in sessions:
+        for command in block.commands:
+            assert command.got is not None
+            where = f"{path.relative_to(ROOT)}:{command.line + 1}: $ {command.text}"
+            if not matches(command.shown, command.got):
+                diff = difflib.unified_diff(command.shown, command.got, "shown", "got", lineterm="")
+                problems.append(f"{where}\n" + "\n".join(diff))
+            following = _next_command(block, command)
+            if command.code != 0 and (following is None or following.text.strip() != "echo $?"):
+                problems.append(f"{where}: exit {command.code}; show it with `$ echo $?` or fix the example")
+    assert not problems, "\n\n".join(problems) + "\n\n(pytest tests/test_docs.py --regen-docs, on purpose)"
+
+
+def _next_command(block: Block, command: object) -> object | None:
+    i = block.commands.index(command)  # type: ignore[arg-type]
+    return block.commands[i + 1] if i + 1 < len(block.commands) else None
+
+
+def test_every_block_naming_a_command_runs_or_says_why_not() -> None:
+    unmarked, stale, not_run = [], [], []
+    for path in documents():
+        for block in blocks(path):
+            if block.not_run is not None:
+                not_run.append(f"{block.where}: {block.not_run}")
+                if not block.names_a_command:
+                    stale.append(block.where)
+            elif block.names_a_command and not block.is_session:
+                unmarked.append(block.where)
+    assert not unmarked, f"show these as `$ ` sessions, or mark them <!-- not run: REASON -->: {unmarked}"
+    assert not stale, f"a `not run` marker on a block that names no mtpverdict command: {stale}"
+    assert len(not_run) <= MAX_NOT_RUN, "more blocks that cannot run here:\n" + "\n".join(not_run)
+
+
+def test_the_cli_reference_is_the_clis_own_help(regen_docs: bool) -> None:
+    from mtpverdict.cli import app
+    from mtpverdict.cli._help import reference_markdown
+
+    text = reference_markdown(app)
+    if regen_docs:
+        REFERENCE.write_text(text)
+    assert REFERENCE.read_text() == text, "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
+
+
+def test_help_names_parameters_in_words_not_python_types() -> None:
+    from mtpverdict.cli import app
+    from mtpverdict.cli._help import REFERENCE_WIDTH, help_text, walk
+
+    for path, command, ctx in walk(app):
+        for text in (help_text(command, ctx, REFERENCE_WIDTH), command.get_help(ctx)):
+            raw = re.findall(r"<(?:bool|str|int|float|path|list\[\w+\])>|\{[a-z_]+\}", text)
+            assert not raw, f"{path} --help shows {raw}"
+            assert text.startswith(f"Usage: {path}"), text
+
+
+def test_the_readme_table_lists_every_command_and_links_the_reference() -> None:
+    from mtpverdict.cli import app
+    from mtpverdict.cli._help import walk
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    leaves = [path for path, command, _ in walk(app) if not hasattr(command, "commands")]
+    for path in leaves:
+        assert f"`{path}" in table, f"README's command table does not list {path}"
+    assert "docs/cli-reference.md" in table
+
+
+# ---- claims about the code ------------------------------------------------------------------------
+
+# a file the docs name: the checkout's, or the package's (`rules/registry.py` is src/mtpverdict/rules/...)
+MODULE_PATH = re.compile(r"`((?:src|tests|rules|examples|fixtures|bench|collectors)/[\w./-]+\.(?:py|toml|ya?ml|sbatch|json))`")
+# a module, function or class the docs name: `mtpverdict.stats.blocked`, `from mtpverdict.x import y`,
+# or in a code span relative to the package: `stats.blocked.blocked_family_procedure`
+DOTTED = re.compile(
+    r"\bfrom mtpverdict\.([\w.]+) import (\w+)"
+    r"|\bmtpverdict\.((?:[a-z_]\w*\.)*[a-z_]\w*)\b(?![/.\w])"
+    r"|`((?:stats|formats|evidence|rules|decide|report|collect|parse)\.[\w.]+)`"
+)
+FILE_SUFFIXES = (".md", ".html", ".json", ".toml", ".py", ".yml", ".yaml", ".txt")
+
+
+def _claims(pattern: re.Pattern[str]) -> list[tuple[str, str]]:
+    """(document, name) for each match: `from a import b` as a.b, else the matched name."""
+    found = []
+    for path in documents():
+        for match in pattern.finditer(path.read_text()):
+            groups = [g for g in match.groups() if g]
+            found.append((path.name, ".".join(groups)))
+    return found
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    missing = [
+        (doc, name)
+        for doc, name in _claims(MODULE_PATH)
+        if not (ROOT / name).exists() and not (ROOT / "src" / "mtpverdict" / name).exists()
+    ]
+    assert not missing, f"the docs name files that do not exist: {missing}"
+
+
+def test_every_dotted_name_the_docs_give_resolves() -> None:
+    names = [(doc, name) for doc, name in _claims(DOTTED) if not name.endswith(FILE_SUFFIXES)]
+    assert len(names) > 10
+    missing = [(doc, name) for doc, name in names if not _resolves(name.removeprefix("mtpverdict."))]
+    assert not missing, f"the docs name functions or modules that do not exist: {missing}"
+
+
+def _resolves(dotted: str) -> bool:
+    """`stats.blocked.blocked_family_procedure`: a module of mtpverdict, then attributes of it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), -1, -1):
+        try:
+            obj: object = importlib.import_module(".".join(["mtpverdict", *parts[:cut]]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_decide_uses_the_blocked_procedure_the_scale_out_doc_says_it_does() -> None:
+    """docs/scale-out.md: `decide` compares arms within a device with stats.blocked."""
+    import mtpverdict.evidence.comparisons as comparisons
+    from mtpverdict.stats.blocked import blocked_family_procedure
+
+    text = (ROOT / "docs" / "scale-out.md").read_text()
+    assert "`stats.blocked.blocked_family_procedure`" in text and "does not call it yet" not in text
+    assert getattr(comparisons, "blocked_family_procedure", None) is blocked_family_procedure
