@@ -72,7 +72,8 @@ class Block:
 
 def documents() -> list[Path]:
     """README.md and every docs/*.md except the generated reference."""
-    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli-reference.md")]
+    docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli-reference.md")
+    return [ROOT / "README.md", *docs]
 
 
 def blocks(path: Path) -> list[Block]:

@@ -89,7 +89,8 @@ def test_the_cli_reference_is_the_clis_own_help(regen_docs: bool) -> None:
     text = reference_markdown(app)
     if regen_docs:
         REFERENCE.write_text(text)
-    assert REFERENCE.read_text() == text, "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
+    stale = "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
+    assert REFERENCE.read_text() == text, stale
 
 
 def test_help_names_parameters_in_words_not_python_types() -> None:
@@ -118,7 +119,9 @@ def test_the_readme_table_lists_every_command_and_links_the_reference() -> None:
 # ---- claims about the code ------------------------------------------------------------------------
 
 # a file the docs name: the checkout's, or the package's (`rules/registry.py` is src/mtpverdict/rules/...)
-MODULE_PATH = re.compile(r"`((?:src|tests|rules|examples|fixtures|bench|collectors)/[\w./-]+\.(?:py|toml|ya?ml|sbatch|json))`")
+MODULE_PATH = re.compile(
+    r"`((?:src|tests|rules|examples|fixtures|bench|collectors)/[\w./-]+\.(?:py|toml|ya?ml|sbatch|json))`"
+)
 # a module, function or class the docs name: `mtpverdict.stats.blocked`, `from mtpverdict.x import y`,
 # or in a code span relative to the package: `stats.blocked.blocked_family_procedure`
 DOTTED = re.compile(
