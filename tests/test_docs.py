@@ -11,10 +11,11 @@ import difflib
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .docsession import ROOT, Block, blocks, documents, matches, run_sessions, workspace, write_back
+from .docsession import ROOT, Block, Command, blocks, documents, matches, run_sessions, workspace, write_back
 
 REFERENCE = ROOT / "docs" / "cli-reference.md"
 MAX_NOT_RUN = 8  # blocks marked `not run` (real servers, clusters); a ratchet: lower it, never raise it
@@ -25,8 +26,8 @@ def _sessions(path: Path) -> list[Block]:
     return [b for b in blocks(path) if b.commands]
 
 
-def _session_docs() -> list[object]:
-    found = []
+def _session_docs() -> list[Any]:
+    found: list[Any] = []
     for path in documents():
         if not _sessions(path):
             continue
@@ -62,8 +63,8 @@ def test_every_session_runs_as_shown(path: Path, tmp_path: Path, regen_docs: boo
     assert not problems, "\n\n".join(problems) + "\n\n(pytest tests/test_docs.py --regen-docs, on purpose)"
 
 
-def _next_command(block: Block, command: object) -> object | None:
-    i = block.commands.index(command)  # type: ignore[arg-type]
+def _next_command(block: Block, command: Command) -> Command | None:
+    i = block.commands.index(command)
     return block.commands[i + 1] if i + 1 < len(block.commands) else None
 
 
