@@ -1,7 +1,8 @@
 """examples/github-actions.yml, safe as shipped and working: its steps run here, as a runner would run
-them, against the project's fixtures with GITHUB_OUTPUT, GITHUB_PATH and GITHUB_STEP_SUMMARY set. Each
-path of the promotion story in docs/gate.md is one test: a pull request turns speculation on and the
-job passes, refuses with the reasons, or refuses the evidence as stale.
+them, against the seat docs/gate.md simulates (examples/seat-simulation.toml) with GITHUB_OUTPUT,
+GITHUB_PATH and GITHUB_STEP_SUMMARY set. Each path of the promotion story in docs/gate.md is one test:
+a pull request turns speculation on and the job passes, refuses with the reasons, or refuses the
+evidence as stale.
 
 The install step downloads the pinned mtpverdict, so it runs only with MTPVERDICT_EXAMPLE_INSTALL=1
 (.ci/lint-workflows sets it and installs from this checkout's HEAD); otherwise `mtpverdict` on PATH is
@@ -21,12 +22,15 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
-from .conftest import FIXTURES, ROOT
+from mtpverdict.cli import app
+
+from .conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
 POLICY = ROOT / "rules" / "default.toml"
-WIN = FIXTURES / "synthetic-clean-win"  # promote k2 (mtp k=2) under the default policy
+SEAT = ROOT / "examples" / "seat-simulation.toml"  # docs/gate.md's seat: promote k2 (mtp k=2), vLLM 0.32.0
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 SHA = re.compile(r"^[0-9a-f]{40}$")
 STEP_SECONDS = 600  # the install step builds a wheel and installs its dependencies
@@ -155,11 +159,8 @@ def _workspace(tmp: Path, command: list[str] | str, image: str = f"vllm/vllm-ope
     """A deployment repository: the seat's compose file, its evidence and its policy."""
     workspace = tmp / "repo"
     evidence = workspace / "evidence" / "seat-campaign"
-    shutil.copytree(WIN, evidence)
-    records = evidence / "records.jsonl"
-    records.write_text(
-        records.read_text().replace('"engine_version":"simulated"', f'"engine_version":"{ENGINE}"')
-    )
+    done = CliRunner().invoke(app, ["simulate", str(evidence), "--config", str(SEAT)])
+    assert done.exit_code == 0, done.output
     (workspace / "rules").mkdir()
     shutil.copy(POLICY, workspace / "rules" / "seat.toml")
     (workspace / "deploy").mkdir()
