@@ -31,6 +31,7 @@ NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 PROMPT = "$ "
 ELLIPSIS = "..."
 SHELL_SECONDS = 60
+SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&"}  # an mtpverdict line runs in this process
 # output that differs from run to run: wall-clock durations ("ready in 63 s", "took 1.2 s"); computed
 # ones ("step 16.6 ms", "59 s per boot" from a pilot's records) are compared as they are
 TIMES = re.compile(r"\b(in|took|after) \d+(?:\.\d+)? ?(?:ms|s)\b")
@@ -141,7 +142,10 @@ def run_sessions(sessions: list[Block], work: Path) -> None:
                 if command.text.strip() == "echo $?":
                     command.code, output = 0, f"{last}\n"
                 elif command.text.startswith("mtpverdict "):
-                    result = runner.invoke(app, shlex.split(command.text)[1:], catch_exceptions=False)
+                    args = shlex.split(command.text)[1:]
+                    if SHELL_OPERATORS & set(args):
+                        raise AssertionError(f"{block.where}: run `mtpverdict` alone: {command.text}")
+                    result = runner.invoke(app, args, catch_exceptions=False)
                     command.code, output = result.exit_code, result.output
                 else:
                     done = subprocess.run(
