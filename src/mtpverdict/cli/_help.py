@@ -51,7 +51,7 @@ def _value_name(param: Any, ctx: Any) -> str:
 
 def argument_name(param: Any) -> str:
     """An argument as it appears in usage: RESULTS, or FILES... when it takes several."""
-    name = str(param.metavar or param.name).upper()
+    name = str(param.metavar or param.name).upper()  # a command's metavar is already the name in capitals
     return f"{name}..." if param.nargs != 1 else name
 
 
@@ -170,6 +170,12 @@ def _width(formatter: Any) -> int:
 
 class PlainCommand(TyperCommand):
     """A command whose help names its parameters in words, not Python types."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.param_type_name == "argument" and param.metavar is None and param.name:
+                param.metavar = param.name.upper()  # "Missing argument 'RESULTS'", as usage names it
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         formatter.write(help_text(self, ctx, _width(formatter)))
