@@ -30,6 +30,7 @@ FENCE = re.compile(r"^(`{3,}|~{3,})")
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 PROMPT = "$ "
 ELLIPSIS = "..."
+KEY_LENGTH = 24  # how much of a shown line places it again in new output (with --regen-docs)
 SHELL_SECONDS = 60
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&"}  # an mtpverdict line runs in this process
 # output that differs from run to run: wall-clock durations ("ready in 63 s", "took 1.2 s"); computed
@@ -232,8 +233,9 @@ def rewritten(shown: list[str], got: list[str], where: str) -> list[str]:
 
 
 def _find(lines: list[str], like: str, start: int) -> int:
-    """Index of the first line from `start` that starts as `like` does, else -1."""
-    key = like[:24]
+    """Index of the first line from `start` that starts as `like` does (its first 24 characters, or
+    up to its first colon: `  - k7 rejected by stable_acceptance`, `decision:`), else -1."""
+    key = like[: min(KEY_LENGTH, like.find(":") if ":" in like else KEY_LENGTH)]
     return next((i for i in range(start, len(lines)) if lines[i].startswith(key)), -1)
 
 

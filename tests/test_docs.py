@@ -15,7 +15,18 @@ from typing import Any
 
 import pytest
 
-from .docsession import ROOT, Block, Command, blocks, documents, matches, run_sessions, workspace, write_back
+from .docsession import (
+    ROOT,
+    Block,
+    Command,
+    blocks,
+    documents,
+    matches,
+    rewritten,
+    run_sessions,
+    workspace,
+    write_back,
+)
 
 REFERENCE = ROOT / "docs" / "cli-reference.md"
 MAX_NOT_RUN = 3  # blocks marked `not run` (real servers, clusters); a ratchet: lower it, never raise it
@@ -183,3 +194,70 @@ def test_decide_uses_the_blocked_procedure_the_scale_out_doc_says_it_does() -> N
     text = (ROOT / "docs" / "scale-out.md").read_text()
     assert "`stats.blocked.blocked_family_procedure`" in text and "does not call it yet" not in text
     assert getattr(comparisons, "blocked_family_procedure", None) is blocked_family_procedure
+
+
+def test_the_readme_lists_every_exit_code_the_cli_has() -> None:
+    from mtpverdict.cli import _common
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)}
+    codes = {value for name, value in vars(_common).items() if name.startswith("EXIT_")}
+    assert listed == codes
+
+
+# ---- the session machinery itself -----------------------------------------------------------------
+
+
+def test_a_session_output_that_drifts_does_not_match() -> None:
+    shown = ["decision: promote", "  ...", "", "wrote d.json"]
+    assert matches(shown, ["decision: promote", "  - a", "  - b", "", "wrote d.json"])
+    assert matches(shown, ["decision: promote", "", "wrote d.json"])
+    assert not matches(shown, ["decision: inconclusive", "", "wrote d.json"])
+    assert not matches(shown, ["decision: promote", "  - a", "wrote d.json"])
+    assert matches(["off_A boot 1: ready in 63 s"], ["off_A boot 1: ready in 71 s"])  # wall clock
+    assert not matches(["step 16.6 ms"], ["step 17.0 ms"])  # computed, compared
+
+
+def test_regenerating_keeps_each_ellipsis_where_it_was() -> None:
+    shown = ["head", "  - first", "  ...", "  - k7 rejected: old", "  ...", "", "wrote d.json"]
+    got = [
+        "head",
+        "new line",
+        "  - first",
+        "  - second",
+        "  - k7 rejected: new",
+        "  - last",
+        "",
+        "wrote d.json",
+    ]
+    out = rewritten(shown, got, "here")
+    assert out == [
+        "head",
+        "new line",
+        "  - first",
+        "  ...",
+        "  - k7 rejected: new",
+        "  ...",
+        "",
+        "wrote d.json",
+    ]
+    assert matches(out, got)
+    with pytest.raises(AssertionError, match="edit it by hand"):
+        rewritten(["head", "...", "  - gone", "..."], ["head", "other"], "here")
+
+
+def test_sessions_and_markers_are_read_from_the_markdown(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "```\n$ mtpverdict validate x \\\n    --flag\nout 1\n$ echo $?\n0\n```\n\n"
+        "<!-- not run: needs a server -->\n```\n$ mtpverdict collect c.toml --out r\n```\n\n"
+        "```\nmtpverdict decide r\n```\n"
+    )
+    first, second, third = blocks(doc)
+    assert [(c.text, c.shown) for c in first.commands] == [
+        ("mtpverdict validate x --flag", ["out 1"]),
+        ("echo $?", ["0"]),
+    ]
+    assert second.not_run == "needs a server" and not second.commands
+    assert third.names_a_command and not third.is_session and third.not_run is None
