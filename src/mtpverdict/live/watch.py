@@ -195,11 +195,14 @@ class _Streak:
         self.status: Status | None = None
         self.count = 0
 
+    def clear(self) -> None:
+        self.status, self.count = None, 0
+
     def add(self, status: Status) -> None:
         if status in (Status.IDLE, Status.RESET):
             return
         if not status.failing:
-            self.status, self.count = None, 0
+            self.clear()
         elif status is self.status:
             self.count += 1
         else:
@@ -231,7 +234,9 @@ async def watch(
             last = WindowReport(index, Status.UNREACHABLE, note=error)
             previous = None  # the next answer is a new baseline
         elif previous is None:
-            previous = snapshot
+            previous = snapshot  # a baseline: the server answers again, so it is not unreachable
+            if streak.status is Status.UNREACHABLE:
+                streak.clear()
             continue
         else:
             last = judge(ref, index, previous, snapshot, ref.alpha)
