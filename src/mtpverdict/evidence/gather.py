@@ -296,6 +296,9 @@ class _Windows:
         pooled = self.acceptance.get(arm)
         if rows is None or pooled is None:
             return None
+        known = pooled.cell(workload, concurrency)  # run-scoped windows: pooled per cell already
+        if known is not None and known.mean_acceptance_length:
+            return known
         mine = rows[rows["workload"] == workload] if len(rows) else rows
         for subset in (mine[mine["concurrency"] == concurrency], mine):
             if len(subset):
