@@ -294,19 +294,21 @@ class _Windows:
         the first of them with a mean acceptance length."""
         rows = self.by_arm.get(arm)
         pooled = self.acceptance.get(arm)
-        if rows is None or pooled is None:
-            return None
+        if rows is None or pooled is None or pooled.primary is None:
+            return None  # no window counted at all: no subset of them has a length either
         known = pooled.cell(workload, concurrency)  # run-scoped windows: pooled per cell already
         if known is not None and known.mean_acceptance_length:
             return known
-        mine = rows[rows["workload"] == workload] if len(rows) else rows
+        mine = rows[rows["workload"] == workload]
         for subset in (mine[mine["concurrency"] == concurrency], mine):
+            if len(subset) == len(rows):
+                break  # every window names this cell: the arm's pool is the cell's
             if len(subset):
                 found = arm_acceptance(subset, arm, self.alpha, self.cold.get(arm, ())).primary
                 if found is not None and found.mean_acceptance_length:
                     return found
         primary = pooled.primary
-        return primary if primary is not None and primary.mean_acceptance_length else None
+        return primary if primary.mean_acceptance_length else None
 
 
 DECODE = "decode_tps"  # the model is about decode steps: break-even reads the decode-rate comparisons
