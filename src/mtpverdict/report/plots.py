@@ -939,6 +939,19 @@ def _plot(key: str, title: str, caption: str, found: Any, draw: Callable[[Any], 
     return Plot(key=key, title=title, caption=caption, png=png, svg=svg)
 
 
+def _break_even_plot(data: ReportData) -> Plot:
+    return _plot(
+        "break-even",
+        "Acceptance against break-even",
+        "Each speculative arm's cells: the measured mean acceptance length against the length at which "
+        "a step stops paying (its cost in baseline decode steps). Points above the dashed line pay; "
+        "the distance to the line is the margin a drafter can lose in production before speculation "
+        "costs throughput.",
+        _break_even_data(data),
+        _draw_break_even,
+    )
+
+
 def report_plots(data: ReportData) -> tuple[Plot, ...]:
     """Every plot of the report, rendered; one without data comes back with `skipped` set."""
     doc = data.decision
@@ -980,18 +993,7 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
             _draw_acceptance,
         )
     )
-    plots.append(
-        _plot(
-            "break-even",
-            "Acceptance against break-even",
-            "Each speculative arm's cells: the measured mean acceptance length against the length at which "
-            "a step stops paying (its cost in baseline decode steps). Points above the dashed line pay; "
-            "the distance to the line is the margin a drafter can lose in production before speculation "
-            "costs throughput.",
-            _break_even_data(data),
-            _draw_break_even,
-        )
-    )
+    plots.append(_break_even_plot(data))
     plots.append(
         _plot(
             "context",
