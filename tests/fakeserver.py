@@ -7,9 +7,12 @@ misbehave (die mid-run, answer 5xx, stall a stream, send malformed SSE, reset it
 (each from request N on): endless-content (content deltas past max_tokens, forever), keepalive (one
 delta, then an SSE comment every 0.5 s, forever), endless-line (one SSE line that never ends),
 huge-metrics (a 200 MB /metrics), endless-metrics (a /metrics that never ends), bad-usage (usage values
-a server should never send, a different one per request: see BAD_USAGE).
+a server should never send, a different one per request: see BAD_USAGE). With --traffic R it serves
+traffic of its own, R verify steps a second (R tokens a second without speculation), so a live-seat
+watcher sees a good drafter (fake_accept near 1), a void one (fake_accept 0) or no drafting at all.
 
     python tests/fakeserver.py --port P [--speculative-config JSON] [--tps T] [--kv TOKENS] [--fault F:N]
+        [--traffic R]
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class State:
         self.draft_tokens = 0
         self.accepted = 0
         self.per_pos = [0] * args.k
+        self.generated = 0  # vllm:generation_tokens_total
         self.window = [0, 0]  # drafted, accepted since the last log line
         self.rng = random.Random(7)
         fault, _, n = (args.fault or "none:0").partition(":")
@@ -216,6 +220,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(step * (1 if not st.args.k else 1.1))  # a round costs a bit more than a step
             piece = "".join(tokens[i : i + take])
             i += take
+            with st.lock:
+                st.generated += len(tokens[i - take : i])
             delta = {"delta": {"content": piece}} if chat else {"text": piece}
             event = {"choices": [{"index": 0, **delta, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
@@ -241,23 +247,43 @@ class Handler(BaseHTTPRequestHandler):
 
     def _draft_round(self, k: int) -> int:
         """One speculation round of depth k: returns accepted tokens (positions accept in sequence)."""
-        st = self.state
-        if k <= 0:
-            return 0
-        accepted = 0
-        with st.lock:
-            st.drafts += 1
-            st.draft_tokens += k
-            for pos in range(k):
-                if st.rng.random() < st.args.accept:
-                    accepted += 1
-                    st.per_pos[pos] += 1
-                else:
-                    break
-            st.accepted += accepted
-            st.window[0] += k
-            st.window[1] += accepted
-        return accepted
+        return draft_round(self.state, k)
+
+
+def draft_round(st: State, k: int) -> int:
+    """One speculation round of depth k: returns accepted tokens (positions accept in sequence)."""
+    if k <= 0:
+        return 0
+    accepted = 0
+    with st.lock:
+        st.drafts += 1
+        st.draft_tokens += k
+        for pos in range(k):
+            if st.rng.random() < st.args.accept:
+                accepted += 1
+                st.per_pos[pos] += 1
+            else:
+                break
+        st.accepted += accepted
+        st.window[0] += k
+        st.window[1] += accepted
+    return accepted
+
+
+TRAFFIC_TICK = 0.01  # seconds between the steps of --traffic
+
+
+def traffic_loop(st: State, steps_per_second: float) -> None:
+    """Serve traffic of its own: verify steps (one plain step per token without speculation)."""
+    due = 0.0
+    while True:
+        time.sleep(TRAFFIC_TICK)
+        due += steps_per_second * TRAFFIC_TICK
+        while due >= 1.0:
+            due -= 1.0
+            tokens = 1 + draft_round(st, st.args.k)
+            with st.lock:
+                st.generated += tokens
 
 
 def per_request_metrics(
@@ -286,7 +312,11 @@ def per_request_metrics(
 
 
 def metrics_text(st: State) -> str:
+    with st.lock:
+        generated = st.generated
     lines = [
+        "# TYPE vllm:generation_tokens counter",
+        f'vllm:generation_tokens_total{{engine="0",model_name="fake-model"}} {float(generated)}',
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
         "# TYPE vllm:cache_config_info gauge",
         f'vllm:cache_config_info{{block_size="16",engine="0",kv_cache_size_tokens="{st.args.kv}",'
@@ -344,6 +374,7 @@ def main() -> int:
         "--eos-after", type=int, default=0, help="end a request without ignore_eos after this many tokens"
     )
     parser.add_argument("--enable-per-request-metrics", action="store_true")
+    parser.add_argument("--traffic", type=float, default=0.0, help="verify steps a second of its own traffic")
     parser.add_argument(
         "--speculative-config",
         default=None,
@@ -367,6 +398,8 @@ def main() -> int:
         flush=True,
     )
     threading.Thread(target=log_loop, args=(state,), daemon=True).start()
+    if args.traffic > 0:
+        threading.Thread(target=traffic_loop, args=(state, args.traffic), daemon=True).start()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     try:

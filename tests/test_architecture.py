@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "mtpverdict.simulate": 6,
     "mtpverdict.plan": 3,  # planning maths over stats and the results format
     "mtpverdict.merge": 6,
+    "mtpverdict.live": 6,  # after promotion: alerts and watch read a decision (and scrape like collect)
     "mtpverdict.ray_shards": 6,
     "mtpverdict.cli": 9,
     "mtpverdict.__main__": 9,

@@ -3,6 +3,8 @@
 # the real-server tests: tests/test_real_server.py collects the campaign in campaign.toml (killing its
 # server and collect itself on the way, then resuming) and decides on it; tests/test_client_real_server.py
 # checks the measuring client against the server's own per-request timing and acceptance;
+# tests/test_real_watch.py runs `mtpverdict watch` against the e2e decision's n-gram arm on an n-gram
+# server (the evidence holds) and on a server with the random draft (below break-even);
 # tests/test_real_schedule.py collects schedule-campaign.toml (fixed n-gram depths and an arm running a
 # hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
 # campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it.
@@ -29,5 +31,6 @@ export MTPVERDICT_MODELS="$work/models"
 export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py \
+    tests/test_real_watch.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py

@@ -127,17 +127,19 @@ def test_plots_per_campaign(reports: dict[str, Path]) -> None:
     def plots(name: str) -> set[str]:
         return {p.stem for p in (reports[name] / "plots").glob("*.png")}
 
-    assert plots("thor-qwen36-35b-a3b") == {"throughput", "acceptance", "kv"}
-    assert plots("synthetic-clean-win") == {"throughput", "regime", "acceptance", "kv", "drift"}
-    assert plots("synthetic-crossover") == {"throughput", "regime", "acceptance", "kv", "drift"}
+    assert plots("thor-qwen36-35b-a3b") == {"throughput", "acceptance", "break-even", "kv"}
+    assert plots("synthetic-clean-win") == {"throughput", "regime", "acceptance", "break-even", "kv", "drift"}
+    assert plots("synthetic-crossover") == {"throughput", "regime", "acceptance", "break-even", "kv", "drift"}
     assert plots("arc-b70-qwen36") == {
         "throughput-a3b",
         "throughput-dense",
         "throughput-llamacpp_sycl",
+        "break-even",
         "context",
         "kv",
     }
     md = (reports["thor-qwen36-35b-a3b"] / "report.md").read_text(encoding="utf-8")
+    assert "Break-even acceptance" in md and "| k3 (mtp k=3) | code c=1 " in md
     assert "*Run order against throughput (drift): not plotted: needs two or more control boots" in md
 
 

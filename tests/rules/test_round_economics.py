@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kinds.round_economics import KIND
 from mtpverdict.stats.acceptance import ArmAcceptance
+from mtpverdict.stats.breakeven import Interval, break_even
 from mtpverdict.stats.runs import CellSummary
 
 from .conftest import (
@@ -88,6 +90,18 @@ def test_the_acceptance_length_may_come_from_another_surface() -> None:
     accepted = acceptance("k2", surface(0.5, 1000), surface(0.5, None, mal=3.0, source="log"))
     finding = KIND.evaluate(evidence(off_tps=(100.0,), accepted=accepted), K2, params("round_economics"))
     assert finding.value == pytest.approx(cost(100.0, 150.0, mal=3.0))
+
+
+def test_the_cells_own_acceptance_length_comes_before_the_arms_pooled_one() -> None:
+    """Arc's dense MTP-1: the ctx4k report names its cell (1.696 tokens per round) while the arm's pool
+    over ctx4k and ctx32k is 1.69; the round costs what break-even says, from the cell's own figure."""
+    ev = evidence(off_tps=(100.0,))
+    at_cell = break_even(Interval(1.7, None, None), 1.0, math.log(150.0 / 100.0))
+    assert at_cell is not None
+    ev = replace(ev, break_even={"k2": (("short", 1, at_cell),)})
+    finding = KIND.evaluate(ev, K2, params("round_economics"))
+    assert finding.value == pytest.approx(cost(100.0, 150.0, mal=1.7))
+    assert finding.value == pytest.approx(at_cell.step_cost.value)
 
 
 def test_no_acceptance_length_is_missing() -> None:

@@ -1,13 +1,14 @@
 """The command line: each command parses options, calls one library function, renders, and exits.
 
 One module per command group: results.py (validate, decide, verify), collect.py, gate.py, report.py,
-rules.py (rules check/show), engine.py (parse, import), sim.py (simulate, plan); _common.py holds the
-exit codes and the options they share.
+rules.py (rules check/show), engine.py (parse, import), sim.py (simulate, plan), live.py (alerts,
+watch); _common.py holds the exit codes and the options they share.
 
 Exit codes: 0 done (a decision was written, inconclusive included); 1 the gate refused or verify found
 a mismatch; 2 bad input (one line per problem, naming file and line or key); 3 inconclusive under
 --strict; 4 a campaign could not be completed (resume it); 5 collect ran but a boot failed or was
-refused; 70 an unexpected error inside mtpverdict (one line; please report it); 130 interrupted.
+refused; 6-9 `watch`: below break-even, below the evidence, no drafting, unreachable; 70 an unexpected
+error inside mtpverdict (one line; please report it); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from mtpverdict.cli import collect, engine, gate, report, results, rules, sim
+from mtpverdict.cli import collect, engine, gate, live, report, results, rules, sim
 from mtpverdict.cli._common import EXIT_BAD_INPUT, EXIT_INTERNAL
 from mtpverdict.cli._help import plain_help
 from mtpverdict.errors import MtpverdictError
@@ -29,7 +30,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for group in (results, collect, gate, report, rules, engine, sim):
+for group in (results, collect, gate, report, rules, engine, sim, live):
     group.register(app)
 plain_help(app)  # help names parameters in words (RESULTS, --rules TEXT), not Python types
 

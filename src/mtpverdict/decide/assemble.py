@@ -13,6 +13,8 @@ from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
     AcceptanceSummary,
     ArmOutcomeResult,
+    BreakEvenCell,
+    BreakEvenSummary,
     CampaignSummary,
     CellResult,
     ComparisonResult,
@@ -31,6 +33,7 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
+from mtpverdict.stats.breakeven import BreakEven, Interval, conservative_bound
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them
@@ -74,6 +77,56 @@ def acceptance(evidence: Evidence, arm: Arm) -> AcceptanceSummary | None:
         surfaces=tuple(surface(s) for s in acc.surfaces),
         wasted_fraction=finite(acc.wasted_fraction),
         workloads=tuple(WorkloadAcceptance(w, c, surface(s)) for (w, c), s in acc.cells),
+    )
+
+
+def _ends(value: Interval | None) -> tuple[float | None, float | None, float | None]:
+    if value is None:
+        return None, None, None
+    return finite(value.value), finite(value.low), finite(value.high)
+
+
+def _break_even_cell(workload: str, concurrency: int, b: BreakEven) -> BreakEvenCell:
+    cost, cost_low, cost_high = _ends(b.step_cost)
+    rate, rate_low, rate_high = _ends(b.rate)
+    length, length_low, length_high = _ends(b.measured_length)
+    acc, acc_low, acc_high = _ends(b.measured_rate)
+    return BreakEvenCell(
+        workload=workload,
+        concurrency=concurrency,
+        drafted_per_step=finite(b.drafted_per_step),
+        step_cost=b.step_cost.value,
+        step_cost_low=cost_low,
+        step_cost_high=cost_high,
+        break_even_rate=rate,
+        break_even_rate_low=rate_low,
+        break_even_rate_high=rate_high,
+        mean_acceptance_length=b.measured_length.value,
+        mean_acceptance_length_low=length_low,
+        mean_acceptance_length_high=length_high,
+        acceptance_rate=acc,
+        acceptance_rate_low=acc_low,
+        acceptance_rate_high=acc_high,
+        margin=b.margin,
+        conservative_margin=b.conservative_margin,
+    )
+
+
+def break_even(evidence: Evidence, arm: Arm) -> BreakEvenSummary | None:
+    """The arm's break-even per decode-rate cell and its most demanding conservative bound."""
+    cells = evidence.break_even.get(arm.name, ())
+    worst = conservative_bound([b for _, _, b in cells])
+    if worst is None:
+        return None
+    at = next((w, c) for w, c, b in cells if b is worst)
+    bound = worst.conservative_bound
+    k_bar = worst.drafted_per_step
+    return BreakEvenSummary(
+        cells=tuple(_break_even_cell(w, c, b) for w, c, b in cells),
+        bound_workload=at[0],
+        bound_concurrency=at[1],
+        bound_length=bound,
+        bound_rate=None if k_bar is None else (bound - 1.0) / k_bar,
     )
 
 

@@ -129,6 +129,7 @@ def _arm_decision(evidence: Evidence, arm: Arm) -> ArmDecision:
         rules=outcomes,
         acceptance=assemble.acceptance(evidence, arm),
         kv=assemble.kv(evidence, arm),
+        break_even=assemble.break_even(evidence, arm),
     )
 
 

@@ -23,8 +23,9 @@ from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.formats.results_io import Results
 from mtpverdict.stats import compare as cmp
-from mtpverdict.stats.acceptance import ArmAcceptance, arm_acceptance
+from mtpverdict.stats.acceptance import ArmAcceptance, Surface, arm_acceptance
 from mtpverdict.stats.blocked import DeviceBootValue
+from mtpverdict.stats.breakeven import BreakEven, Interval, break_even, length_interval
 from mtpverdict.stats.capacity import KvCeiling, kv_ceiling, kv_pool
 from mtpverdict.stats.missingness import AFFECTED_METRICS, MissingRow, Refusal, missing_rows, refusals
 from mtpverdict.stats.procedure import ArchivedVariance, CellComparison
@@ -72,6 +73,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     floors = _floors(family_runs, boot_values, campaign)
     boot_info = _boot_info(results)
     outputs = _Outputs.of(results)
+    windows = _Windows.of(results, policy, runs)
     return Evidence(
         campaign=campaign,
         policy=policy,
@@ -82,7 +84,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         runs=family_runs,
         comparisons=comparisons,
         floors=floors,
-        acceptance=_acceptance(results, policy, runs),
+        acceptance=windows.acceptance,
         kv=_kv(campaign, boot_info),
         history=tuple(history),
         hashes=outputs.hashes,
@@ -96,6 +98,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         arm_comparison_index=_arm_comparison_index(comparisons),
         missing=missing,
         refused=refused,
+        break_even=_break_even(campaign, windows, comparisons),
     )
 
 
@@ -254,24 +257,89 @@ def _floors(runs: Sequence[FamilyRun], values: BootValues, campaign: Campaign) -
 # acceptance, KV, outputs, quality
 
 
-def _acceptance(results: Results, policy: Policy, runs: pd.DataFrame) -> dict[str, ArmAcceptance]:
-    """Each candidate's acceptance; the windows of cold runs count only when the policy counts cold runs."""
-    cold: dict[str, list[tuple[int, str, int, int]]] = {}
-    if not policy.include_cold and len(runs):
-        for arm, boot, workload, conc, rep in runs.loc[
-            runs["cold"].astype(bool), ["arm", "boot", "workload", "concurrency", "rep"]
-        ].itertuples(index=False):
-            cold.setdefault(str(arm), []).append((int(boot), str(workload), int(conc), int(rep)))
-    windows = with_request_windows(results.acceptance, results.requests)
-    # each arm's windows split off once: filtering the whole table per arm grew as arms x windows
-    by_arm = {str(name): rows for name, rows in windows.groupby("arm", sort=False)} if len(windows) else {}
-    return {
-        a.name: arm_acceptance(
-            by_arm.get(a.name, windows.iloc[:0]), a.name, 2 * policy.alpha, cold.get(a.name, ())
+@dataclass(frozen=True, slots=True)
+class _Windows:
+    """Each candidate's acceptance windows (per-request ones included), the cold runs left out of them,
+    and the acceptance pooled per arm."""
+
+    by_arm: dict[str, pd.DataFrame]
+    cold: dict[str, list[tuple[int, str, int, int]]]
+    alpha: float  # two-sided: the intervals are 1 - 2 alpha, as the comparisons'
+    acceptance: dict[str, ArmAcceptance]
+
+    @classmethod
+    def of(cls, results: Results, policy: Policy, runs: pd.DataFrame) -> _Windows:
+        """The windows of cold runs count only when the policy counts cold runs."""
+        cold: dict[str, list[tuple[int, str, int, int]]] = {}
+        if not policy.include_cold and len(runs):
+            for arm, boot, workload, conc, rep in runs.loc[
+                runs["cold"].astype(bool), ["arm", "boot", "workload", "concurrency", "rep"]
+            ].itertuples(index=False):
+                cold.setdefault(str(arm), []).append((int(boot), str(workload), int(conc), int(rep)))
+        windows = with_request_windows(results.acceptance, results.requests)
+        # each arm's windows split off once: filtering the whole table per arm grew as arms x windows
+        by_arm = (
+            {str(name): rows for name, rows in windows.groupby("arm", sort=False)} if len(windows) else {}
         )
-        for a in results.campaign.arms
-        if not a.is_control
-    }
+        empty = windows.iloc[:0]
+        alpha = 2 * policy.alpha
+        by_arm = {a.name: by_arm.get(a.name, empty) for a in results.campaign.arms if not a.is_control}
+        acceptance = {
+            name: arm_acceptance(rows, name, alpha, cold.get(name, ())) for name, rows in by_arm.items()
+        }
+        return cls(by_arm, cold, alpha, acceptance)
+
+    def cell_surface(self, arm: str, workload: str, concurrency: int) -> Surface | None:
+        """The primary surface of the windows that name the cell, else its workload's, else the arm's:
+        the first of them with a mean acceptance length."""
+        rows = self.by_arm.get(arm)
+        pooled = self.acceptance.get(arm)
+        if rows is None or pooled is None or pooled.primary is None:
+            return None  # no window counted at all: no subset of them has a length either
+        known = pooled.cell(workload, concurrency)  # run-scoped windows: pooled per cell already
+        if known is not None and known.mean_acceptance_length:
+            return known
+        mine = rows[rows["workload"] == workload]
+        for subset in (mine[mine["concurrency"] == concurrency], mine):
+            if len(subset) == len(rows):
+                break  # every window names this cell: the arm's pool is the cell's
+            if len(subset):
+                found = arm_acceptance(subset, arm, self.alpha, self.cold.get(arm, ())).primary
+                if found is not None and found.mean_acceptance_length:
+                    return found
+        primary = pooled.primary
+        return primary if primary.mean_acceptance_length else None
+
+
+DECODE = "decode_tps"  # the model is about decode steps: break-even reads the decode-rate comparisons
+
+
+def _break_even(
+    campaign: Campaign, windows: _Windows, comparisons: dict[CellKey, CellComparison]
+) -> dict[str, tuple[tuple[str, int, BreakEven], ...]]:
+    """Per candidate and decode-rate comparison cell: the step cost and break-even acceptance."""
+    out: dict[str, list[tuple[str, int, BreakEven]]] = {}
+    for (arm, workload, conc, metric), comp in sorted(comparisons.items()):
+        surface = windows.cell_surface(arm, workload, conc) if metric == DECODE else None
+        if surface is None or surface.mean_acceptance_length is None:
+            continue
+        k_bar = (
+            surface.draft_tokens / surface.drafts
+            if surface.drafts and surface.draft_tokens is not None
+            else campaign.arm(arm).spec.k
+        )
+        rate = None if surface.rate is None else Interval(surface.rate, surface.ci_low, surface.ci_high)
+        found = break_even(
+            length_interval(rate, surface.mean_acceptance_length, k_bar),
+            None if k_bar is None else float(k_bar),
+            comp.estimate,
+            comp.ci_low,
+            comp.ci_high,
+            rate,
+        )
+        if found is not None:
+            out.setdefault(arm, []).append((workload, conc, found))
+    return {arm: tuple(cells) for arm, cells in out.items()}
 
 
 REQUEST_SPEC = {

@@ -16,6 +16,7 @@ from mtpverdict.evidence.comparisons import BootValues, FamilyRun, run_family
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.stats.acceptance import ArmAcceptance
+from mtpverdict.stats.breakeven import BreakEven
 from mtpverdict.stats.capacity import KvCeiling
 from mtpverdict.stats.missingness import MissingRow, Refusal
 from mtpverdict.stats.procedure import ArchivedVariance, ArmOutcome, CellComparison
@@ -132,6 +133,8 @@ class Evidence:
     arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]
     missing: tuple[MissingRow, ...] = ()  # streams completed and kept per arm, boot and cell
     refused: tuple[Refusal, ...] = ()  # (arm, cell) pairs not compared: their missingness differs
+    # arm -> (workload, concurrency, break-even) per decode-rate comparison cell (stats/breakeven.py)
+    break_even: Mapping[str, tuple[tuple[str, int, BreakEven], ...]] = field(default_factory=dict)
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

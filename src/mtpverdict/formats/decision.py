@@ -136,6 +136,61 @@ class KvSummary(Struct, frozen=True, forbid_unknown_fields=True):
     ratio_to_control: float | None
 
 
+class BreakEvenCell(Struct, frozen=True, forbid_unknown_fields=True):
+    """One depth at one cell: what a speculative step costs and the acceptance at which it stops paying.
+
+    Intervals are the decode-rate comparison's (two-sided 1 - 2 alpha, from the boot-level data) at
+    the measured mean acceptance length; the measured length's interval is the acceptance rate's.
+    """
+
+    workload: str
+    concurrency: int
+    drafted_per_step: Annotated[
+        float | None, Meta(description="Draft tokens per drafting step (k for MTP; fewer for n-gram).")
+    ]
+    step_cost: Annotated[
+        float,
+        Meta(
+            description="Baseline (speculation off) decode steps one speculative step costs; also the "
+            "break-even mean acceptance length."
+        ),
+    ]
+    step_cost_low: float | None
+    step_cost_high: Annotated[
+        float | None, Meta(description="The conservative bound: live acceptance below it may not pay.")
+    ]
+    break_even_rate: Annotated[
+        float | None,
+        Meta(description="(step cost - 1) / drafted per step: above 1 no acceptance pays, below 0 any does."),
+    ]
+    break_even_rate_low: float | None
+    break_even_rate_high: float | None
+    mean_acceptance_length: Annotated[float, Meta(description="Measured at the cell (bonus token included).")]
+    mean_acceptance_length_low: float | None
+    mean_acceptance_length_high: float | None
+    acceptance_rate: float | None
+    acceptance_rate_low: float | None
+    acceptance_rate_high: float | None
+    margin: Annotated[float, Meta(description="Measured mean acceptance length minus the step cost.")]
+    conservative_margin: Annotated[
+        float, Meta(description="The measured length's low end minus the step cost's high end.")
+    ]
+
+
+class BreakEvenSummary(Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm's break-even per decode-rate comparison cell, and the bound alerts and watch judge against."""
+
+    cells: tuple[BreakEvenCell, ...]
+    bound_workload: Annotated[
+        str, Meta(description="The most demanding cell: the largest conservative bound.")
+    ]
+    bound_concurrency: int
+    bound_length: Annotated[
+        float, Meta(description="Its conservative bound (mean acceptance length per step).")
+    ]
+    bound_rate: Annotated[float | None, Meta(description="The break-even rate at that bound.")]
+
+
 class ArmDecision(Struct, frozen=True, forbid_unknown_fields=True):
     """One arm: its verdict, every rule's outcome, acceptance and KV."""
 
@@ -148,6 +203,10 @@ class ArmDecision(Struct, frozen=True, forbid_unknown_fields=True):
     rules: tuple[RuleResult, ...]
     acceptance: AcceptanceSummary | None
     kv: KvSummary
+    break_even: Annotated[
+        BreakEvenSummary | None,
+        Meta(description="Step cost and break-even acceptance per decode-rate cell (candidates only)."),
+    ] = None
 
     @property
     def is_control(self) -> bool:

@@ -198,6 +198,7 @@ def build_blocks(data: ReportData, tables: Sequence[Table], plots: Sequence[Plot
     blocks += plot("throughput")
     blocks += [*section("ratios", "Ratio to off"), *plot("regime"), *plot("context")]
     blocks += [*section("acceptance", "Acceptance"), *plot("acceptance")]
+    blocks += [*table("break-even", 2), *plot("break-even")]
     blocks += [*section("kv", "KV pool and concurrency ceiling"), *plot("kv")]
     blocks += section("quality", "Coherence and identity")
     blocks += [Heading(2, "Controls and sensitivity floor"), *table("controls"), *table("floor")]

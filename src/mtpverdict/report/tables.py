@@ -551,6 +551,79 @@ def _pair(difference: float | None, pair: str | None) -> str:
     return signed_pct(difference) if pair is None else f"{signed_pct(difference)} ({pair})"
 
 
+def _with_interval(value: float | None, low: float | None, high: float | None, digits: int = 2) -> str:
+    if not finite(value):
+        return NONE
+    if not finite(low) or not finite(high):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def break_even_table(data: ReportData) -> Table | None:
+    """Per candidate and decode-rate cell: a step's cost in baseline steps (the break-even mean
+    acceptance length), the break-even rate, the measured acceptance and the margin."""
+    doc = data.decision
+    rows = []
+    for arm in doc.arms:
+        if arm.break_even is None:
+            continue
+        bound = (arm.break_even.bound_workload, arm.break_even.bound_concurrency)
+        for c in arm.break_even.cells:
+            mark = " (bound)" if (c.workload, c.concurrency) == bound else ""
+            rows.append(
+                (
+                    _cell_sort(data, arm.name, c.workload, c.concurrency),
+                    (
+                        f"{arm.name} ({arm.label})",
+                        f"{c.workload} c={c.concurrency}{mark}",
+                        num(c.drafted_per_step, 2),
+                        _with_interval(c.step_cost, c.step_cost_low, c.step_cost_high),
+                        _with_interval(
+                            None if c.break_even_rate is None else c.break_even_rate * 100,
+                            None if c.break_even_rate_low is None else c.break_even_rate_low * 100,
+                            None if c.break_even_rate_high is None else c.break_even_rate_high * 100,
+                            1,
+                        ),
+                        _with_interval(
+                            c.mean_acceptance_length,
+                            c.mean_acceptance_length_low,
+                            c.mean_acceptance_length_high,
+                        ),
+                        pct(c.acceptance_rate),
+                        f"{c.margin:+.2f}",
+                        f"{c.conservative_margin:+.2f}",
+                    ),
+                )
+            )
+    if not rows:
+        return None
+    level = ci_label(doc.policy.alpha)
+    return Table(
+        key="break-even",
+        title="Break-even acceptance",
+        headers=(
+            "arm",
+            "cell",
+            "drafted / step",
+            f"step cost, baseline steps ({level})",
+            "break-even rate % (interval)",
+            "measured length (interval)",
+            "measured rate",
+            "margin",
+            "conservative margin",
+        ),
+        rows=tuple(r for _, r in sorted(rows, key=lambda x: x[0])),
+        note=(
+            "A speculative step costs (L / R_k) x R_off baseline decode steps; speculation pays while "
+            "the mean acceptance length L stays above that cost. The cost's interval is the decode-rate "
+            f"comparison's ({level}) at the measured L; the break-even rate is (cost - 1) / drafted per "
+            "step (above 100%: no acceptance pays). Margin: L minus the cost; conservative margin: L's "
+            "low end minus the cost's high end. (bound): the most demanding cell, which `alerts` and "
+            "`watch` judge against."
+        ),
+    )
+
+
 def report_tables(data: ReportData) -> tuple[Table, ...]:
     """The report's tables in reading order; a table without data is left out."""
     found: list[Table | None] = [
@@ -558,6 +631,7 @@ def report_tables(data: ReportData) -> tuple[Table, ...]:
         *(metric_table(data, m) for m in METRIC_ORDER),
         comparison_table(data),
         acceptance_table(data),
+        break_even_table(data),
         kv_table(data),
         quality_table(data),
         controls_table(data),

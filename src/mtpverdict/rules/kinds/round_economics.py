@@ -53,7 +53,7 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
         for workload, conc in selected_cells(
             evidence, arm.name, METRIC, params.workloads, params.concurrency
         ):
-            mal = _length(acc, (workload, conc))
+            mal = _cell_length(evidence, arm, workload, conc) or _length(acc, (workload, conc))
             mine, off = _levels(evidence, arm, workload, conc)
             econ = None if mal is None else round_economics(off, mine, mal, arm.spec.k)
             if econ is not None:
@@ -84,6 +84,15 @@ class RoundEconomicsKind(RuleKind[Params, EconomicsFinding]):
 
 
 KIND = RoundEconomicsKind()
+
+
+def _cell_length(evidence: Evidence, arm: Arm, workload: str, conc: int) -> float | None:
+    """The mean acceptance length break-even measured at the cell (the windows that name it first):
+    round economics and break-even are the same cost, so they read the same acceptance."""
+    for w, c, found in evidence.break_even.get(arm.name, ()):
+        if (w, c) == (workload, conc):
+            return found.measured_length.value
+    return None
 
 
 def _length(acc: ArmAcceptance, cell: tuple[str, int] | None) -> float | None:

@@ -1,0 +1,1 @@
+"""After promotion: the live seat against its decision (Prometheus rules from it, and `watch`)."""

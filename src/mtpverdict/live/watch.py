@@ -1,0 +1,315 @@
+"""`watch`: scrape a live server's /metrics window by window and judge its acceptance against a decision.
+
+Each window is the counter delta between two scrapes (parse/metrics.py, the collector's parser): a
+counter that went down means the server restarted, so that window is not judged and the next one
+counts from the new totals. A judged window has the live acceptance rate with its interval (one
+window is one cluster of draft rounds: stats/acceptance_ci.py) and the live mean acceptance length
+1 + accepted / drafts with its interval, and one status:
+
+- below_break_even: the live length's upper end is below the decision's conservative break-even bound
+  and below the measured length's low end (an arm whose evidence was already below break-even is
+  judged by the second part, so only a departure from the evidence counts);
+- below_evidence: the live rate's upper end is below the low end of the campaign's measured interval;
+- no_drafting: tokens were generated but nothing was drafted (or the counters are gone);
+- unreachable: /metrics did not answer 200 within the bounds, or its text was not an exposition;
+- holds, or idle (no token generated: nothing to judge) and reset (a counter went down).
+
+A failing status seen in `confirm` consecutive judged windows ends the watch with its exit code; idle
+and reset windows neither extend nor break a streak. Otherwise the watch ends after `duration`
+seconds with the evidence holding. Memory is bounded: the previous scrape and the current streak are
+all that is kept; every scrape is bounded in bytes and time like collect's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from mtpverdict.errors import EngineTextError
+from mtpverdict.live.reference import Reference
+from mtpverdict.parse.metrics import MetricsSnapshot, acceptance_delta, parse_metrics
+from mtpverdict.parse.model import AcceptanceReading, VoidWindow
+from mtpverdict.stats.acceptance_ci import AcceptanceCounts, ClusterUnit, acceptance_intervals
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_WINDOW_SECONDS = 60.0
+DEFAULT_DURATION_SECONDS = 600.0
+DEFAULT_CONFIRM = 2  # consecutive failing windows before the watch ends: one noisy window is not a trend
+MAX_SCRAPE_BYTES = 16 * 1024 * 1024  # as collect's bound on a /metrics answer (collect/client.py)
+MAX_SCRAPE_SECONDS = 60.0  # and never longer than a window
+
+
+class Status(StrEnum):
+    """What one window shows, or what ended the watch."""
+
+    HOLDS = "holds"
+    IDLE = "idle"
+    RESET = "reset"
+    BELOW_BREAK_EVEN = "below_break_even"
+    BELOW_EVIDENCE = "below_evidence"
+    NO_DRAFTING = "no_drafting"
+    UNREACHABLE = "unreachable"
+
+    @property
+    def failing(self) -> bool:
+        return self in FAILING
+
+
+FAILING = (Status.BELOW_BREAK_EVEN, Status.BELOW_EVIDENCE, Status.NO_DRAFTING, Status.UNREACHABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReport:
+    """One window: the live counts, the acceptance with its interval, and the status."""
+
+    window: int
+    status: Status
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    generated_tokens: int | None = None
+    rate: float | None = None
+    rate_low: float | None = None
+    rate_high: float | None = None
+    length: float | None = None
+    length_low: float | None = None
+    length_high: float | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Status) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class WatchResult:
+    """How the watch ended: the status that ended it (holds when the duration ran out) and the windows."""
+
+    status: Status
+    windows: int
+    streak: int
+    last: WindowReport | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One /metrics answer: the text, or why there is none."""
+
+    text: str | None
+    error: str | None
+
+
+def judge(
+    ref: Reference, index: int, before: MetricsSnapshot, after: MetricsSnapshot, alpha: float
+) -> WindowReport:
+    """The status of the window between two scrapes (module docstring); pure."""
+    delta = acceptance_delta(before, after)
+    generated = _generated(before, after)
+    if isinstance(delta, VoidWindow):
+        return WindowReport(index, Status.RESET, note=delta.reason)
+    if generated is not None and generated < 0:
+        return WindowReport(
+            index, Status.RESET, note="the generated-token counter went down: the server restarted"
+        )
+    drafted = None if delta is None else delta.draft_tokens
+    if not drafted:
+        if generated:
+            why = "no spec-decode counters" if delta is None else "no draft token proposed"
+            return WindowReport(index, Status.NO_DRAFTING, generated_tokens=generated, note=why)
+        return WindowReport(index, Status.IDLE, generated_tokens=generated, note="no token generated")
+    assert delta is not None
+    return _judged(ref, index, delta, generated, alpha)
+
+
+def _judged(
+    ref: Reference, index: int, delta: AcceptanceReading, generated: int | None, alpha: float
+) -> WindowReport:
+    drafted = delta.draft_tokens or 0
+    accepted = delta.accepted_tokens or 0
+    rate = accepted / drafted
+    low = high = None
+    if delta.drafts:
+        unit = ClusterUnit.ROUND if delta.accepted_per_position else ClusterUnit.ROUND_BOUND
+        counts = AcceptanceCounts(delta.drafts, drafted, accepted, delta.accepted_per_position)
+        try:
+            found = acceptance_intervals([counts], unit=unit, alpha=alpha)
+        except ValueError:
+            found = None  # per-position counts that are not a chain: the rate stands without an interval
+        if found is not None:
+            low, high = found.overall.low, found.overall.high
+    length = length_low = length_high = None
+    if delta.drafts:
+        k_bar = drafted / delta.drafts
+        length = 1.0 + accepted / delta.drafts
+        if low is not None and high is not None:
+            length_low, length_high = 1.0 + k_bar * low, 1.0 + k_bar * high
+    status = _status(ref, rate if high is None else high, length if length_high is None else length_high)
+    return WindowReport(
+        index,
+        status,
+        delta.drafts,
+        drafted,
+        accepted,
+        generated,
+        rate,
+        low,
+        high,
+        length,
+        length_low,
+        length_high,
+    )
+
+
+def _status(ref: Reference, rate_high: float, length_high: float | None) -> Status:
+    if length_high is not None and ref.bound_length is not None and length_high < ref.bound_length:
+        if ref.length_low is None or length_high < ref.length_low:
+            return Status.BELOW_BREAK_EVEN
+    if ref.rate_low is not None and rate_high < ref.rate_low:
+        return Status.BELOW_EVIDENCE
+    return Status.HOLDS
+
+
+def _generated(before: MetricsSnapshot, after: MetricsSnapshot) -> int | None:
+    if before.generation_tokens is None or after.generation_tokens is None:
+        return None
+    return after.generation_tokens - before.generation_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """How long to watch, how often, and how many failing windows in a row end the watch."""
+
+    window: float = DEFAULT_WINDOW_SECONDS
+    duration: float = DEFAULT_DURATION_SECONDS
+    confirm: int = DEFAULT_CONFIRM
+
+
+class _Streak:
+    """The current run of one failing status (idle and reset windows pass through it)."""
+
+    def __init__(self) -> None:
+        self.status: Status | None = None
+        self.count = 0
+
+    def clear(self) -> None:
+        self.status, self.count = None, 0
+
+    def add(self, status: Status) -> None:
+        if status in (Status.IDLE, Status.RESET):
+            return
+        if not status.failing:
+            self.clear()
+        elif status is self.status:
+            self.count += 1
+        else:
+            self.status, self.count = status, 1
+
+
+async def watch(
+    ref: Reference,
+    options: WatchOptions,
+    *,
+    scrape: Callable[[], Awaitable[Scrape]],
+    sleep_until: Callable[[float], Awaitable[None]],
+    report: Callable[[WindowReport], None],
+) -> WatchResult:
+    """Scrape every `options.window` seconds until a failing status is confirmed or the duration ends.
+
+    `sleep_until(t)` waits until t seconds after the start (injected: tests need no wall clock);
+    `report` receives every window as it is judged.
+    """
+    windows = max(1, math.ceil(options.duration / options.window))
+    streak = _Streak()
+    previous: MetricsSnapshot | None = None
+    last: WindowReport | None = None
+    for index in range(windows + 1):  # scrape 0 is the baseline; windows 1..n are judged
+        if index:
+            await sleep_until(index * options.window)
+        snapshot, error = await _snapshot(scrape)
+        if snapshot is None:
+            last = WindowReport(index, Status.UNREACHABLE, note=error)
+            previous = None  # the next answer is a new baseline
+        elif previous is None:
+            previous = snapshot  # a baseline: the server answers again, so it is not unreachable
+            if streak.status is Status.UNREACHABLE:
+                streak.clear()
+            continue
+        else:
+            last = judge(ref, index, previous, snapshot, ref.alpha)
+            previous = snapshot
+        report(last)
+        streak.add(last.status)
+        if streak.status is not None and streak.count >= options.confirm:
+            return WatchResult(streak.status, index, streak.count, last)
+    return WatchResult(Status.HOLDS, windows, 0, last)
+
+
+async def _snapshot(scrape: Callable[[], Awaitable[Scrape]]) -> tuple[MetricsSnapshot | None, str | None]:
+    got = await scrape()
+    if got.text is None:
+        return None, got.error
+    try:
+        return parse_metrics(got.text, source="/metrics"), None
+    except EngineTextError as exc:
+        return None, str(exc.problems[0])
+
+
+def metrics_url(url: str) -> str:
+    """The /metrics URL of a server: a bare base URL gets /metrics, a URL with a path is kept."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.path in ("", "/"):
+        return url.rstrip("/") + "/metrics"
+    return url
+
+
+async def _bounded_get(client: httpx.AsyncClient, url: str, seconds: float) -> Scrape:
+    """GET with a bound on the body's size and the total time, as collect reads /metrics."""
+    import asyncio
+
+    import httpx
+
+    try:
+        async with asyncio.timeout(seconds):
+            async with client.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response:
+                if response.status_code != 200:
+                    return Scrape(None, f"GET {url}: HTTP {response.status_code}")
+                body = bytearray()
+                async for chunk in response.aiter_raw():
+                    body += chunk
+                    if len(body) > MAX_SCRAPE_BYTES:
+                        return Scrape(None, f"GET {url}: more than {MAX_SCRAPE_BYTES} bytes (the bound)")
+    except TimeoutError:
+        return Scrape(None, f"GET {url}: took longer than {seconds:g} s (the bound)")
+    except httpx.HTTPError as exc:
+        return Scrape(None, f"GET {url}: {type(exc).__name__}: {exc}"[:300])
+    return Scrape(body.decode("utf-8", errors="replace"), None)
+
+
+async def watch_url(
+    ref: Reference, url: str, options: WatchOptions, report: Callable[[WindowReport], None]
+) -> WatchResult:
+    """watch() over HTTP: bounded GETs of the server's /metrics, windows on the monotonic clock."""
+    import asyncio
+    import time
+
+    import httpx
+
+    target = metrics_url(url)
+    start = time.monotonic()
+    seconds = min(MAX_SCRAPE_SECONDS, options.window)
+
+    async def sleep_until(at: float) -> None:
+        await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+
+    async with httpx.AsyncClient(timeout=seconds) as client:
+
+        async def scrape() -> Scrape:
+            return await _bounded_get(client, target, seconds)
+
+        return await watch(ref, options, scrape=scrape, sleep_until=sleep_until, report=report)

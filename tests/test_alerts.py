@@ -1,0 +1,232 @@
+"""`mtpverdict alerts`: Prometheus rules from a decision, checked and unit-tested by promtool.
+
+promtool (Debian's `prometheus` package) runs `check rules` on the written file and `test rules` on
+series that cross each threshold. Without promtool these tests skip, except in CI (CI set), where a
+missing promtool is a failure: the rules would otherwise ship unvalidated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mtpverdict.cli import app
+from mtpverdict.errors import InputError
+from mtpverdict.live.alerts import AlertEngine, AlertOptions, duration_seconds, rule_groups, rules_yaml
+from mtpverdict.live.reference import Reference, load_reference
+
+from .conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+PROMOTED = GOLDEN / "thor-qwen36-35b-a3b@thor-c21-boring.json"  # promotes k3 on vLLM
+LLAMA_LIKE = GOLDEN / "synthetic-clean-win@default.json"  # promotes k2 (simulated engine)
+NOTHING_SELECTED = GOLDEN / "thor-qwen36-35b-a3b@default.json"
+runner = CliRunner()
+DRAFTS_PER_MINUTE = 600  # input series: draft rounds per minute of every scenario
+OPTIONS = AlertOptions(AlertEngine.VLLM, "5m", "10m", ('model_name="qwen"',))
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is not installed (apt-get install prometheus); CI must validate the rules")
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    return found
+
+
+def _ref() -> Reference:
+    return load_reference(PROMOTED)
+
+
+def test_the_reference_is_the_selected_arm_with_its_break_even_bound_and_interval() -> None:
+    ref = _ref()
+    assert ref.arm == "k3" and ref.engine == "vllm" and len(ref.short_hash) == 12
+    assert ref.bound_length is not None and ref.bound_cell == "deep c=1"
+    assert ref.bound_length == pytest.approx(2.48124, rel=1e-5)
+    assert ref.rate_low is not None and ref.rate is not None and ref.rate_low < ref.rate
+
+
+def test_a_decision_without_a_selected_arm_needs_arm_and_a_control_is_refused() -> None:
+    with pytest.raises(InputError, match="selects no single arm; pass --arm"):
+        load_reference(NOTHING_SELECTED)
+    assert load_reference(NOTHING_SELECTED, "k3").arm == "k3"
+    with pytest.raises(InputError, match="is a control"):
+        load_reference(NOTHING_SELECTED, "off")
+    with pytest.raises(InputError, match="no arm 'k9'"):
+        load_reference(NOTHING_SELECTED, "k9")
+
+
+def test_every_rule_names_the_decision_and_the_thresholds_are_the_decisions() -> None:
+    ref = _ref()
+    groups = rule_groups(ref, AlertOptions(AlertEngine.VLLM, "2m", "5m", ('model_name="qwen"',)))
+    rules = [r for g in groups["groups"] for r in g["rules"]]
+    assert all(r["labels"]["mtpverdict_decision"] == ref.short_hash for r in rules)
+    exprs = {r.get("alert", r.get("record")): r["expr"] for r in rules}
+    assert f"< {ref.bound_length:.6g}" in exprs["MtpverdictBelowBreakEven"]
+    assert f"< {ref.rate_low:.6g}" in exprs["MtpverdictAcceptanceBelowEvidence"]
+    rate = exprs["mtpverdict:spec_decode_acceptance_rate:rate2m"]
+    assert 'vllm:spec_decode_num_accepted_tokens_total{model_name="qwen"}[2m]' in rate
+    llama = rules_yaml(ref, AlertOptions(AlertEngine.LLAMACPP))
+    assert "llamacpp:tokens_predicted_total[5m]" in llama and "vllm:" not in llama
+    assert all(r["for"] == "5m" for r in rules if "alert" in r)
+
+
+@pytest.mark.parametrize(
+    ("window", "hold", "matcher", "key"),
+    [
+        ("5 minutes", "10m", 'a="b"', "--window"),
+        ("5m", "10", 'a="b"', "--for"),
+        ("5m", "1h", "a=b", "--match"),
+    ],
+)
+def test_bad_options_are_one_problem_naming_the_option(
+    window: str, hold: str, matcher: str, key: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        rule_groups(_ref(), AlertOptions(AlertEngine.VLLM, window, hold, (matcher,)))
+    assert [p.key for p in caught.value.problems] == [key]
+
+
+def test_durations() -> None:
+    assert duration_seconds("1h30m", "x", "--for") == 5400 and duration_seconds("90s", "x", "k") == 90
+    with pytest.raises(InputError, match="not a positive duration"):
+        duration_seconds("0s", "x", "--window")
+
+
+def test_the_cli_writes_the_rules_and_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "rules.yaml"
+    done = runner.invoke(app, ["alerts", str(PROMOTED), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "break-even 2.481 at deep c=1" in done.output and yaml.safe_load(out.read_text())["groups"]
+    bad = runner.invoke(app, ["alerts", str(LLAMA_LIKE), "--out", str(tmp_path / "x.yaml")])
+    assert bad.exit_code == 2 and "engine 'simulated' exports no spec-decode counters" in bad.output
+    assert not (tmp_path / "x.yaml").exists()
+    ok = runner.invoke(
+        app, ["alerts", str(LLAMA_LIKE), "--engine", "llamacpp", "--out", str(tmp_path / "y.yaml")]
+    )
+    assert ok.exit_code == 0, ok.output
+    missing = subprocess.run(
+        [sys.executable, "-m", "mtpverdict", "alerts", str(tmp_path / "none.json"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+
+
+def test_promtool_checks_the_rules(tmp_path: Path) -> None:
+    promtool = _promtool()
+    for engine in AlertEngine:
+        path = tmp_path / f"{engine}.yaml"
+        path.write_text(rules_yaml(_ref(), AlertOptions(engine, "5m", "10m", ('model_name="qwen"',))))
+        done = subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "SUCCESS: 7 rules found" in done.stdout
+
+
+def _series(instance: str, accepted_per_draft: float, *, drafting: bool = True) -> list[dict[str, str]]:
+    """vLLM counters of one instance over 40 minutes: k=3 drafts at the given accepted tokens per draft."""
+    drafts = DRAFTS_PER_MINUTE if drafting else 0
+    per_minute = {
+        "vllm:spec_decode_num_drafts_total": drafts,
+        "vllm:spec_decode_num_draft_tokens_total": 3 * drafts,
+        "vllm:spec_decode_num_accepted_tokens_total": round(accepted_per_draft * drafts),
+        "vllm:generation_tokens_total": 2000,
+    }
+    labels = f'engine="0",instance="{instance}",model_name="qwen"'
+    return [{"series": f"{name}{{{labels}}}", "values": f"0+{step}x40"} for name, step in per_minute.items()]
+
+
+VALUE = '{{ $value | printf "%.3f" }}'
+
+
+def _annotations(ref: Reference, alert: str, value: float) -> dict[str, str]:
+    """The alert's annotations as Prometheus renders them at `value` (promtool compares them exactly)."""
+    groups = rule_groups(ref, OPTIONS)
+    rule = next(r for g in groups["groups"] for r in g["rules"] if r.get("alert") == alert)
+    return {k: v.replace(VALUE, f"{value:.3f}") for k, v in rule["annotations"].items()}
+
+
+def _fires(ref: Reference, alert: str, severity: str, *at: tuple[str, float]) -> dict[str, Any]:
+    return {
+        "eval_time": "30m",
+        "alertname": alert,
+        "exp_alerts": [
+            {
+                "exp_labels": _labels(ref, instance, severity),
+                "exp_annotations": _annotations(ref, alert, value),
+            }
+            for instance, value in at
+        ],
+    }
+
+
+def test_promtool_fires_each_alert_where_its_threshold_is_crossed_and_none_where_the_evidence_holds(
+    tmp_path: Path,
+) -> None:
+    promtool = _promtool()
+    ref = _ref()
+    assert ref.bound_length is not None and ref.rate_low is not None
+    holds = 3 * (ref.rate_low + 1.0) / 2  # accepted per draft: inside the evidence, above break-even
+    below_evidence = 3 * ref.rate_low * 0.97  # below the interval, still above break-even
+    below_break_even = (ref.bound_length - 1.0) * 0.9
+    assert 1 + below_evidence > ref.bound_length and 1 + holds > ref.bound_length
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules_yaml(ref, OPTIONS))
+    series = [
+        *_series("holds", holds),
+        *_series("evidence", below_evidence),
+        *_series("breakeven", below_break_even),
+        *_series("stopped", 0.0, drafting=False),
+    ]
+
+    def accepted(per_draft: float) -> float:
+        return round(per_draft * DRAFTS_PER_MINUTE) / DRAFTS_PER_MINUTE
+
+    checks = [
+        _fires(ref, "MtpverdictBelowBreakEven", "critical", ("breakeven", 1 + accepted(below_break_even))),
+        _fires(
+            ref,
+            "MtpverdictAcceptanceBelowEvidence",
+            "warning",
+            ("breakeven", accepted(below_break_even) / 3),
+            ("evidence", accepted(below_evidence) / 3),
+        ),
+        _fires(ref, "MtpverdictDraftingStopped", "critical", ("stopped", 2000 / 60)),
+    ]
+    # the 5m rates exist from the second minute on; 10m of `for` have not passed at 8m: nothing fires yet
+    early = [{"eval_time": "8m", "alertname": name, "exp_alerts": []} for name, _ in _names()]
+    cases = [{"interval": "1m", "input_series": series, "alert_rule_test": [*checks, *early]}]
+    spec = tmp_path / "test.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": cases}))
+    done = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _names() -> tuple[tuple[str, str], ...]:
+    return (
+        ("MtpverdictBelowBreakEven", "critical"),
+        ("MtpverdictAcceptanceBelowEvidence", "warning"),
+        ("MtpverdictDraftingStopped", "critical"),
+    )
+
+
+def _labels(ref: Reference, instance: str, severity: str) -> dict[str, str]:
+    return {
+        "instance": instance,
+        "model_name": "qwen",
+        "mtpverdict_decision": ref.short_hash,
+        "mtpverdict_arm": ref.arm,
+        "severity": severity,
+    }
