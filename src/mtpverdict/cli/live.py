@@ -16,17 +16,21 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mtpverdict._text import terminal_safe
-from mtpverdict.cli._common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, echo, fail_input
+from mtpverdict.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_BELOW_BREAK_EVEN,
+    EXIT_BELOW_EVIDENCE,
+    EXIT_INTERRUPTED,
+    EXIT_NO_DRAFTING,
+    EXIT_UNREACHABLE,
+    echo,
+    fail_input,
+)
 from mtpverdict.errors import InputError
 
 if TYPE_CHECKING:
     from mtpverdict.live.reference import Reference
     from mtpverdict.live.watch import WindowReport
-
-EXIT_BELOW_BREAK_EVEN = 6
-EXIT_BELOW_EVIDENCE = 7
-EXIT_NO_DRAFTING = 8
-EXIT_UNREACHABLE = 9
 
 DecisionArgument = Annotated[Path, typer.Argument(help="Decision JSON written by `decide`.")]
 ArmOption = Annotated[
