@@ -308,13 +308,10 @@ def _device_owed(
         if not interrupted and not (retry_failed and rec["status"] == "failed"):
             settled[rec["arm"]] = settled.get(rec["arm"], 0) + 1
     by_name = {a.name: a for a in plan.arms}
-    controls = frozenset(a.name for a in plan.arms if a.role == "control")
     target = plan.devices[device] if plan.devices else None
     owed: list[PlannedBoot] = []
     for round_ in range(1, plan.boots + 1):
-        for name in layout.round_order(
-            list(by_name), controls, seed=plan.order_seed, device=device, round_=round_
-        ):
+        for name in layout.round_order(list(by_name), seed=plan.order_seed, device=device, round_=round_):
             if settled.get(name, 0) >= round_:
                 continue
             settled[name] = settled.get(name, 0) + 1
@@ -415,15 +412,12 @@ def _device_lines(plan: CampaignPlan) -> list[str]:
     """Each device's first round, in the order its shard boots the arms."""
     if not plan.devices:
         return []
-    controls = frozenset(a.name for a in plan.arms if a.role == "control")
     lines = [
         f"{len(plan.devices)} devices, one shard each (collect --shard I/{len(plan.devices)}); arm order "
-        f"drawn per device and round with order_seed {plan.order_seed}"
+        f"(controls included) drawn per device and round with order_seed {plan.order_seed}"
     ]
     for i, device in enumerate(plan.devices):
-        order = layout.round_order(
-            [a.name for a in plan.arms], controls, seed=plan.order_seed, device=i, round_=1
-        )
+        order = layout.round_order([a.name for a in plan.arms], seed=plan.order_seed, device=i, round_=1)
         node = f" on {device.node}" if device.node else ""
         lines.append(
             f"  shard {i}: device {device.name}{node}, port {plan.port(device)}: round 1 " + ", ".join(order)
