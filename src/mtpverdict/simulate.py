@@ -73,11 +73,43 @@ class Scenario:
     # of position i-1's). False keeps the earlier draws (independent binomials, clamped), which the
     # committed synthetic fixtures were generated with.
     chain_acceptance: bool = False
+    # devices > 1: every device runs every arm boots_per_arm rounds, numbered as collect numbers them
+    # (stats/layout.py), its boot records naming the device. order_seed draws each round's order,
+    # controls included, as collect does; None keeps the arms' order on every device (off_A first and
+    # off_B last: the layout that confounds the controls with the device's ends).
+    devices: int = 1
+    order_seed: int | None = None
+    ends_slow: float = 0.0  # log shift of the first and last boot of each device (warm-up, thermal)
+
+
+@dataclass(frozen=True, slots=True)
+class SimBoot:
+    """One boot of the simulated layout: its numbers, its device and its position on the device."""
+
+    arm: str
+    boot: int
+    order: int
+    device: int
+    position: int  # from 1, on its device
+    last: int  # the device's last position
 
 
 def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
     """(arm, boot number) in boot order: round-robin over the arms, one round per boot."""
-    return [(a.name, b + 1) for b in range(scenario.boots_per_arm) for a in scenario.arms]
+    return [(b.arm, b.boot) for b in sim_layout(scenario)]
+
+
+def sim_layout(scenario: Scenario) -> list[SimBoot]:
+    """Every boot of the campaign in boot order, laid out as collect lays it out (stats/layout.py)."""
+    from mtpverdict.stats import layout
+
+    names = [a.name for a in scenario.arms]
+    laid = layout.layout(
+        names, devices=scenario.devices, rounds=scenario.boots_per_arm, seed=scenario.order_seed
+    )
+    last = len(names) * scenario.boots_per_arm
+    devices = scenario.devices
+    return [SimBoot(b.arm, b.boot, b.order, b.device, layout.seq_of(b.order, devices), last) for b in laid]
 
 
 def _sha(text: str) -> str:
@@ -100,19 +132,21 @@ def simulate_campaign(
     campaign = _campaign_object(scenario)
     argv = {a["name"]: a["serve_argv"] for a in campaign["arms"]}
     by_name = {a.name: a for a in scenario.arms}
-    schedule = boot_schedule(scenario)
-    last = max(len(schedule) - 1, 1)
     records: list[dict[str, Any]] = []
-    for order, (name, boot) in enumerate(schedule, start=1):
-        arm = by_name[name]
-        failed = boot == 1 and name in scenario.failed_boots
-        records.append(_boot_record(scenario, arm, boot, order, failed, argv[name], rng))
+    for laid in sim_layout(scenario):
+        arm, boot = by_name[laid.arm], laid.boot
+        failed = boot == 1 and laid.arm in scenario.failed_boots
+        record = _boot_record(scenario, arm, boot, laid.order, failed, argv[laid.arm], rng)
+        if scenario.devices > 1:
+            record["device"] = f"d{laid.device}"
+        records.append(record)
         if failed:
             continue
         boot_shift = float(rng.normal(0.0, scenario.boot_sd))
-        drift = scenario.drift_total * (order - 1) / last
-        records += _boot_runs(scenario, arm, boot, boot_shift + drift, rng)
-        records += _quality_records(name, boot, rng)
+        drift = scenario.drift_total * (laid.position - 1) / max(laid.last - 1, 1)
+        ends = scenario.ends_slow if laid.position in (1, laid.last) else 0.0
+        records += _boot_runs(scenario, arm, boot, boot_shift + drift + ends, rng)
+        records += _quality_records(laid.arm, boot, rng)
     return campaign, records
 
 

@@ -16,11 +16,11 @@ import pytest
 
 from mtpverdict.collect import Collector, CollectSummary, load_campaign_file
 from mtpverdict.collect.campaign import parse_campaign
-from mtpverdict.collect.layout import boot_number, device_of, layout, round_order, seq_of
 from mtpverdict.collect.shard import parse_shard
 from mtpverdict.errors import CampaignError, CollectError, InputError
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.merge import merge_results
+from mtpverdict.stats.layout import boot_number, device_of, layout, round_order, seq_of
 
 from ..conftest import wait_for_request
 from .conftest import campaign_text, devices_campaign_text, free_port
@@ -175,7 +175,9 @@ def test_each_shard_is_an_ordinary_results_directory_of_its_device(
         results = load_results(out)
         boots = results.boots.sort_values("order")
         assert set(boots["device"]) == {f"d{i}"} and set(boots["node"]) == {f"n{i}"}
-        assert list(boots["arm"])[0] == "off_A" and list(boots["arm"])[-1] == "off_B"
+        campaign_arms = [a.name for a in load_campaign_file(shards[0]).arms]
+        drawn = round_order(campaign_arms, seed=load_campaign_file(shards[0]).order_seed, device=i, round_=1)
+        assert list(boots["arm"]) == drawn  # the device's drawn order, controls included
         assert set(boots["boot"]) == {i + 1}  # device i's first boots are numbered i + 1
         assert sorted(boots["order"]) == [i + 1, i + 3, i + 5, i + 7]
         assert all(argv[argv.index("--port") + 1] == str(port) for argv in boots["argv"])
@@ -262,9 +264,7 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text(ports, reps=2, concurrency="[1]", tps=150))
     plan = load_campaign_file(campaign)
-    second_arm = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=1, round_=1)[
-        1
-    ]
+    second_arm = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=1, round_=1)[1]
     out = tmp_path / "shard-1"
     proc = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out), "--shard", "1/2"],

@@ -24,7 +24,7 @@ from mtpverdict._describe import describe_exception
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import layout, logruns
+from mtpverdict.collect import logruns
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, WorkloadPlan
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
@@ -35,6 +35,7 @@ from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
+from mtpverdict.stats import layout
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
@@ -226,7 +227,7 @@ def plan_boots(
     """Boots still owed on the given devices (every device by default), and boot records owed for
     interrupted boots.
 
-    Each device runs `plan.boots` rounds of every arm in its layout's order (collect/layout.py); a
+    Each device runs `plan.boots` rounds of every arm in its layout's order (stats/layout.py); a
     campaign without devices is one device keeping the file's order. A boot is settled once its boot
     record exists (ready or failed) and is not interrupted. A boot that was started but has no boot
     record (collect was killed) gets a record saying it was interrupted, built from its start file (or

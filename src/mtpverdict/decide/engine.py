@@ -105,6 +105,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
     found: list[ControlResult | None] = [
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
+        *ctl.position_checks(evidence),
         ctl.blind_check(evidence),
         ctl.harness_check(evidence),
         ctl.missingness_check(evidence),
@@ -157,9 +158,12 @@ def _void_control(evidence: Evidence, arms: Sequence[ArmDecision]) -> ControlRes
 
 
 def _blockers(evidence: Evidence, controls: Sequence[ControlResult]) -> tuple[str, ...]:
-    """Failed controls the policy treats as making the campaign undecidable."""
+    """Failed controls the policy treats as making the campaign undecidable.
+
+    Confounded control positions always do: no policy can make a slow device end into an effect.
+    """
     policy = evidence.policy.controls
-    acts = {"blind": policy.on_blind, "drift": policy.on_drift}
+    acts = {"blind": policy.on_blind, "drift": policy.on_drift, "positions": ControlAction.INCONCLUSIVE}
     return tuple(
         c.detail
         for c in controls

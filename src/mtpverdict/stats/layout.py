@@ -1,4 +1,4 @@
-"""Blocked campaign layout: which arm boots when on which device, and the boot numbers shards share.
+"""Blocked campaign layout: which arm boots when on which device (controls drawn too), and the boot numbers.
 
 Pure functions. A campaign on D devices runs every arm on every device, `rounds` times. Each round on
 a device puts every arm, the controls included, in an order drawn at random for that device and round
