@@ -791,6 +791,10 @@ class BootScenario:
     description: str = ""
     devices: int = 1  # > 1: every device runs every arm `boots` rounds (a blocked campaign)
     device_sd: float = 0.0  # sd of a device's level, shared by every arm, boot and cell on it
+    # devices > 1: True draws every round's order on every device, controls included (collect's
+    # layout, stats/layout.py), afresh for each campaign; False keeps the arms' order (off_A first,
+    # off_B last: the layout that confounds the controls with the ends of a device)
+    drawn: bool = True
 
     def arm_boots(self, arm: BootArm) -> int:
         return self.boots if arm.boots is None else arm.boots
@@ -802,13 +806,14 @@ class BootBatch:
 
     arm: Any  # (B, A, C, Na) float array, NaN = not measured
     control: Any  # (B, C, Nc)
-    control_order: Any  # (Nc,) boot positions of the control slots
+    control_order: Any  # (Nc,) boot positions of the control slots; (B, Nc) when drawn per campaign
     candidates: tuple[str, ...]
     truth: Any  # (A, C) true log effects of the candidates
     devices: int = 1
     arm_blocked: Any = None  # (B, A, C, D, Na / D): the same boots by device (None: one device)
     control_blocked: Any = None  # (B, C, D, Nc / D)
     control_device: Any = None  # (Nc,) device index of each control slot; control_order is per device
+    control_end: Any = None  # (Nc,) or (B, Nc): the slot is the first or last boot of its device
 
     def blocked(self) -> tuple[Any, Any]:
         """arm (B, A, C, D, n) and control (B, C, D, m) for stats.blocked.blocked_batch."""
@@ -873,26 +878,49 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
         [orders[(a.name, b + 1)] for a in controls for b in range(slots[a.name])], dtype=float
     )
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
-    return BootBatch(stacked, control, control_order, tuple(a.name for a in candidates), truth)
+    ends = (control_order == 1) | (control_order == last)
+    return BootBatch(
+        stacked, control, control_order, tuple(a.name for a in candidates), truth, control_end=ends
+    )
+
+
+def device_positions(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> dict[str, Any]:
+    """arm -> (B, D, n) position of each of its boots on its device, from 1.
+
+    Drawn per campaign, device and round (every arm, controls included, in a uniform permutation) when
+    scenario.drawn, else the arms' order on every device.
+    """
+    import numpy as np
+
+    arms, devices = scenario.arms, scenario.devices
+    rounds = max(scenario.arm_boots(a) for a in arms)
+    if scenario.drawn:
+        rank = np.argsort(np.argsort(rng.random((campaigns, devices, rounds, len(arms))), axis=-1), axis=-1)
+    else:
+        rank = np.broadcast_to(np.arange(len(arms)), (campaigns, devices, rounds, len(arms)))
+    start = (np.arange(rounds) * len(arms))[None, None, :, None]
+    pos = (rank + start + 1).astype(float)
+    return {a.name: pos[:, :, : scenario.arm_boots(a), i] for i, a in enumerate(arms)}
 
 
 def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> BootBatch:
-    """A blocked campaign: each device runs the arms round-robin; its level is added to all its boots.
+    """A blocked campaign: each device runs every arm each round; its level is added to all its boots.
 
-    Positions (drift, slow ends, control_order) are positions on the boot's own device. The flat
-    arrays (arm, control) hold the same boots device-major, for the analysis that ignores devices.
+    Positions (drift, slow ends, control_order) are positions on the boot's own device, laid out as
+    collect lays them out (device_positions). The flat arrays (arm, control) hold the same boots
+    device-major, for the analysis that ignores devices.
     """
     import numpy as np
 
     devices, cells = scenario.devices, len(scenario.cells)
-    orders = boot_orders(scenario)  # one device's order
-    last = max(orders.values())
+    where = device_positions(scenario, rng, campaigns)
+    last = float(len(scenario.arms) * max(scenario.arm_boots(a) for a in scenario.arms))
     level = rng.normal(0.0, scenario.device_sd, (campaigns, devices))
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = scenario.arm_boots(arm)
         shift = rng.normal(0.0, 1.0, (campaigns, devices, n)) * scenario.boot_sd * arm.sd_scale
-        pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
+        pos = where[arm.name]  # (B, D, n)
         trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
         trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
@@ -902,7 +930,7 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
             deviation.reshape(campaigns, devices * n, cells)[np.arange(campaigns), hit, :] += (
                 scenario.outlier_shift
             )
-        value = effects + deviation + trend[None, None, :, None] + level[:, :, None, None]
+        value = effects + deviation + trend[..., None] + level[:, :, None, None]
         keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
         value = np.where(rng.random(value.shape) < keep, value, np.nan)
         value[..., list(arm.missing_cells)] = np.nan
@@ -914,20 +942,19 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
     for i, a in enumerate(candidates):
         blocked[:, i, :, :, : scenario.arm_boots(a)] = values[a.name]
     control = np.concatenate([values[a.name] for a in controls], axis=3)  # (B, C, D, m)
-    positions = np.array(
-        [orders[(a.name, b + 1)] for a in controls for b in range(scenario.arm_boots(a))], dtype=float
-    )
+    positions = np.concatenate([where[a.name] for a in controls], axis=2)  # (B, D, m)
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
     return BootBatch(
         arm=blocked.reshape(campaigns, len(candidates), cells, devices * width),
         control=control.reshape(campaigns, cells, -1),
-        control_order=np.tile(positions, devices),
+        control_order=positions.reshape(campaigns, -1),
         candidates=tuple(a.name for a in candidates),
         truth=truth,
         devices=devices,
         arm_blocked=blocked,
         control_blocked=control,
-        control_device=np.repeat(np.arange(devices), len(positions)),
+        control_device=np.repeat(np.arange(devices), positions.shape[2]),
+        control_end=((positions == 1) | (positions == last)).reshape(campaigns, -1),
     )
 
 
