@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mtpverdict.decide.engine import decide
-from mtpverdict.evidence.gather import history_from
+from mtpverdict.errors import Problem, ResultsError
+from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
 from mtpverdict.formats.decision import Decision, decision_json
 from mtpverdict.formats.policy import Policy
@@ -32,13 +34,36 @@ class DecisionRun:
 
 
 def decide_results(
-    results: Results, policy: Policy, noise_history: Sequence[str | os.PathLike[str]] = ()
+    results: Results,
+    policy: Policy,
+    noise_history: Sequence[str | os.PathLike[str]] = (),
+    *,
+    any_seat: bool = False,
 ) -> DecisionRun:
-    """Decide on loaded results with a loaded policy (and archived A/A campaigns)."""
+    """Decide on loaded results with a loaded policy (and archived A/A campaigns of the same seat).
+
+    An archive whose seat differs (engine, version, device, model, the controls' non-speculative serve
+    arguments) is refused with what differs (ResultsError naming its campaign.json), unless any_seat:
+    then it is used and the decision says how it differs.
+    """
     histories: list[NoiseHistory] = []
     for path in noise_history:
         archived = load_results(path)
-        histories.append(history_from(archived, policy.include_cold, Path(path).name))
+        differs = seat_differences(results, archived)
+        if differs and not any_seat:
+            raise ResultsError(
+                [
+                    Problem(
+                        str(Path(path) / "campaign.json"),
+                        "--noise-history is not this campaign's seat: it differs in "
+                        + "; ".join(differs)
+                        + ". Archive A/A boots of this seat, or pass --noise-history-any-seat to use it "
+                        "anyway (the decision then says so)",
+                    )
+                ]
+            )
+        found = history_from(archived, policy.include_cold, Path(path).name)
+        histories.append(dataclasses.replace(found, differs=tuple(differs)))
     return DecisionRun(decision=decide(results, policy, histories), policy=policy, results=results)
 
 
@@ -46,10 +71,12 @@ def decide_directory(
     results: str | os.PathLike[str],
     rules: str | os.PathLike[str] | None = None,
     noise_history: Sequence[str | os.PathLike[str]] = (),
+    *,
+    any_seat: bool = False,
 ) -> DecisionRun:
     """Load a results directory and a policy (a shipped name or a path), and decide."""
     policy = load_policy(rules)
-    return decide_results(load_results(results), policy, noise_history)
+    return decide_results(load_results(results), policy, noise_history, any_seat=any_seat)
 
 
 SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot of the arm would change

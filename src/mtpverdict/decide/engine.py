@@ -106,6 +106,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
         *ctl.position_checks(evidence),
+        *ctl.history_checks(evidence),
         ctl.blind_check(evidence),
         ctl.harness_check(evidence),
         ctl.missingness_check(evidence),

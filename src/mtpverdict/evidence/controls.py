@@ -9,6 +9,7 @@ import numpy as np
 
 from mtpverdict._logscale import change
 from mtpverdict._text import pct
+from mtpverdict.evidence.comparisons import design_cells, usable_history
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus, finite
 from mtpverdict.formats.policy import FloorMode
@@ -384,6 +385,50 @@ def _device_drift(
     if bool(position_failing(found, bound, alpha)[0]):
         return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", drift)
+
+
+def history_checks(evidence: Evidence) -> list[ControlResult]:
+    """Archived A/A history (--noise-history): where it was pooled into the controls' variance, where
+    its variance did not match the current controls' and was not (stats/history.py), whether it is
+    lent to candidates booted once, and how its seat differs when --noise-history-any-seat let it in."""
+    if not evidence.history:
+        return []
+    metric = str(evidence.policy.selection.metric)
+    pooled: list[str] = []
+    refused: list[str] = []
+    for family in evidence.campaign.families:
+        names = [a.name for a in evidence.campaign.controls(family)]
+        design = design_cells(evidence.campaign, evidence.values, family, metric)
+        controls = {cell: [v for c in names for v in evidence.values.of(c, cell, metric)] for cell in design}
+        archived = {(w, c): h for (w, c, m), h in evidence.archived.items() if m == metric}
+        _, fits = usable_history(controls, archived, design)
+        for (workload, conc), fit in fits.items():
+            where = f"{workload} c={conc}"
+            if fit.compatible:
+                pooled.append(where)
+            elif math.isnan(fit.p):
+                refused.append(f"{where} (fewer than two control boots to compare it with)")
+            else:
+                refused.append(
+                    f"{where} (control variance {fit.ratio:.2f}x the archive's, F test p={fit.p:.3g})"
+                )
+    labels = ", ".join(h.label for h in evidence.history)
+    parts = [f"noise history {labels} ({metric})"]
+    parts.append(f"pooled into the controls' variance at {', '.join(pooled)}" if pooled else "pooled nowhere")
+    if refused:
+        parts.append("not pooled where it does not match the current controls: " + "; ".join(refused))
+    lent = evidence.policy.floor.lend_history
+    parts.append(
+        "lent to candidates booted once ([floor] lend_history)"
+        if lent
+        else "not lent to candidates (a drafter can add its own noise; [floor] lend_history)"
+    )
+    foreign = [f"{h.label} differs in {'; '.join(h.differs)}" for h in evidence.history if h.differs]
+    status = ControlStatus.INFO
+    if foreign:
+        parts.append("used under --noise-history-any-seat although " + " / ".join(foreign))
+        status = ControlStatus.WARN
+    return [ControlResult("history", status, "; ".join(parts), float(len(pooled)))]
 
 
 _UNKNOWN_FLOOR = {
