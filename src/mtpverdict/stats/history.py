@@ -22,6 +22,7 @@ import numpy as np
 from scipy import special
 
 from mtpverdict.stats.procedure import ArchivedVariance
+from mtpverdict.stats.welch import Array
 
 HISTORY_ALPHA = 0.10  # two-sided level of the compatibility test: a history must pass it to be pooled
 MIN_CONTROL_BOOTS = 2  # current control boots needed to compare their variance with the archive's
