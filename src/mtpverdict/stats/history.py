@@ -40,7 +40,7 @@ class HistoryFit:
 
 
 def history_fit(
-    control_logs: Sequence[float], history: ArchivedVariance, alpha: float = HISTORY_ALPHA
+    control_logs: Sequence[float] | Array, history: ArchivedVariance, alpha: float = HISTORY_ALPHA
 ) -> HistoryFit:
     """Test the archived variance against the current control boots' (log statistics of one cell)."""
     values = np.asarray(control_logs, dtype=float)
