@@ -882,10 +882,37 @@ def _missing_evidence(arm: ArmOutcome) -> list[str]:
     return out
 
 
-def until_resolved_command(campaign: str, results: str, policy: str, boots_per_arm: int) -> str:
-    """The command that continues a campaign until its arms settle, with the boots it needs."""
+NEW_RESULTS = "NEW_RESULTS"  # the placeholder of a fresh results directory in a next-step command
+
+
+def until_resolved_command(
+    campaign: str, results: str, policy: str, boots_per_arm: int, *, resume: bool = True
+) -> str:
+    """The command that continues a campaign until its arms settle, with the boots it needs.
+
+    resume False: the campaign's alpha is spent by its looks (stats/looks.py), or it was collected
+    without --until-resolved (which a resume cannot add): a new campaign in a fresh directory, planned
+    for its looks from the start.
+    """
     import shlex
 
+    if not resume:
+        return (
+            "this campaign's looks have spent its alpha (one collected without --until-resolved has one "
+            f"look); set boots = {boots_per_arm} in {campaign} and collect a new campaign: "
+            + shlex.join(
+                [
+                    "mtpverdict",
+                    "collect",
+                    campaign,
+                    "--out",
+                    NEW_RESULTS,
+                    "--until-resolved",
+                    "--rules",
+                    policy,
+                ]
+            )
+        )
     return f"set boots = {boots_per_arm} in {campaign}, then: " + shlex.join(
         [
             "mtpverdict",

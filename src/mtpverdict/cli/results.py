@@ -82,6 +82,10 @@ def decide(
     target = out if out is not None else results / "decision.json"
     try:
         atomic_write(target, run.json_text)
+        if run.look is not None and target.resolve().is_relative_to(results.resolve()):
+            from mtpverdict.formats.looks import append_look
+
+            append_look(results, run.look)  # a decision kept in the directory counts as its look
     except OSError as exc:
         fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision

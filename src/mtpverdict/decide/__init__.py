@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtpverdict.decide.engine import decide
+from mtpverdict.decide.looks import plan_look
 from mtpverdict.errors import Problem, ResultsError
 from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
 from mtpverdict.formats.decision import Decision, decision_json
+from mtpverdict.formats.looks import Look, LookLog, append_look, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.rules.registry import load_policy
@@ -22,11 +24,16 @@ __all__ = ["DecisionRun", "decide", "decide_directory", "decide_results", "settl
 
 @dataclass(frozen=True, slots=True)
 class DecisionRun:
-    """A decision with the policy and results it came from, and its canonical JSON text."""
+    """A decision with the policy and results it came from, and its canonical JSON text.
+
+    `look` is the look to record in the results directory (formats/looks.py) when no recorded look saw
+    these records; None when one did.
+    """
 
     decision: Decision
     policy: Policy
     results: Results
+    look: Look | None = None
 
     @property
     def json_text(self) -> str:
@@ -64,7 +71,14 @@ def decide_results(
             )
         found = history_from(archived, policy.include_cold, Path(path).name)
         histories.append(dataclasses.replace(found, differs=tuple(differs)))
-    return DecisionRun(decision=decide(results, policy, histories), policy=policy, results=results)
+    log = read_looks(results.path) if Path(results.path).is_dir() else LookLog()
+    planned = plan_look(results, policy.alpha, log)
+    return DecisionRun(
+        decision=decide(results, policy, histories, log),
+        policy=policy,
+        results=results,
+        look=planned.look if planned.new else None,
+    )
 
 
 def decide_directory(
@@ -85,9 +99,10 @@ SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot 
 def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[str, str]:
     """Candidates whose verdict is already eligible, rejected or void (collect --until-resolved).
 
-    The decision at each look uses alpha / sequential_looks (the campaign records the number of
-    looks), so the false-promotion rate over every look stays at the policy's alpha (Bonferroni).
-    A directory that cannot be read yet, or holds no measurement, settles nothing.
+    Each call is a look: it spends the alpha stats/looks.py allows after the looks recorded in the
+    directory, and records itself there (formats/looks.py), so the false-promotion rate over every
+    look stays at the policy's alpha. A directory that cannot be read yet, or holds no measurement,
+    settles nothing (and is no look).
     """
     from mtpverdict.errors import InputError
 
@@ -97,7 +112,10 @@ def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[st
         return {}
     if results.requests.empty and results.summaries.empty:
         return {}
-    decision = decide(results, policy)
+    run = decide_results(results, policy)
+    if run.look is not None:
+        append_look(results_dir, run.look)
+    decision = run.decision
     return {
         a.name: str(a.verdict) for a in decision.arms if not a.is_control and a.verdict in SETTLED_VERDICTS
     }
