@@ -22,6 +22,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
     python bench/calibration.py --blocked [--campaigns 1000]
         # the blocked procedure on campaigns over 1, 2, 4 and 8 devices (bench/blocked_calibration.py)
+    python bench/calibration.py --looks [--campaigns 1000]
+        # following an inconclusive decision's next step by hand (bench/looks_calibration.py)
     python bench/calibration.py --schedule [--campaigns 1000] [--boots 3]
         # schedules on campaigns with and without a crossover (bench/schedule_calibration.py)
 """
@@ -246,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
     )
     parser.add_argument(
+        "--looks",
+        action="store_true",
+        help="follow an inconclusive decision's next step by hand until it settles",
+    )
+    parser.add_argument(
         "--schedule",
         action="store_true",
         help="calibrate schedules on campaigns with and without a crossover",
@@ -255,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         return _schedule(args, argv)
     if args.blocked:
         return _blocked(args, argv)
+    if args.looks:
+        return _looks(args, argv)
     if args.procedure:
         return _procedure(args, argv)
     if args.table_from:
@@ -302,6 +311,17 @@ def _blocked(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     started = time.monotonic()
     print(blocked_calibration.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _looks(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import looks_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(looks_calibration.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
     return 0
 
