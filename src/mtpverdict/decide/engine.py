@@ -124,6 +124,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
         *ctl.position_checks(evidence),
+        *ctl.duplicate_checks(evidence),
         *ctl.history_checks(evidence),
         ctl.blind_check(evidence),
         ctl.harness_check(evidence),
@@ -179,10 +180,16 @@ def _void_control(evidence: Evidence, arms: Sequence[ArmDecision]) -> ControlRes
 def _blockers(evidence: Evidence, controls: Sequence[ControlResult]) -> tuple[str, ...]:
     """Failed controls the policy treats as making the campaign undecidable.
 
-    Confounded control positions always do: no policy can make a slow device end into an effect.
+    Confounded control positions and duplicated control boots always do: no policy can make a slow
+    device end into an effect, or one boot recorded twice into two.
     """
     policy = evidence.policy.controls
-    acts = {"blind": policy.on_blind, "drift": policy.on_drift, "positions": ControlAction.INCONCLUSIVE}
+    acts = {
+        "blind": policy.on_blind,
+        "drift": policy.on_drift,
+        "positions": ControlAction.INCONCLUSIVE,
+        "duplicates": ControlAction.INCONCLUSIVE,
+    }
     return tuple(
         c.detail
         for c in controls

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from mtpverdict.stats.positions import confounded, device_position, end_position
 from mtpverdict.stats.procedure import BootValue
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
+# two boots whose every shared run agrees this closely are one measurement recorded twice: timings to the
+# microsecond over a decode window of seconds differ by more than 1e-6 relative between any two boots
+DUPLICATE_RTOL = 1e-6
+DUPLICATE_MIN_RUNS = 3  # shared runs needed before agreement means anything
 
 
 def void_reason(evidence: Evidence, arm: Arm) -> str | None:
@@ -385,6 +390,53 @@ def _device_drift(
     if bool(position_failing(found, bound, alpha)[0]):
         return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", drift)
+
+
+def _run_vectors(evidence: Evidence, names: set[str]) -> dict[tuple[str, int], dict[tuple[Any, ...], float]]:
+    """Per control boot: every run-level value keyed by (workload, concurrency, rep, metric)."""
+    values = evidence.tables.values
+    sel = values[values["arm"].isin(sorted(names))]
+    out: dict[tuple[str, int], dict[tuple[Any, ...], float]] = {}
+    for arm, boot, workload, conc, rep, metric, value in zip(
+        sel["arm"],
+        sel["boot"],
+        sel["workload"],
+        sel["concurrency"],
+        sel["rep"],
+        sel["metric"],
+        sel["value"],
+        strict=True,
+    ):
+        out.setdefault((str(arm), int(boot)), {})[(workload, conc, rep, metric)] = float(value)
+    return out
+
+
+def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
+    """Control boots whose every shared run agrees to DUPLICATE_RTOL: one boot recorded twice (e.g.
+    off_B's records copied from off_A). Their agreement would read as a tight control variance and as
+    a null control that passes; the family is not decided on them (decide/engine.py)."""
+    out = []
+    for family in evidence.campaign.families:
+        boots = _run_vectors(evidence, set(evidence.control_names(family)))
+        keys = sorted(boots)
+        pairs = []
+        for i, a in enumerate(keys):
+            for b in keys[i + 1 :]:
+                shared = set(boots[a]) & set(boots[b])
+                if len(shared) >= DUPLICATE_MIN_RUNS and all(
+                    math.isclose(boots[a][k], boots[b][k], rel_tol=DUPLICATE_RTOL, abs_tol=0.0)
+                    for k in shared
+                ):
+                    pairs.append(f"{a[0]} boot {a[1]} and {b[0]} boot {b[1]} ({len(shared)} runs)")
+        if pairs:
+            label = f"{family}: " if len(evidence.campaign.families) > 1 else ""
+            text = (
+                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e}: {'; '.join(pairs[:4])}"
+                f"{'; ...' if len(pairs) > 4 else ''}: one measurement recorded twice (duplicated records), "
+                "not independent boots; their variance and the null control mean nothing"
+            )
+            out.append(ControlResult("duplicates", ControlStatus.FAIL, text, float(len(pairs))))
+    return out
 
 
 def history_checks(evidence: Evidence) -> list[ControlResult]:
