@@ -22,6 +22,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
     python bench/calibration.py --blocked [--campaigns 1000]
         # the blocked procedure on campaigns over 1, 2, 4 and 8 devices (bench/blocked_calibration.py)
+    python bench/calibration.py --nuisances [--campaigns 1000]
+        # every design crossed with every nuisance, null depths (bench/nuisance_calibration.py)
     python bench/calibration.py --looks [--campaigns 1000]
         # following an inconclusive decision's next step by hand (bench/looks_calibration.py)
     python bench/calibration.py --schedule [--campaigns 1000] [--boots 3]
@@ -248,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
     )
     parser.add_argument(
+        "--nuisances", action="store_true", help="every design crossed with every nuisance (null depths)"
+    )
+    parser.add_argument(
         "--looks",
         action="store_true",
         help="follow an inconclusive decision's next step by hand until it settles",
@@ -264,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return _blocked(args, argv)
     if args.looks:
         return _looks(args, argv)
+    if args.nuisances:
+        return _nuisances(args, argv)
     if args.procedure:
         return _procedure(args, argv)
     if args.table_from:
@@ -312,6 +319,17 @@ def _blocked(args: argparse.Namespace, argv: list[str] | None) -> int:
     started = time.monotonic()
     print(blocked_calibration.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _nuisances(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import nuisance_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(nuisance_calibration.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per cell in {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -783,6 +783,9 @@ class BootScenario:
     boot_tail_df: float | None = None
     drift_total: float = 0.0  # log drift from the first boot to the last
     ends_slow: float = 0.0  # log shift of the campaign's first and last boots
+    first_slow: float = 0.0  # log shift of the first boot only (warm-up)
+    hump_total: float = 0.0  # log shift of the middle boots against the ends: hump x 4u(1 - u), u in [0, 1]
+    ar1: float = 0.0  # AR(1) coefficient of a state drifting through boot order (marginal sd boot_sd)
     outlier_arm: str | None = None  # one boot of this arm (drawn at random) is shifted
     outlier_shift: float = 0.0
     keep_slow: float = 1.0  # probability a candidate's measurement slower than its truth is kept
@@ -822,6 +825,33 @@ class BootBatch:
         return self.arm_blocked, self.control_blocked
 
 
+def _position_terms(scenario: BootScenario, pos: Any, last: float, state: Any) -> Any:
+    """Drift, slow ends, slow first boot, hump and the AR(1) state at boot positions (from 1)."""
+    import numpy as np
+
+    u = (pos - 1) / max(last - 1, 1)
+    terms = scenario.drift_total * u + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+    terms = terms + np.where(pos == 1, scenario.first_slow, 0.0) + scenario.hump_total * 4 * u * (1 - u)
+    if state is not None:
+        terms = terms + np.take_along_axis(state, np.asarray(pos - 1).astype(int), axis=-1)
+    return terms
+
+
+def _ar1_state(scenario: BootScenario, rng: np.random.Generator, shape: tuple[int, ...]) -> Any:
+    """An AR(1) series over boot positions, (..., last), marginal sd boot_sd; None without ar1."""
+    import numpy as np
+
+    if not scenario.ar1:
+        return None
+    rho = scenario.ar1
+    e = rng.normal(0.0, scenario.boot_sd * math.sqrt(1 - rho**2), shape)
+    out = np.empty(shape)
+    out[..., 0] = rng.normal(0.0, scenario.boot_sd, shape[:-1])
+    for t in range(1, shape[-1]):
+        out[..., t] = rho * out[..., t - 1] + e[..., t]
+    return out
+
+
 def boot_orders(scenario: BootScenario) -> dict[tuple[str, int], int]:
     """(arm, boot) -> position in boot order: round-robin, rotated each round when spread_controls."""
     rounds = max(scenario.arm_boots(a) for a in scenario.arms)
@@ -845,6 +875,7 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
     last = max(orders.values())
     cells = len(scenario.cells)
     slots = {a.name: scenario.arm_boots(a) for a in scenario.arms}
+    state = _ar1_state(scenario, rng, (campaigns, last))
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = slots[arm.name]
@@ -854,15 +885,14 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
             shift = rng.standard_t(scenario.boot_tail_df, (campaigns, n))
         shift = shift * scenario.boot_sd * arm.sd_scale
         pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
-        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
-        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        trend = _position_terms(scenario, np.broadcast_to(pos, (campaigns, n)), last, state)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
         noise = rng.normal(0.0, scenario.cell_sd, (campaigns, n, cells))
         deviation = shift[:, :, None] + noise
         if scenario.outlier_arm == arm.name:
             hit = rng.integers(0, n, campaigns)
             deviation[np.arange(campaigns), hit, :] += scenario.outlier_shift
-        value = effects[None, None, :] + deviation + trend[None, :, None]
+        value = effects[None, None, :] + deviation + trend[:, :, None]
         keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
         value = np.where(rng.random(value.shape) < keep, value, np.nan)
         value[:, :, list(arm.missing_cells)] = np.nan
@@ -916,13 +946,13 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
     where = device_positions(scenario, rng, campaigns)
     last = float(len(scenario.arms) * max(scenario.arm_boots(a) for a in scenario.arms))
     level = rng.normal(0.0, scenario.device_sd, (campaigns, devices))
+    state = _ar1_state(scenario, rng, (campaigns, devices, int(last)))
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = scenario.arm_boots(arm)
         shift = rng.normal(0.0, 1.0, (campaigns, devices, n)) * scenario.boot_sd * arm.sd_scale
         pos = where[arm.name]  # (B, D, n)
-        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
-        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        trend = _position_terms(scenario, pos, last, state)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
         deviation = shift[..., None] + rng.normal(0.0, scenario.cell_sd, (campaigns, devices, n, cells))
         if scenario.outlier_arm == arm.name:
