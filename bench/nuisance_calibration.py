@@ -40,7 +40,7 @@ from mtpverdict.stats.procedure import batch_procedure
 
 SEED = 20261227
 DEVICE_SD = 5 * 0.02  # device levels 5x the boot noise
-NOISY = {n: {"sd_scale": 2.0} for n in ("k1", "k2", "k3")}
+NOISY: dict[str, dict[str, object]] = {n: {"sd_scale": 2.0} for n in ("k1", "k2", "k3")}
 NUISANCES: dict[str, dict[str, object]] = {
     "none": {},
     "device levels": {"device_sd": DEVICE_SD},
@@ -73,7 +73,7 @@ class Cell:
 def _residuals(control: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a control boot with no cell left is NaN
-        return np.nanmean(control - np.nanmean(control, axis=2, keepdims=True), axis=1)
+        return np.asarray(np.nanmean(control - np.nanmean(control, axis=2, keepdims=True), axis=1))
 
 
 def _duplicated(control: np.ndarray, boots: int) -> np.ndarray:
@@ -178,7 +178,7 @@ ALL_NUISANCES = (*NUISANCES, "noisy candidates 2x", "duplicated off_B")
 
 def matrix(campaigns: int, modes: tuple[str, ...] = ("margin", "zero")) -> list[Cell]:
     """Every design crossed with every nuisance it can meet (duplicates: one device)."""
-    out = []
+    out: list[Cell] = []
     for design in DESIGNS:
         for nuisance in ALL_NUISANCES:
             if nuisance == "duplicated off_B" and design != "one device":
