@@ -250,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
     )
     parser.add_argument(
+        "--devices-end-to-end",
+        action="store_true",
+        help="8 devices x 1 round with slow ends, full records decided by decide",
+    )
+    parser.add_argument(
         "--nuisances", action="store_true", help="every design crossed with every nuisance (null depths)"
     )
     parser.add_argument(
@@ -271,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         return _looks(args, argv)
     if args.nuisances:
         return _nuisances(args, argv)
+    if args.devices_end_to_end:
+        import blocked_calibration
+
+        print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+        print("\n".join(blocked_calibration.end_to_end_rows(args.campaigns)))
+        return 0
     if args.procedure:
         return _procedure(args, argv)
     if args.table_from:
