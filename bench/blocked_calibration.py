@@ -5,10 +5,17 @@
 times; a device's level, sd DEVICE_SD, is added to every boot on it), then decided twice on the same
 numbers: by stats.blocked.blocked_batch (arms against the controls of their own device) and by
 stats.procedure.batch_procedure on the same boots with the devices ignored (the contrast). A blocked
-promotion is an arm called better while the control check passes: stats.blocked.device_drift, one
-within-device slope of the control residuals against the boot's position on its device, failing when
-significant at alpha or larger than max_drift. Ignoring devices, the procedure alone is counted (a
-drift check across devices that ran at the same time has no boot order to fit).
+promotion is an arm called better while the control check passes: the check decide runs
+(stats.positions.device_position and position_failing: a within-device slope of the control residuals
+against the boot's position on its device and the device's ends against its middle, failing when
+either is significant at alpha / 2 or larger than max_drift). Every round's order on every device is
+drawn afresh for each campaign, controls included, as collect lays campaigns out; a campaign whose
+control boots all sit at an end of their device is not decided (stats.positions.confounded, as in
+decide). Ignoring devices, the procedure alone is counted (a drift check across devices that ran at
+the same time has no boot order to fit).
+
+Slow ends (`slow_end_rows`): the first and last boot on each device 4-5% slow, one round per device,
+with the arms' order kept on every device (off_A first, off_B last: the earlier layout) and drawn.
 
 Designs keep 8 boots per arm in all (D x rounds = 8), so the accelerator time is the same and the wall
 time is divided by D; D = 1 is the serial campaign.
@@ -25,7 +32,8 @@ from procedure_calibration import ALPHA, BETTER, BOOT_SD, MARGIN, MAX_DRIFT, MOD
 
 from mtpverdict.plan import Design, blocked_floor
 from mtpverdict.simulate import BootBatch, BootScenario, simulate_boots
-from mtpverdict.stats.blocked import blocked_batch, device_drift
+from mtpverdict.stats.blocked import blocked_batch
+from mtpverdict.stats.positions import device_position, position_failing
 from mtpverdict.stats.procedure import batch_procedure
 
 SEED = 20261201
@@ -46,13 +54,18 @@ class Decided:
 
 
 def _controls_pass(batch: BootBatch) -> np.ndarray:
-    """The within-device drift check of the control boots (residuals centred per cell, cells averaged)."""
+    """decide's within-device position check of the control boots (residuals centred per cell, cells
+    averaged), at decide's level."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a control boot with no cell left is NaN
         residuals = np.nanmean(batch.control - np.nanmean(batch.control, axis=2, keepdims=True), axis=1)
     device = batch.control_device if batch.control_device is not None else np.zeros(len(batch.control_order))
-    found = device_drift(batch.control_order, np.asarray(device, dtype=np.int64), residuals)
-    return np.asarray(~((found.p < ALPHA) | (np.abs(found.drift) > math.log1p(MAX_DRIFT))))
+    found = device_position(
+        batch.control_order, np.asarray(device, dtype=np.int64), batch.control_end, residuals
+    )
+    ends = np.broadcast_to(batch.control_end, residuals.shape)
+    confounded = ends.all(axis=1)  # every control boot an end of its device (candidates on each)
+    return np.asarray(~position_failing(found, math.log1p(MAX_DRIFT), ALPHA) & ~confounded)
 
 
 def decide(batch: BootBatch, min_effect: float | None) -> Decided:
@@ -120,6 +133,39 @@ def power_rows(campaigns: int) -> list[str]:
     return rows
 
 
+SLOW_ENDS = ((8, 0.05), (16, 0.04))  # (devices, how much slower the first and last boot of a device are)
+
+
+def slow_end_rows(campaigns: int) -> list[str]:
+    """False promotions with slow device ends, one round per device, the earlier layout and the drawn one."""
+    rows = [
+        "| devices x rounds | first and last boot slower by | layout | false promotions [95% CP] | "
+        "procedure alone | controls fail or confounded |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d, slow in SLOW_ENDS:
+        for drawn in (False, True):
+            sc = BootScenario(
+                f"slow-ends-{d}",
+                sweep(),
+                boots=1,
+                devices=d,
+                device_sd=DEVICE_SD,
+                ends_slow=-slow,
+                drawn=drawn,
+            )
+            batch = simulate_boots(sc, np.random.default_rng([SEED, 7, d, int(drawn)]), campaigns)
+            got = decide(batch, None)
+            promoted = (got.blocked == BETTER).any(axis=1)
+            layout = "drawn, controls included" if drawn else "off_A first, off_B last"
+            false = int((promoted & got.blocked_pass).sum())
+            rows.append(
+                f"| {d} x 1 | {slow:.0%} | {layout} | {_rate(false, campaigns)}"
+                f" | {promoted.mean():.3f} | {1 - got.blocked_pass.mean():.3f} |"
+            )
+    return rows
+
+
 def wall_rows(boot_minutes: float = 10.0) -> list[str]:
     """Wall time of the same 8 boots per arm on D devices (5 arms, `boot_minutes` per boot)."""
     rows = ["| devices | rounds per device | wall time | saving against one device |", "|---|---|---|---|"]
@@ -145,8 +191,53 @@ def run(campaigns: int) -> str:
             "",
             *power_rows(campaigns),
             "",
+            "Slow device ends (default mode), one round per device:",
+            "",
+            *slow_end_rows(campaigns),
+            "",
             "Wall time (10 min per boot, 5 arms):",
             "",
             *wall_rows(),
         ]
     )
+
+
+def end_to_end_rows(campaigns: int) -> list[str]:
+    """Full records (mtpverdict.simulate.simulate_campaign) of 8 devices x 1 round, first and last boot
+    of each device 5% slow, every depth null, decided by the real `decide` under the default policy."""
+    from mtpverdict.decide import decide as decide_records
+    from mtpverdict.formats.decision import DecisionKind
+    from mtpverdict.formats.results_io import results_from_records
+    from mtpverdict.rules import load_policy
+    from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+
+    policy = load_policy("default")
+    arms = (SimArm("off_A"), SimArm("k1", 1), SimArm("k2", 2), SimArm("k3", 3), SimArm("off_B"))
+    rows = [
+        "| layout | campaigns | promoted [95% CP] | inconclusive | positions control failed |",
+        "|---|---|---|---|---|",
+    ]
+    for drawn in (False, True):
+        promoted = inconclusive = confounded = 0
+        for i in range(campaigns):
+            sc = Scenario(
+                "e2e",
+                arms,
+                boots_per_arm=1,
+                concurrency=(1, 4),
+                completion_tokens=64,
+                devices=8,
+                order_seed=SEED + i if drawn else None,
+                ends_slow=-0.05,
+            )
+            campaign, records = simulate_campaign(sc, np.random.default_rng([SEED, 5, i, int(drawn)]))
+            d = decide_records(results_from_records(campaign, records, label="e2e"), policy)
+            promoted += d.decision is DecisionKind.PROMOTE
+            inconclusive += d.decision is DecisionKind.INCONCLUSIVE
+            confounded += any(c.name == "positions" for c in d.controls)
+        layout = "drawn, controls included" if drawn else "off_A first, off_B last"
+        rows.append(
+            f"| {layout} | {campaigns} | {_rate(promoted, campaigns)} | {inconclusive / campaigns:.3f} | "
+            f"{confounded / campaigns:.3f} |"
+        )
+    return rows

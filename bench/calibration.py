@@ -22,6 +22,10 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # the family procedure itself on simulated per-boot statistics (bench/procedure_calibration.py)
     python bench/calibration.py --blocked [--campaigns 1000]
         # the blocked procedure on campaigns over 1, 2, 4 and 8 devices (bench/blocked_calibration.py)
+    python bench/calibration.py --nuisances [--campaigns 1000]
+        # every design crossed with every nuisance, null depths (bench/nuisance_calibration.py)
+    python bench/calibration.py --looks [--campaigns 1000]
+        # following an inconclusive decision's next step by hand (bench/looks_calibration.py)
     python bench/calibration.py --schedule [--campaigns 1000] [--boots 3]
         # schedules on campaigns with and without a crossover (bench/schedule_calibration.py)
 """
@@ -246,6 +250,19 @@ def main(argv: list[str] | None = None) -> int:
         "--blocked", action="store_true", help="calibrate the blocked procedure on campaigns over devices"
     )
     parser.add_argument(
+        "--devices-end-to-end",
+        action="store_true",
+        help="8 devices x 1 round with slow ends, full records decided by decide",
+    )
+    parser.add_argument(
+        "--nuisances", action="store_true", help="every design crossed with every nuisance (null depths)"
+    )
+    parser.add_argument(
+        "--looks",
+        action="store_true",
+        help="follow an inconclusive decision's next step by hand until it settles",
+    )
+    parser.add_argument(
         "--schedule",
         action="store_true",
         help="calibrate schedules on campaigns with and without a crossover",
@@ -255,6 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         return _schedule(args, argv)
     if args.blocked:
         return _blocked(args, argv)
+    if args.looks:
+        return _looks(args, argv)
+    if args.nuisances:
+        return _nuisances(args, argv)
+    if args.devices_end_to_end:
+        import blocked_calibration
+
+        print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+        print("\n".join(blocked_calibration.end_to_end_rows(args.campaigns)))
+        return 0
     if args.procedure:
         return _procedure(args, argv)
     if args.table_from:
@@ -302,6 +329,28 @@ def _blocked(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     started = time.monotonic()
     print(blocked_calibration.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _nuisances(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import nuisance_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(nuisance_calibration.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per cell in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _looks(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import looks_calibration
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(looks_calibration.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
     return 0
 

@@ -246,3 +246,34 @@ def test_a_stream_read_in_a_burst_is_not_a_decode_measurement() -> None:
     assert run["decode_tps"] == pytest.approx(100.0) and run["ttft_ms"] == pytest.approx(100.0)
     assert run["n_burst"] == 1
     assert run["aggregate_tps"] == pytest.approx(202 / 1.1)  # the wall clock still counts every token
+
+
+def test_a_boots_only_run_in_a_cell_is_not_counted_when_cold() -> None:
+    """The policy leaves cold runs out; before, a boot whose only run in a cell was its cold run was
+    counted there anyway (a cold boot compared with warm ones)."""
+    import pandas as pd
+
+    from mtpverdict.stats.runs import boot_statistics
+
+    rows = [
+        {"arm": "a", "boot": 1, "workload": "w", "concurrency": 1, "rep": 1, "value": 50.0, "cold": True},
+        {"arm": "a", "boot": 1, "workload": "w", "concurrency": 4, "rep": 1, "value": 40.0, "cold": False},
+        {"arm": "a", "boot": 2, "workload": "w", "concurrency": 1, "rep": 1, "value": 60.0, "cold": False},
+    ]
+    values = pd.DataFrame(
+        [
+            {
+                **r,
+                "metric": "decode_tps",
+                "origin": "request",
+                "runs_known": True,
+                "n_requests": 1,
+                "n_errors": 0,
+            }
+            for r in rows
+        ]
+    )
+    warm = boot_statistics(values, include_cold=False)
+    assert sorted(zip(warm["boot"], warm["concurrency"], strict=True)) == [(1, 4), (2, 1)]
+    every = boot_statistics(values, include_cold=True)
+    assert len(every) == 3

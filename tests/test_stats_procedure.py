@@ -201,16 +201,28 @@ def test_old_code_promotes_one_boot_arms_on_variance_borrowed_from_the_controls(
     assert cmp.classify([comp], alpha=ALPHA)[0].outcome == cmp.BETTER
 
 
-def test_a_one_boot_arm_is_not_promoted_without_archived_history_and_is_with_it() -> None:
+def test_a_one_boot_arm_is_not_promoted_without_archived_history_and_is_with_it_lent() -> None:
     ctrl = controls_at((C1,), [0.0, 0.02, -0.02], [0.01, -0.01, 0.0])
     arms = {"k1": {C1: boots("k1", [0.12], 2)}}
     bare = run(ctrl, arms, (C1,), min_effect=0.0).arm("k1")
     assert bare.outcome == Outcome.INCONCLUSIVE and bare.why == Why.UNKNOWN_VARIANCE
     history = {C1: ArchivedVariance(s2=0.015**2, df=30, label="seat-2026-10")}
-    backed = run(ctrl, arms, (C1,), min_effect=0.0, history=history).arm("k1")
+    backed = run(ctrl, arms, (C1,), min_effect=0.0, history=history, lend_history=True).arm("k1")
     assert backed.cells[0].variance == VarianceMethod.HISTORY
     assert "seat-2026-10" in backed.cells[0].variance_reason
     assert backed.outcome == Outcome.BETTER
+
+
+def test_a_one_boot_arm_does_not_borrow_the_controls_history_unless_lent() -> None:
+    """A/A history is the controls' variance: lent to a 1-boot candidate by default, a drafter truly
+    2x noisier than the history was promoted in 2.1-18.2% of null campaigns."""
+    ctrl = controls_at((C1,), [0.0, 0.02, -0.02], [0.01, -0.01, 0.0])
+    arms = {"k1": {C1: boots("k1", [0.12], 2)}}
+    history = {C1: ArchivedVariance(s2=0.015**2, df=30, label="seat-2026-10")}
+    k1 = run(ctrl, arms, (C1,), min_effect=0.0, history=history).arm("k1")
+    assert k1.outcome == Outcome.INCONCLUSIVE and k1.why == Why.UNKNOWN_VARIANCE
+    assert k1.cells[0].variance == VarianceMethod.UNKNOWN
+    assert "lend_history" in k1.cells[0].variance_reason
 
 
 def test_history_is_pooled_into_the_controls_and_said_so() -> None:

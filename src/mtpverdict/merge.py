@@ -20,7 +20,6 @@ from typing import Any
 
 from mtpverdict._files import NotReadable, open_regular
 from mtpverdict._jsonio import atomic_write, record_line
-from mtpverdict.collect import layout
 from mtpverdict.collect.shard import SHARD_FILE, read_shard_file
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats._check import loads_strict, read_document
@@ -33,6 +32,7 @@ from mtpverdict.formats.results_io import (
     content_sha256,
     load_results,
 )
+from mtpverdict.stats import layout
 
 SHARDS_DIR = "shards"  # under the merged raw/: each shard's shard.json and torn lines, by index
 SKIPPED_RAW = ("collect.lock",)  # a shard's lock is its collector's, not evidence

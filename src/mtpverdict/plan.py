@@ -219,6 +219,24 @@ def blocked_power(
     return float(tdist.nct_sf(critical, df, log_effect / se)) ** max(design.cells, 1)
 
 
+POSITION_TERMS = 2  # the control position check fits a slope and the ends against the middle per device
+
+
+def layout_rounds(devices: int, control_arms: int) -> int:
+    """Fewest rounds per device for which the control position check can run (stats/positions.py).
+
+    The check has (control boots) - devices - 2 degrees of freedom; it needs one. With one round on
+    one device every control boot is an end of the device (confounded with role: not decided), so one
+    device needs two rounds whatever the count.
+    """
+    if devices < 1 or control_arms < 1:
+        raise ValueError(f"a layout needs a device and a control arm, not {devices} and {control_arms}")
+    rounds = 1
+    while control_arms * devices * rounds - devices - POSITION_TERMS < 1 or (devices == 1 and rounds < 2):
+        rounds += 1
+    return rounds
+
+
 def _single_device_row(
     log_effect: float, sd: float, design: Design, alpha: float, power: float, max_boots: int
 ) -> tuple[int | None, int, float, float]:
@@ -240,7 +258,7 @@ def _blocked_row(
     """Fewest boots per arm (a multiple of the devices) reaching `power`; its df, floor and power
     (at the largest design tried when none reaches it)."""
     d = design.devices
-    tried = range(1, max(max_boots // d, 1) + 1)
+    tried = range(layout_rounds(d, design.control_arms), max(max_boots // d, 1) + 1)
     rounds = next((r for r in tried if blocked_power(log_effect, sd, d, r, design, alpha) >= power), None)
     shown = rounds if rounds is not None else tried[-1]
     return (
@@ -378,6 +396,13 @@ def _plan_notes(
             f"each boot also runs {cold_runs} cold run(s) first, reported and not counted (the cost "
             "includes it)"
         )
+    rounds = layout_rounds(design.devices, design.control_arms)
+    notes.append(
+        f"the layout needs {rounds} round(s) per device on {design.devices} device(s): collect draws "
+        "every round's arm order, controls included, and the control position check (a slope and the "
+        "device's ends against its middle) needs that many control boots; with fewer, or with every "
+        "control boot at an end of its device, the campaign is not decided"
+    )
     return notes
 
 
@@ -857,10 +882,37 @@ def _missing_evidence(arm: ArmOutcome) -> list[str]:
     return out
 
 
-def until_resolved_command(campaign: str, results: str, policy: str, boots_per_arm: int) -> str:
-    """The command that continues a campaign until its arms settle, with the boots it needs."""
+NEW_RESULTS = "NEW_RESULTS"  # the placeholder of a fresh results directory in a next-step command
+
+
+def until_resolved_command(
+    campaign: str, results: str, policy: str, boots_per_arm: int, *, resume: bool = True
+) -> str:
+    """The command that continues a campaign until its arms settle, with the boots it needs.
+
+    resume False: the campaign's alpha is spent by its looks (stats/looks.py), or it was collected
+    without --until-resolved (which a resume cannot add): a new campaign in a fresh directory, planned
+    for its looks from the start.
+    """
     import shlex
 
+    if not resume:
+        return (
+            "this campaign's looks have spent its alpha (one collected without --until-resolved has one "
+            f"look); set boots = {boots_per_arm} in {campaign} and collect a new campaign: "
+            + shlex.join(
+                [
+                    "mtpverdict",
+                    "collect",
+                    campaign,
+                    "--out",
+                    NEW_RESULTS,
+                    "--until-resolved",
+                    "--rules",
+                    policy,
+                ]
+            )
+        )
     return f"set boots = {boots_per_arm} in {campaign}, then: " + shlex.join(
         [
             "mtpverdict",

@@ -78,11 +78,43 @@ class Scenario:
     # what every boot records as its engine version (the scope's too when set): a gate compares it with
     # a compose image's tag, so a simulated seat can stand for one on a named engine release
     engine_version: str = SIMULATED_ENGINE
+    # devices > 1: every device runs every arm boots_per_arm rounds, numbered as collect numbers them
+    # (stats/layout.py), its boot records naming the device. order_seed draws each round's order,
+    # controls included, as collect does; None keeps the arms' order on every device (off_A first and
+    # off_B last: the layout that confounds the controls with the device's ends).
+    devices: int = 1
+    order_seed: int | None = None
+    ends_slow: float = 0.0  # log shift of the first and last boot of each device (warm-up, thermal)
+
+
+@dataclass(frozen=True, slots=True)
+class SimBoot:
+    """One boot of the simulated layout: its numbers, its device and its position on the device."""
+
+    arm: str
+    boot: int
+    order: int
+    device: int
+    position: int  # from 1, on its device
+    last: int  # the device's last position
 
 
 def boot_schedule(scenario: Scenario) -> list[tuple[str, int]]:
     """(arm, boot number) in boot order: round-robin over the arms, one round per boot."""
-    return [(a.name, b + 1) for b in range(scenario.boots_per_arm) for a in scenario.arms]
+    return [(b.arm, b.boot) for b in sim_layout(scenario)]
+
+
+def sim_layout(scenario: Scenario) -> list[SimBoot]:
+    """Every boot of the campaign in boot order, laid out as collect lays it out (stats/layout.py)."""
+    from mtpverdict.stats import layout
+
+    names = [a.name for a in scenario.arms]
+    laid = layout.layout(
+        names, devices=scenario.devices, rounds=scenario.boots_per_arm, seed=scenario.order_seed
+    )
+    last = len(names) * scenario.boots_per_arm
+    devices = scenario.devices
+    return [SimBoot(b.arm, b.boot, b.order, b.device, layout.seq_of(b.order, devices), last) for b in laid]
 
 
 def _sha(text: str) -> str:
@@ -105,19 +137,21 @@ def simulate_campaign(
     campaign = _campaign_object(scenario)
     argv = {a["name"]: a["serve_argv"] for a in campaign["arms"]}
     by_name = {a.name: a for a in scenario.arms}
-    schedule = boot_schedule(scenario)
-    last = max(len(schedule) - 1, 1)
     records: list[dict[str, Any]] = []
-    for order, (name, boot) in enumerate(schedule, start=1):
-        arm = by_name[name]
-        failed = boot == 1 and name in scenario.failed_boots
-        records.append(_boot_record(scenario, arm, boot, order, failed, argv[name], rng))
+    for laid in sim_layout(scenario):
+        arm, boot = by_name[laid.arm], laid.boot
+        failed = boot == 1 and laid.arm in scenario.failed_boots
+        record = _boot_record(scenario, arm, boot, laid.order, failed, argv[laid.arm], rng)
+        if scenario.devices > 1:
+            record["device"] = f"d{laid.device}"
+        records.append(record)
         if failed:
             continue
         boot_shift = float(rng.normal(0.0, scenario.boot_sd))
-        drift = scenario.drift_total * (order - 1) / last
-        records += _boot_runs(scenario, arm, boot, boot_shift + drift, rng)
-        records += _quality_records(name, boot, rng)
+        drift = scenario.drift_total * (laid.position - 1) / max(laid.last - 1, 1)
+        ends = scenario.ends_slow if laid.position in (1, laid.last) else 0.0
+        records += _boot_runs(scenario, arm, boot, boot_shift + drift + ends, rng)
+        records += _quality_records(laid.arm, boot, rng)
     return campaign, records
 
 
@@ -758,6 +792,9 @@ class BootScenario:
     boot_tail_df: float | None = None
     drift_total: float = 0.0  # log drift from the first boot to the last
     ends_slow: float = 0.0  # log shift of the campaign's first and last boots
+    first_slow: float = 0.0  # log shift of the first boot only (warm-up)
+    hump_total: float = 0.0  # log shift of the middle boots against the ends: hump x 4u(1 - u), u in [0, 1]
+    ar1: float = 0.0  # AR(1) coefficient of a state drifting through boot order (marginal sd boot_sd)
     outlier_arm: str | None = None  # one boot of this arm (drawn at random) is shifted
     outlier_shift: float = 0.0
     keep_slow: float = 1.0  # probability a candidate's measurement slower than its truth is kept
@@ -766,6 +803,10 @@ class BootScenario:
     description: str = ""
     devices: int = 1  # > 1: every device runs every arm `boots` rounds (a blocked campaign)
     device_sd: float = 0.0  # sd of a device's level, shared by every arm, boot and cell on it
+    # devices > 1: True draws every round's order on every device, controls included (collect's
+    # layout, stats/layout.py), afresh for each campaign; False keeps the arms' order (off_A first,
+    # off_B last: the layout that confounds the controls with the ends of a device)
+    drawn: bool = True
 
     def arm_boots(self, arm: BootArm) -> int:
         return self.boots if arm.boots is None else arm.boots
@@ -777,19 +818,47 @@ class BootBatch:
 
     arm: Any  # (B, A, C, Na) float array, NaN = not measured
     control: Any  # (B, C, Nc)
-    control_order: Any  # (Nc,) boot positions of the control slots
+    control_order: Any  # (Nc,) boot positions of the control slots; (B, Nc) when drawn per campaign
     candidates: tuple[str, ...]
     truth: Any  # (A, C) true log effects of the candidates
     devices: int = 1
     arm_blocked: Any = None  # (B, A, C, D, Na / D): the same boots by device (None: one device)
     control_blocked: Any = None  # (B, C, D, Nc / D)
     control_device: Any = None  # (Nc,) device index of each control slot; control_order is per device
+    control_end: Any = None  # (Nc,) or (B, Nc): the slot is the first or last boot of its device
 
     def blocked(self) -> tuple[Any, Any]:
         """arm (B, A, C, D, n) and control (B, C, D, m) for stats.blocked.blocked_batch."""
         if self.arm_blocked is None:
             return self.arm[:, :, :, None, :], self.control[:, :, None, :]
         return self.arm_blocked, self.control_blocked
+
+
+def _position_terms(scenario: BootScenario, pos: Any, last: float, state: Any) -> Any:
+    """Drift, slow ends, slow first boot, hump and the AR(1) state at boot positions (from 1)."""
+    import numpy as np
+
+    u = (pos - 1) / max(last - 1, 1)
+    terms = scenario.drift_total * u + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+    terms = terms + np.where(pos == 1, scenario.first_slow, 0.0) + scenario.hump_total * 4 * u * (1 - u)
+    if state is not None:
+        terms = terms + np.take_along_axis(state, np.asarray(pos - 1).astype(int), axis=-1)
+    return terms
+
+
+def _ar1_state(scenario: BootScenario, rng: np.random.Generator, shape: tuple[int, ...]) -> Any:
+    """An AR(1) series over boot positions, (..., last), marginal sd boot_sd; None without ar1."""
+    import numpy as np
+
+    if not scenario.ar1:
+        return None
+    rho = scenario.ar1
+    e = rng.normal(0.0, scenario.boot_sd * math.sqrt(1 - rho**2), shape)
+    out = np.empty(shape)
+    out[..., 0] = rng.normal(0.0, scenario.boot_sd, shape[:-1])
+    for t in range(1, shape[-1]):
+        out[..., t] = rho * out[..., t - 1] + e[..., t]
+    return out
 
 
 def boot_orders(scenario: BootScenario) -> dict[tuple[str, int], int]:
@@ -815,6 +884,7 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
     last = max(orders.values())
     cells = len(scenario.cells)
     slots = {a.name: scenario.arm_boots(a) for a in scenario.arms}
+    state = _ar1_state(scenario, rng, (campaigns, last))
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = slots[arm.name]
@@ -824,15 +894,14 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
             shift = rng.standard_t(scenario.boot_tail_df, (campaigns, n))
         shift = shift * scenario.boot_sd * arm.sd_scale
         pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
-        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
-        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        trend = _position_terms(scenario, np.broadcast_to(pos, (campaigns, n)), last, state)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
         noise = rng.normal(0.0, scenario.cell_sd, (campaigns, n, cells))
         deviation = shift[:, :, None] + noise
         if scenario.outlier_arm == arm.name:
             hit = rng.integers(0, n, campaigns)
             deviation[np.arange(campaigns), hit, :] += scenario.outlier_shift
-        value = effects[None, None, :] + deviation + trend[None, :, None]
+        value = effects[None, None, :] + deviation + trend[:, :, None]
         keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
         value = np.where(rng.random(value.shape) < keep, value, np.nan)
         value[:, :, list(arm.missing_cells)] = np.nan
@@ -848,28 +917,51 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
         [orders[(a.name, b + 1)] for a in controls for b in range(slots[a.name])], dtype=float
     )
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
-    return BootBatch(stacked, control, control_order, tuple(a.name for a in candidates), truth)
+    ends = (control_order == 1) | (control_order == last)
+    return BootBatch(
+        stacked, control, control_order, tuple(a.name for a in candidates), truth, control_end=ends
+    )
+
+
+def device_positions(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> dict[str, Any]:
+    """arm -> (B, D, n) position of each of its boots on its device, from 1.
+
+    Drawn per campaign, device and round (every arm, controls included, in a uniform permutation) when
+    scenario.drawn, else the arms' order on every device.
+    """
+    import numpy as np
+
+    arms, devices = scenario.arms, scenario.devices
+    rounds = max(scenario.arm_boots(a) for a in arms)
+    if scenario.drawn:
+        rank = np.argsort(np.argsort(rng.random((campaigns, devices, rounds, len(arms))), axis=-1), axis=-1)
+    else:
+        rank = np.broadcast_to(np.arange(len(arms)), (campaigns, devices, rounds, len(arms)))
+    start = (np.arange(rounds) * len(arms))[None, None, :, None]
+    pos = (rank + start + 1).astype(float)
+    return {a.name: pos[:, :, : scenario.arm_boots(a), i] for i, a in enumerate(arms)}
 
 
 def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> BootBatch:
-    """A blocked campaign: each device runs the arms round-robin; its level is added to all its boots.
+    """A blocked campaign: each device runs every arm each round; its level is added to all its boots.
 
-    Positions (drift, slow ends, control_order) are positions on the boot's own device. The flat
-    arrays (arm, control) hold the same boots device-major, for the analysis that ignores devices.
+    Positions (drift, slow ends, control_order) are positions on the boot's own device, laid out as
+    collect lays them out (device_positions). The flat arrays (arm, control) hold the same boots
+    device-major, for the analysis that ignores devices.
     """
     import numpy as np
 
     devices, cells = scenario.devices, len(scenario.cells)
-    orders = boot_orders(scenario)  # one device's order
-    last = max(orders.values())
+    where = device_positions(scenario, rng, campaigns)
+    last = float(len(scenario.arms) * max(scenario.arm_boots(a) for a in scenario.arms))
     level = rng.normal(0.0, scenario.device_sd, (campaigns, devices))
+    state = _ar1_state(scenario, rng, (campaigns, devices, int(last)))
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = scenario.arm_boots(arm)
         shift = rng.normal(0.0, 1.0, (campaigns, devices, n)) * scenario.boot_sd * arm.sd_scale
-        pos = np.array([orders[(arm.name, b + 1)] for b in range(n)], dtype=float)
-        trend = scenario.drift_total * (pos - 1) / max(last - 1, 1)
-        trend = trend + np.where((pos == 1) | (pos == last), scenario.ends_slow, 0.0)
+        pos = where[arm.name]  # (B, D, n)
+        trend = _position_terms(scenario, pos, last, state)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
         deviation = shift[..., None] + rng.normal(0.0, scenario.cell_sd, (campaigns, devices, n, cells))
         if scenario.outlier_arm == arm.name:
@@ -877,7 +969,7 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
             deviation.reshape(campaigns, devices * n, cells)[np.arange(campaigns), hit, :] += (
                 scenario.outlier_shift
             )
-        value = effects + deviation + trend[None, None, :, None] + level[:, :, None, None]
+        value = effects + deviation + trend[..., None] + level[:, :, None, None]
         keep = np.where((deviation < 0) & (not arm.control), scenario.keep_slow, scenario.keep)
         value = np.where(rng.random(value.shape) < keep, value, np.nan)
         value[..., list(arm.missing_cells)] = np.nan
@@ -889,20 +981,19 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
     for i, a in enumerate(candidates):
         blocked[:, i, :, :, : scenario.arm_boots(a)] = values[a.name]
     control = np.concatenate([values[a.name] for a in controls], axis=3)  # (B, C, D, m)
-    positions = np.array(
-        [orders[(a.name, b + 1)] for a in controls for b in range(scenario.arm_boots(a))], dtype=float
-    )
+    positions = np.concatenate([where[a.name] for a in controls], axis=2)  # (B, D, m)
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
     return BootBatch(
         arm=blocked.reshape(campaigns, len(candidates), cells, devices * width),
         control=control.reshape(campaigns, cells, -1),
-        control_order=np.tile(positions, devices),
+        control_order=positions.reshape(campaigns, -1),
         candidates=tuple(a.name for a in candidates),
         truth=truth,
         devices=devices,
         arm_blocked=blocked,
         control_blocked=control,
-        control_device=np.repeat(np.arange(devices), len(positions)),
+        control_device=np.repeat(np.arange(devices), positions.shape[2]),
+        control_end=((positions == 1) | (positions == last)).reshape(campaigns, -1),
     )
 
 

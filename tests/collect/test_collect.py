@@ -18,6 +18,7 @@ import pytest
 from mtpverdict.collect import Collector, Event, load_campaign_file
 from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
+from mtpverdict.formats.looks import read_looks
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
@@ -401,8 +402,13 @@ def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) ->
     per_arm = boots.groupby("arm").size().to_dict()
     assert per_arm["draft_random_k2"] == 1  # void after the first round: never booted again
     assert per_arm["off_A"] >= 2 and sum(per_arm.values()) < 12
+    looks = read_looks(out).looks  # collect recorded each look it took, with the alpha it spent
+    assert looks and all(x.planned == 3 and x.alpha == pytest.approx(0.05 / 3) for x in looks)
     decision = json.loads(decide_directory(out).json_text)
-    assert any("sequential design: up to 3 looks" in r for r in decision["reasons"])
+    assert any(
+        f"look {len(looks)} of 3 planned" in r or f"look {len(looks) + 1} of 3 planned" in r
+        for r in decision["reasons"]
+    )
     assert _port_free(port)
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from mtpverdict.collect import load_campaign_file
-from mtpverdict.collect.layout import round_order
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.ray_shards import device_resource, run_shards, shard_dir, submit_shards
+from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
 from .conftest import devices_campaign_text, free_port
@@ -26,7 +26,6 @@ ray: Any = (
     importlib.import_module("ray") if os.environ.get("MTPVERDICT_REQUIRE_RAY") else pytest.importorskip("ray")
 )
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-CONTROLS = frozenset({"off_A", "off_B"})
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +60,7 @@ def test_two_shards_on_ray_one_killed_mid_run_resumed_and_merged(cluster: Any, t
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text(ports, reps=2, concurrency="[1]", tps=150))
     plan = load_campaign_file(campaign)
-    second_arm = round_order([a.name for a in plan.arms], CONTROLS, seed=plan.order_seed, device=1, round_=1)[
-        1
-    ]
+    second_arm = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=1, round_=1)[1]
     out = tmp_path / "campaign-results"
     refs = submit_shards(str(campaign), str(out))
     wait_for_request(shard_dir(out, 1), second_arm, timeout=180)

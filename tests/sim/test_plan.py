@@ -16,6 +16,7 @@ from mtpverdict.plan import (
     design_df,
     design_floor,
     design_power,
+    layout_rounds,
     make_plan,
     median_efficiency,
     pilot_components,
@@ -164,3 +165,13 @@ def test_make_plan_picks_the_cheapest_reachable_design() -> None:
 def test_bad_parameters_name_the_option(effect: float, alpha: float, power: float, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         make_plan(effect, stated_components(0.02, 0.0), Design(), Costs(None, None), alpha=alpha, power=power)
+
+
+def test_the_plan_says_how_many_rounds_per_device_a_layout_needs() -> None:
+    assert [layout_rounds(d, 2) for d in (1, 2, 3, 8, 16)] == [2, 2, 1, 1, 1]
+    assert layout_rounds(1, 3) == 2  # one round on one device: every control an end of the device
+    design = Design(depths=3, cells=2, devices=2)
+    plan = make_plan(0.1, stated_components(0.02, 0.01), design, Costs(600.0, 10.0))
+    assert plan.best is not None and plan.best.boots_per_arm is not None
+    assert plan.best.boots_per_arm >= 2 * 2
+    assert any("needs 2 round(s) per device on 2 device(s)" in n for n in plan.notes)

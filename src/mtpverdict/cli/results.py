@@ -57,6 +57,14 @@ def decide(
         Path | None, typer.Option("--out", "-o", help="Decision JSON path (default: RESULTS/decision.json).")
     ] = None,
     noise_history: NoiseHistoryOption = None,
+    any_seat: Annotated[
+        bool,
+        typer.Option(
+            "--noise-history-any-seat",
+            help="Use --noise-history archives whose seat (engine, version, device, model, serve "
+            "arguments) differs; the decision says how.",
+        ),
+    ] = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
     ] = False,
@@ -68,12 +76,16 @@ def decide(
     from mtpverdict.report.terminal import render_summary
 
     try:
-        run = decide_directory(results, rules, noise_history or [])
+        run = decide_directory(results, rules, noise_history or [], any_seat=any_seat)
     except InputError as exc:
         fail_input(exc)
     target = out if out is not None else results / "decision.json"
     try:
         atomic_write(target, run.json_text)
+        if run.look is not None and target.resolve().is_relative_to(results.resolve()):
+            from mtpverdict.formats.looks import append_look
+
+            append_look(results, run.look)  # a decision kept in the directory counts as its look
     except OSError as exc:
         fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision

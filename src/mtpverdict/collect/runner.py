@@ -24,7 +24,7 @@ from mtpverdict._describe import describe_exception
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import layout, logruns
+from mtpverdict.collect import logruns
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, WorkloadPlan
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
@@ -35,6 +35,7 @@ from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
+from mtpverdict.stats import layout
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
@@ -226,7 +227,7 @@ def plan_boots(
     """Boots still owed on the given devices (every device by default), and boot records owed for
     interrupted boots.
 
-    Each device runs `plan.boots` rounds of every arm in its layout's order (collect/layout.py); a
+    Each device runs `plan.boots` rounds of every arm in its layout's order (stats/layout.py); a
     campaign without devices is one device keeping the file's order. A boot is settled once its boot
     record exists (ready or failed) and is not interrupted. A boot that was started but has no boot
     record (collect was killed) gets a record saying it was interrupted, built from its start file (or
@@ -308,13 +309,10 @@ def _device_owed(
         if not interrupted and not (retry_failed and rec["status"] == "failed"):
             settled[rec["arm"]] = settled.get(rec["arm"], 0) + 1
     by_name = {a.name: a for a in plan.arms}
-    controls = frozenset(a.name for a in plan.arms if a.role == "control")
     target = plan.devices[device] if plan.devices else None
     owed: list[PlannedBoot] = []
     for round_ in range(1, plan.boots + 1):
-        for name in layout.round_order(
-            list(by_name), controls, seed=plan.order_seed, device=device, round_=round_
-        ):
+        for name in layout.round_order(list(by_name), seed=plan.order_seed, device=device, round_=round_):
             if settled.get(name, 0) >= round_:
                 continue
             settled[name] = settled.get(name, 0) + 1
@@ -415,15 +413,12 @@ def _device_lines(plan: CampaignPlan) -> list[str]:
     """Each device's first round, in the order its shard boots the arms."""
     if not plan.devices:
         return []
-    controls = frozenset(a.name for a in plan.arms if a.role == "control")
     lines = [
         f"{len(plan.devices)} devices, one shard each (collect --shard I/{len(plan.devices)}); arm order "
-        f"drawn per device and round with order_seed {plan.order_seed}"
+        f"(controls included) drawn per device and round with order_seed {plan.order_seed}"
     ]
     for i, device in enumerate(plan.devices):
-        order = layout.round_order(
-            [a.name for a in plan.arms], controls, seed=plan.order_seed, device=i, round_=1
-        )
+        order = layout.round_order([a.name for a in plan.arms], seed=plan.order_seed, device=i, round_=1)
         node = f" on {device.node}" if device.node else ""
         lines.append(
             f"  shard {i}: device {device.name}{node}, port {plan.port(device)}: round 1 " + ", ".join(order)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mtpverdict.decide.engine import decide
-from mtpverdict.evidence.gather import history_from
+from mtpverdict.decide.looks import plan_look
+from mtpverdict.errors import Problem, ResultsError
+from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
 from mtpverdict.formats.decision import Decision, decision_json
+from mtpverdict.formats.looks import Look, LookLog, append_look, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.rules.registry import load_policy
@@ -20,11 +24,16 @@ __all__ = ["DecisionRun", "decide", "decide_directory", "decide_results", "settl
 
 @dataclass(frozen=True, slots=True)
 class DecisionRun:
-    """A decision with the policy and results it came from, and its canonical JSON text."""
+    """A decision with the policy and results it came from, and its canonical JSON text.
+
+    `look` is the look to record in the results directory (formats/looks.py) when no recorded look saw
+    these records; None when one did.
+    """
 
     decision: Decision
     policy: Policy
     results: Results
+    look: Look | None = None
 
     @property
     def json_text(self) -> str:
@@ -32,24 +41,56 @@ class DecisionRun:
 
 
 def decide_results(
-    results: Results, policy: Policy, noise_history: Sequence[str | os.PathLike[str]] = ()
+    results: Results,
+    policy: Policy,
+    noise_history: Sequence[str | os.PathLike[str]] = (),
+    *,
+    any_seat: bool = False,
 ) -> DecisionRun:
-    """Decide on loaded results with a loaded policy (and archived A/A campaigns)."""
+    """Decide on loaded results with a loaded policy (and archived A/A campaigns of the same seat).
+
+    An archive whose seat differs (engine, version, device, model, the controls' non-speculative serve
+    arguments) is refused with what differs (ResultsError naming its campaign.json), unless any_seat:
+    then it is used and the decision says how it differs.
+    """
     histories: list[NoiseHistory] = []
     for path in noise_history:
         archived = load_results(path)
-        histories.append(history_from(archived, policy.include_cold, Path(path).name))
-    return DecisionRun(decision=decide(results, policy, histories), policy=policy, results=results)
+        differs = seat_differences(results, archived)
+        if differs and not any_seat:
+            raise ResultsError(
+                [
+                    Problem(
+                        str(Path(path) / "campaign.json"),
+                        "--noise-history is not this campaign's seat: it differs in "
+                        + "; ".join(differs)
+                        + ". Archive A/A boots of this seat, or pass --noise-history-any-seat to use it "
+                        "anyway (the decision then says so)",
+                    )
+                ]
+            )
+        found = history_from(archived, policy.include_cold, Path(path).name)
+        histories.append(dataclasses.replace(found, differs=tuple(differs)))
+    log = read_looks(results.path) if Path(results.path).is_dir() else LookLog()
+    planned = plan_look(results, policy.alpha, log)
+    return DecisionRun(
+        decision=decide(results, policy, histories, log),
+        policy=policy,
+        results=results,
+        look=planned.look if planned.new else None,
+    )
 
 
 def decide_directory(
     results: str | os.PathLike[str],
     rules: str | os.PathLike[str] | None = None,
     noise_history: Sequence[str | os.PathLike[str]] = (),
+    *,
+    any_seat: bool = False,
 ) -> DecisionRun:
     """Load a results directory and a policy (a shipped name or a path), and decide."""
     policy = load_policy(rules)
-    return decide_results(load_results(results), policy, noise_history)
+    return decide_results(load_results(results), policy, noise_history, any_seat=any_seat)
 
 
 SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot of the arm would change
@@ -58,9 +99,10 @@ SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot 
 def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[str, str]:
     """Candidates whose verdict is already eligible, rejected or void (collect --until-resolved).
 
-    The decision at each look uses alpha / sequential_looks (the campaign records the number of
-    looks), so the false-promotion rate over every look stays at the policy's alpha (Bonferroni).
-    A directory that cannot be read yet, or holds no measurement, settles nothing.
+    Each call is a look: it spends the alpha stats/looks.py allows after the looks recorded in the
+    directory, and records itself there (formats/looks.py), so the false-promotion rate over every
+    look stays at the policy's alpha. A directory that cannot be read yet, or holds no measurement,
+    settles nothing (and is no look).
     """
     from mtpverdict.errors import InputError
 
@@ -70,7 +112,10 @@ def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[st
         return {}
     if results.requests.empty and results.summaries.empty:
         return {}
-    decision = decide(results, policy)
+    run = decide_results(results, policy)
+    if run.look is not None:
+        append_look(results_dir, run.look)
+    decision = run.decision
     return {
         a.name: str(a.verdict) for a in decision.arms if not a.is_control and a.verdict in SETTLED_VERDICTS
     }

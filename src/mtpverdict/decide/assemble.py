@@ -252,8 +252,13 @@ def _resolution(arm: ArmOutcome, family: FamilyOutcome) -> Resolution | None:
     )
 
 
-def next_step(evidence: Evidence, results: Sequence[ArmOutcomeResult]) -> str | None:
-    """The command that would settle the unresolved arms at the selection metric, when boots would."""
+def next_step(
+    evidence: Evidence, results: Sequence[ArmOutcomeResult], *, resumable: bool = True
+) -> str | None:
+    """The command that would settle the unresolved arms at the selection metric, when boots would.
+
+    resumable: the campaign was collected with --until-resolved and has alpha left after this look
+    (decide/looks.py); otherwise the command is a new campaign."""
     metric = str(evidence.policy.selection.metric)
     boots = [
         r.resolution.boots_per_arm
@@ -264,7 +269,9 @@ def next_step(evidence: Evidence, results: Sequence[ArmOutcomeResult]) -> str | 
         return None
     shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
     policy = evidence.policy.name if shipped else evidence.policy.source
-    return plan.until_resolved_command("CAMPAIGN.toml", evidence.tables.results.path, policy, max(boots))
+    return plan.until_resolved_command(
+        "CAMPAIGN.toml", evidence.tables.results.path, policy, max(boots), resume=resumable
+    )
 
 
 def floors(evidence: Evidence) -> tuple[FloorResult, ...]:

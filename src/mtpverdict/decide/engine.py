@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from mtpverdict.decide import assemble, envelope, regime, schedule
+from mtpverdict.decide.looks import look_lines, plan_look
 from mtpverdict.decide.reasons import Outcome, reasons
 from mtpverdict.decide.select import select
 from mtpverdict.evidence import controls as ctl
@@ -21,6 +22,7 @@ from mtpverdict.formats.decision import (
     RuleResult,
     Verdict,
 )
+from mtpverdict.formats.looks import LookLog
 from mtpverdict.formats.policy import ControlAction, Policy, SelectionMode, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.formats.results_io import Results
@@ -29,11 +31,23 @@ from mtpverdict.rules.registry import KINDS, evaluate
 MIN_FIRM_DF = 3  # below this many degrees of freedom for the boot variance a decision is provisional
 
 
-def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Decision:
-    """Turn a results directory and a policy into a decision with stated reasons."""
-    looks = results.campaign.sequential_looks
-    if looks > 1:  # an adaptive campaign looked up to `looks` times: Bonferroni over the looks
-        policy = dataclasses.replace(policy, alpha=policy.alpha / looks)
+SPENT_ALPHA = 1e-9  # the comparisons' alpha once a campaign's alpha is spent (the decision is inconclusive)
+
+
+def decide(
+    results: Results, policy: Policy, history: Sequence[NoiseHistory] = (), looks: LookLog | None = None
+) -> Decision:
+    """Turn a results directory and a policy into a decision with stated reasons.
+
+    `looks` is the directory's recorded looks (formats/looks.py): the decision is the next look and
+    spends what stats/looks.py allows. None (no directory) keeps Bonferroni over the planned looks.
+    """
+    policy_alpha = policy.alpha
+    look = None if looks is None else plan_look(results, policy.alpha, looks)
+    if look is not None:
+        policy = dataclasses.replace(policy, alpha=max(look.look.alpha, SPENT_ALPHA))
+    elif results.campaign.sequential_looks > 1:  # Bonferroni over the planned looks
+        policy = dataclasses.replace(policy, alpha=policy.alpha / results.campaign.sequential_looks)
     evidence = gather(results, policy, history)
     controls = campaign_controls(evidence)
     arms = tuple(_arm_decision(evidence, arm) for arm in evidence.campaign.arms)
@@ -41,17 +55,21 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     if void is not None:
         controls.append(void)
     outcome = _outcome(evidence, arms, controls)
+    look_text = None if look is None else look_lines(look, policy_alpha)
+    if look is not None and look.exhausted:
+        outcome = Outcome(DecisionKind.INCONCLUSIVE, None, "", (look_text[-1] if look_text else "",), True)
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
-    next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
+    resumable = results.campaign.sequential_looks > 0 and (look is None or look.look.look < look.look.planned)
+    next_step = assemble.next_step(evidence, arm_outcomes, resumable=resumable) if undecided else None
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
     return Decision(
         format="mtpverdict.decision/2",
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
-        provisional=outcome.provisional,
+        provisional=outcome.provisional or (look is not None and bool(look.unrecorded)),
         reasons=(
-            *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
+            *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step, look_text),
             *envelope_lines(envelopes),
             *envelope.vetoed(evidence, arms),
         ),
@@ -105,6 +123,9 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
     found: list[ControlResult | None] = [
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
+        *ctl.position_checks(evidence),
+        *ctl.duplicate_checks(evidence),
+        *ctl.history_checks(evidence),
         ctl.blind_check(evidence),
         ctl.harness_check(evidence),
         ctl.missingness_check(evidence),
@@ -158,9 +179,18 @@ def _void_control(evidence: Evidence, arms: Sequence[ArmDecision]) -> ControlRes
 
 
 def _blockers(evidence: Evidence, controls: Sequence[ControlResult]) -> tuple[str, ...]:
-    """Failed controls the policy treats as making the campaign undecidable."""
+    """Failed controls the policy treats as making the campaign undecidable.
+
+    Confounded control positions and duplicated control boots always do: no policy can make a slow
+    device end into an effect, or one boot recorded twice into two.
+    """
     policy = evidence.policy.controls
-    acts = {"blind": policy.on_blind, "drift": policy.on_drift}
+    acts = {
+        "blind": policy.on_blind,
+        "drift": policy.on_drift,
+        "positions": ControlAction.INCONCLUSIVE,
+        "duplicates": ControlAction.INCONCLUSIVE,
+    }
     return tuple(
         c.detail
         for c in controls

@@ -21,7 +21,7 @@ from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Arm
 
 # controls whose detail is a reason of its own (harness only when it warns)
-STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots")
+STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots", "history")
 SPEED_KINDS = ("beats_target", "faster_than_off")  # what an eligible arm's reason cites
 
 
@@ -45,8 +45,12 @@ def reasons(
     controls: Sequence[ControlResult],
     outcomes: Sequence[ArmOutcomeResult] = (),
     next_step: str | None = None,
+    looks: Sequence[str] | None = None,
 ) -> tuple[str, ...]:
-    """Every reason of the decision, headline first; what would settle unresolved arms last."""
+    """Every reason of the decision, headline first; what would settle unresolved arms last.
+
+    `looks` are the looks' lines (decide/looks.py) when the recorded looks are known; without them the
+    planned looks' Bonferroni line is said."""
     out = [_headline(evidence, outcome)]
     if outcome.selection_note:
         out.append(outcome.selection_note)
@@ -60,7 +64,7 @@ def reasons(
     for arm in arms:
         out.extend(_control_lines(arm) if arm.is_control else _arm_lines(arm))
     out.extend(_unrecorded(arms))
-    out.extend(_caveats(evidence, outcome))
+    out.extend(_caveats(evidence, outcome, looks))
     out.extend(_way_out(evidence, arms, outcomes, next_step))
     return tuple(out)
 
@@ -157,7 +161,7 @@ def _unrecorded(arms: Sequence[ArmDecision]) -> list[str]:
     ]
 
 
-def _caveats(evidence: Evidence, outcome: Outcome) -> list[str]:
+def _caveats(evidence: Evidence, outcome: Outcome, looks: Sequence[str] | None = None) -> list[str]:
     out = []
     campaign = evidence.campaign
     summaries = evidence.tables.results.summaries
@@ -172,11 +176,13 @@ def _caveats(evidence: Evidence, outcome: Outcome) -> list[str]:
             "provisional: fewer than 3 degrees of freedom for boot-to-boot variance; "
             "more boots per arm (or archived A/A pairs) would firm this up"
         )
-    looks = campaign.sequential_looks
-    if looks > 1:
+    planned = campaign.sequential_looks
+    if looks is not None:
+        out.extend(line for line in looks if not (outcome.blockers and line == outcome.blockers[0]))
+    elif planned > 1:
         out.append(
-            f"sequential design: up to {looks} looks (collect --until-resolved), each at alpha "
-            f"{evidence.policy.alpha:.4g} = the policy's alpha / {looks} (Bonferroni), so the "
+            f"sequential design: up to {planned} looks (collect --until-resolved), each at alpha "
+            f"{evidence.policy.alpha:.4g} = the policy's alpha / {planned} (Bonferroni), so the "
             "false-promotion rate over every look stays at the policy's alpha"
         )
     if campaign.synthetic:

@@ -24,6 +24,7 @@ from mtpverdict.formats.policy import FloorMode, Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.blocked import BlockedFamilyOutcome, DeviceBootValue, blocked_family_procedure
+from mtpverdict.stats.history import HistoryFit, history_fit
 from mtpverdict.stats.procedure import (
     ArchivedVariance,
     ArmOutcome,
@@ -106,6 +107,7 @@ def run_family(
         v for arm in candidate_values.values() for v in arm.values()
     ):
         return None
+    usable, _ = usable_history(control_values, history, design)
     outcome = blocked_family_procedure(
         {cell: vals for cell, vals in control_values.items() if vals},
         {a: {cell: vals for cell, vals in cells_.items() if vals} for a, cells_ in candidate_values.items()},
@@ -114,10 +116,26 @@ def run_family(
         equivalence_margin=policy.equivalence_margin,
         min_effect=min_effect,
         higher_is_better=HIGHER_IS_BETTER[metric],
-        history={c: h for c, h in history.items() if c in design},
+        history=usable,
+        lend_history=policy.floor.lend_history,
     )
     outcome = _with_fallbacks(outcome, policy, values, controls, metric)
     return FamilyRun(family, metric, design, outcome)
+
+
+def usable_history(
+    control_values: Mapping[Cell, Sequence[DeviceBootValue]],
+    history: Mapping[Cell, ArchivedVariance],
+    design: Sequence[Cell],
+) -> tuple[dict[Cell, ArchivedVariance], dict[Cell, HistoryFit]]:
+    """The archived variance of each design cell whose test against the current controls passes
+    (stats/history.py), and every cell's test."""
+    fits = {
+        cell: history_fit([v.log_value for v in control_values.get(cell, ())], history[cell])
+        for cell in design
+        if cell in history
+    }
+    return {cell: history[cell] for cell, fit in fits.items() if fit.compatible}, fits
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from mtpverdict._logscale import change
 from mtpverdict._text import pct
+from mtpverdict.evidence.comparisons import design_cells, usable_history
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus, finite
 from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
-from mtpverdict.stats.blocked import DeviceBootValue, device_drift
+from mtpverdict.stats.blocked import DeviceBootValue
 from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
+from mtpverdict.stats.positions import confounded, device_position, end_positions, position_failing
 from mtpverdict.stats.procedure import BootValue
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
+# two boots whose every shared run agrees this closely are one measurement recorded twice: timings to the
+# microsecond over a decode window of seconds differ by more than 1e-6 relative between any two boots
+DUPLICATE_RTOL = 1e-6
+DUPLICATE_MIN_RUNS = 3  # shared runs needed before agreement means anything
 
 
 def void_reason(evidence: Evidence, arm: Arm) -> str | None:
@@ -172,7 +179,8 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
     a curvature (first and last slow) are fitted; a size beyond the bound fails whatever its p-value,
     and a shape significant at alpha / 2 fails whatever its size (stats/drift.py). The bound is the
     policy's max_drift, or the family's floor when that is smaller: a drift the comparisons could
-    mistake for an effect. On several devices the slope is fitted within devices (stats/blocked.py).
+    mistake for an effect. On several devices a slope and the ends of each device against its middle
+    are fitted within devices, at the same level (stats/positions.py).
     """
     out = []
     multi = len(evidence.campaign.families) > 1
@@ -199,7 +207,8 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
         )
         devices = {v.device for values in controls.values() for v in values}
         if len(devices) > 1:
-            out.append(_device_drift(label, controls, found.bound, evidence.policy.alpha))
+            ends = _device_ends(evidence)
+            out.append(_device_drift(label, controls, ends, found.bound, evidence.policy.alpha))
         else:
             out.append(_drift_result(label, found))
     return out
@@ -285,10 +294,71 @@ def _drift_result(label: str, found: DriftCheck) -> ControlResult:
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", found.drift)
 
 
+def _boot_places(evidence: Evidence) -> dict[tuple[str, int], tuple[int, str]]:
+    """(arm, boot) -> (order, device) of every measured boot."""
+    where: dict[tuple[str, int], tuple[int, str]] = {}
+    for (_arm, _workload, _conc, metric), values in evidence.values.boots.items():
+        if metric == "decode_tps":
+            where.update({(v.arm, v.boot): (v.order, v.device) for v in values})
+    return where
+
+
+def _device_ends(evidence: Evidence) -> dict[tuple[str, int], bool]:
+    """(arm, boot) -> whether the boot is the first or the last measured boot of its device."""
+    where = _boot_places(evidence)
+    keys = sorted(where)
+    names = sorted({d for _, d in where.values()})
+    ends = end_positions(
+        np.array([where[k][0] for k in keys], dtype=float),
+        np.array([names.index(where[k][1]) for k in keys]),
+    )
+    return {k: bool(e) for k, e in zip(keys, ends, strict=True)}
+
+
+def position_checks(evidence: Evidence) -> list[ControlResult]:
+    """Control boots whose positions are confounded with their role: every one an end of its device.
+
+    Whatever wrote the records (off_A first and off_B last with one round per device, or one round on
+    one device), a slow first or last boot is then indistinguishable from slow controls, and no check
+    on the controls can see it. Such a family is not decided (decide/engine.py makes it a blocker).
+    """
+    ends = _device_ends(evidence)
+    devices = {k: device for k, (_, device) in _boot_places(evidence).items()}
+    out = []
+    multi = len(evidence.campaign.families) > 1
+    for family in evidence.campaign.families:
+        names = evidence.control_names(family)
+        arms = {a.name for a in evidence.campaign.arms if a.family == family} | set(names)
+        keys = sorted(k for k in ends if k[0] in arms)
+        if not keys:
+            continue
+        labels = sorted({devices[k] for k in keys})
+        control = np.array([k[0] in names for k in keys])
+        if not confounded(
+            control, np.array([ends[k] for k in keys]), np.array([labels.index(devices[k]) for k in keys])
+        ):
+            continue
+        label = f"{family}: " if multi else ""
+        count = int(control.sum())
+        text = (
+            f"{label}all {count} control boots sit at the first or last boot of their device, so the "
+            "controls' position is confounded with their role: a slow start or end of a device reads as "
+            "slow controls, and the comparisons with them cannot be trusted (collect draws the arm order "
+            "of every round, controls included, on campaigns over devices; one device needs two or more "
+            "rounds)"
+        )
+        out.append(ControlResult("positions", ControlStatus.FAIL, text, float(count)))
+    return out
+
+
 def _device_drift(
-    label: str, controls: Mapping[tuple[str, int], Sequence[DeviceBootValue]], bound: float, alpha: float
+    label: str,
+    controls: Mapping[tuple[str, int], Sequence[DeviceBootValue]],
+    ends: Mapping[tuple[str, int], bool],
+    bound: float,
+    alpha: float,
 ) -> ControlResult:
-    """Drift of control boots within devices (one common slope; devices keep their own levels)."""
+    """Slope and ends-vs-middle of control boots within devices (devices keep their own levels)."""
     residuals: dict[tuple[str, int], list[float]] = {}
     where: dict[tuple[str, int], tuple[int, str]] = {}
     for values in controls.values():
@@ -298,24 +368,119 @@ def _device_drift(
             where[(v.arm, v.boot)] = (v.order, v.device)
     keys = sorted(residuals, key=lambda k: where[k])
     names = sorted({where[k][1] for k in keys})
-    found = device_drift(
+    found = device_position(
         np.array([where[k][0] for k in keys], dtype=float),
         np.array([names.index(where[k][1]) for k in keys]),
+        np.array([ends.get(k, False) for k in keys]),
         np.array([[sum(residuals[k]) / len(residuals[k]) for k in keys]]),
     )
-    drift, p = float(found.drift[0]), float(found.p[0])
-    bound_text = f"{change(bound) * 100:.1f}%"
-    text = (
-        f"{label}control boots on {len(names)} devices drift {pct(drift)} within devices (p={p:.3g}); "
-        f"bound {bound_text}"
-    )
-    if math.isfinite(drift) and (abs(drift) > bound or p < alpha / 2):
-        return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
+    drift, p = float(found.drift[0]), float(found.p_drift[0])
     if not math.isfinite(drift):
         return ControlResult(
             "drift", ControlStatus.UNTESTABLE, f"{label}too few control boots per device to fit a drift", None
         )
+    ends_fit, p_ends = float(found.ends[0]), float(found.p_ends[0])
+    shape = f"drift {pct(drift)} (p={p:.3g})"
+    if math.isfinite(ends_fit):
+        shape += f", ends vs middle {pct(ends_fit)} (p={p_ends:.3g})"
+    else:
+        shape += ", ends vs middle not fitted (no device has control boots both at an end and inside)"
+    bound_text = f"{change(bound) * 100:.1f}%"
+    text = f"{label}control boots on {len(names)} devices, within devices: {shape}; bound {bound_text}"
+    if bool(position_failing(found, bound, alpha)[0]):
+        return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", drift)
+
+
+def _run_vectors(evidence: Evidence, names: set[str]) -> dict[tuple[str, int], dict[tuple[Any, ...], float]]:
+    """Per control boot: every run-level value keyed by (workload, concurrency, rep, metric)."""
+    values = evidence.tables.values
+    sel = values[values["arm"].isin(sorted(names))]
+    out: dict[tuple[str, int], dict[tuple[Any, ...], float]] = {}
+    for arm, boot, workload, conc, rep, metric, value in zip(
+        sel["arm"],
+        sel["boot"],
+        sel["workload"],
+        sel["concurrency"],
+        sel["rep"],
+        sel["metric"],
+        sel["value"],
+        strict=True,
+    ):
+        out.setdefault((str(arm), int(boot)), {})[(workload, conc, rep, metric)] = float(value)
+    return out
+
+
+def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
+    """Control boots whose every shared run agrees to DUPLICATE_RTOL: one boot recorded twice (e.g.
+    off_B's records copied from off_A). Their agreement would read as a tight control variance and as
+    a null control that passes; the family is not decided on them (decide/engine.py)."""
+    out = []
+    for family in evidence.campaign.families:
+        boots = _run_vectors(evidence, set(evidence.control_names(family)))
+        keys = sorted(boots)
+        pairs = []
+        for i, a in enumerate(keys):
+            for b in keys[i + 1 :]:
+                shared = set(boots[a]) & set(boots[b])
+                if len(shared) >= DUPLICATE_MIN_RUNS and all(
+                    math.isclose(boots[a][k], boots[b][k], rel_tol=DUPLICATE_RTOL, abs_tol=0.0)
+                    for k in shared
+                ):
+                    pairs.append(f"{a[0]} boot {a[1]} and {b[0]} boot {b[1]} ({len(shared)} runs)")
+        if pairs:
+            label = f"{family}: " if len(evidence.campaign.families) > 1 else ""
+            text = (
+                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e}: {'; '.join(pairs[:4])}"
+                f"{'; ...' if len(pairs) > 4 else ''}: one measurement recorded twice (duplicated records), "
+                "not independent boots; their variance and the null control mean nothing"
+            )
+            out.append(ControlResult("duplicates", ControlStatus.FAIL, text, float(len(pairs))))
+    return out
+
+
+def history_checks(evidence: Evidence) -> list[ControlResult]:
+    """Archived A/A history (--noise-history): where it was pooled into the controls' variance, where
+    its variance did not match the current controls' and was not (stats/history.py), whether it is
+    lent to candidates booted once, and how its seat differs when --noise-history-any-seat let it in."""
+    if not evidence.history:
+        return []
+    metric = str(evidence.policy.selection.metric)
+    pooled: list[str] = []
+    refused: list[str] = []
+    for family in evidence.campaign.families:
+        names = [a.name for a in evidence.campaign.controls(family)]
+        design = design_cells(evidence.campaign, evidence.values, family, metric)
+        controls = {cell: [v for c in names for v in evidence.values.of(c, cell, metric)] for cell in design}
+        archived = {(w, c): h for (w, c, m), h in evidence.archived.items() if m == metric}
+        _, fits = usable_history(controls, archived, design)
+        for (workload, conc), fit in fits.items():
+            where = f"{workload} c={conc}"
+            if fit.compatible:
+                pooled.append(where)
+            elif math.isnan(fit.p):
+                refused.append(f"{where} (fewer than two control boots to compare it with)")
+            else:
+                refused.append(
+                    f"{where} (control variance {fit.ratio:.2f}x the archive's, F test p={fit.p:.3g})"
+                )
+    labels = ", ".join(h.label for h in evidence.history)
+    parts = [f"noise history {labels} ({metric})"]
+    parts.append(f"pooled into the controls' variance at {', '.join(pooled)}" if pooled else "pooled nowhere")
+    if refused:
+        parts.append("not pooled where it does not match the current controls: " + "; ".join(refused))
+    lent = evidence.policy.floor.lend_history
+    parts.append(
+        "lent to candidates booted once ([floor] lend_history)"
+        if lent
+        else "not lent to candidates (a drafter can add its own noise; [floor] lend_history)"
+    )
+    foreign = [f"{h.label} differs in {'; '.join(h.differs)}" for h in evidence.history if h.differs]
+    status = ControlStatus.INFO
+    if foreign:
+        parts.append("used under --noise-history-any-seat although " + " / ".join(foreign))
+        status = ControlStatus.WARN
+    return [ControlResult("history", status, "; ".join(parts), float(len(pooled)))]
 
 
 _UNKNOWN_FLOOR = {

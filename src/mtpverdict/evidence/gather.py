@@ -54,6 +54,60 @@ def history_from(results: Results, include_cold: bool, label: str) -> NoiseHisto
     return NoiseHistory(label=label, sha256=results.records_sha256, cells=tuple(cells))
 
 
+SEAT_SCOPE = ("engine", "engine_version", "device", "model")  # campaign.json scope keys naming the seat
+# serve flags that address the server, not what it serves: a history on another port is the same seat
+SEAT_NEUTRAL_FLAGS = frozenset({"--port", "--host"})
+
+
+def _seat_argv(results: Results) -> set[tuple[str, ...]]:
+    """The control arms' non-speculative serve arguments (address flags and their values left out)."""
+    from mtpverdict.serveconfig import is_speculative_flag
+
+    out = set()
+    for arm in results.campaign.arms:
+        if not arm.is_control or arm.serve_argv is None:
+            continue
+        kept: list[str] = []
+        args = list(arm.serve_argv)
+        i = 0
+        while i < len(args):
+            flag = args[i].split("=", 1)[0]
+            if flag in SEAT_NEUTRAL_FLAGS:
+                i += 1 if "=" in args[i] else 2
+                continue
+            if not is_speculative_flag(flag):
+                kept.append(args[i])
+            i += 1
+        out.add(tuple(kept))
+    return out
+
+
+def _boot_versions(results: Results) -> set[str]:
+    b = results.boots
+    if "engine_version" not in b:
+        return set()
+    return {str(v) for v in b["engine_version"] if isinstance(v, str)}
+
+
+def seat_differences(current: Results, archived: Results) -> list[str]:
+    """How an archive's seat differs from the campaign's: engine, version, device, model (campaign.json
+    scope), the engine version its boots report, and the controls' non-speculative serve arguments."""
+    out = []
+    for key in SEAT_SCOPE:
+        mine, theirs = getattr(current.campaign.scope, key), getattr(archived.campaign.scope, key)
+        if mine != theirs:
+            out.append(f"{key} {theirs!r} (the campaign's: {mine!r})")
+    mine_v, theirs_v = _boot_versions(current), _boot_versions(archived)
+    if mine_v and theirs_v and mine_v != theirs_v:
+        out.append(f"boots report engine version {sorted(theirs_v)} (the campaign's: {sorted(mine_v)})")
+    mine_a, theirs_a = _seat_argv(current), _seat_argv(archived)
+    if mine_a and theirs_a and mine_a != theirs_a:
+        theirs_text = "; ".join(" ".join(a) for a in sorted(theirs_a))
+        mine_text = "; ".join(" ".join(a) for a in sorted(mine_a))
+        out.append(f"control serve arguments {theirs_text!r} (the campaign's: {mine_text!r})")
+    return out
+
+
 def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Evidence:
     """Compute every statistic the rules need; pure apart from reading the loaded tables."""
     campaign = results.campaign

@@ -65,6 +65,7 @@ class NoiseHistory:
     label: str
     sha256: str
     cells: tuple[tuple[tuple[str, int, str], float, int], ...]  # ((workload, conc, metric), s2, df)
+    differs: tuple[str, ...] = ()  # how the archive's seat differs (used only with --noise-history-any-seat)
 
     def lookup(self, workload: str, concurrency: int, metric: str) -> tuple[float, int] | None:
         for key, s2, df in self.cells:

@@ -120,6 +120,14 @@ class Floor(Struct, frozen=True, forbid_unknown_fields=True):
     assumed: Annotated[Fraction | None, Meta(description="The floor assumed by when_unknown = assume.")] = (
         None
     )
+    lend_history: Annotated[
+        bool,
+        Meta(
+            description="Lend archived A/A history (the controls' variance) to a candidate booted once. "
+            "Off by default: a drafter can add its own noise, and a 2x noisier candidate promoted on "
+            "borrowed variance."
+        ),
+    ] = False
 
 
 class Controls(Struct, frozen=True, forbid_unknown_fields=True):

@@ -926,6 +926,7 @@ class ResultsWriter:
         (self.root / RAW_DIR).mkdir(exist_ok=True)
         campaign_path = self.root / CAMPAIGN_FILE
         text = canonical(campaign)
+        raised = False
         if campaign_path.exists():
             data = _check.read_document(campaign_path, what="campaign.json", error=ResultsError)
             try:
@@ -938,6 +939,7 @@ class ResultsWriter:
                 if problem is not None:
                     raise ResultsError([Problem(str(campaign_path), problem)])
                 atomic_write(campaign_path, text)  # a larger boots: the file's hash and looks follow it
+                raised = True
         else:
             atomic_write(campaign_path, text)
         self.path = self.root / RECORDS_FILE
@@ -951,6 +953,10 @@ class ResultsWriter:
                         rec = _check.loads_strict(line)
                         self.keys.add(record_key(rec))
                         self.records.append(rec)
+        if raised:  # boots raised on data that was probably decided on: decide checks the look was counted
+            from mtpverdict.formats.looks import append_resume
+
+            append_resume(self.root, sum(1 for r in self.records if r.get("kind") == "boot"))
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _repair_torn_tail(self) -> None:

@@ -379,6 +379,7 @@ def blocked_family_procedure(
     min_effect: float | None = None,
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
+    lend_history: bool = False,
 ) -> BlockedFamilyOutcome:
     """Each candidate against the controls of its own device at every design cell, combined once.
 
@@ -397,6 +398,7 @@ def blocked_family_procedure(
         min_effect=min_effect,
         higher_is_better=higher_is_better,
         history=history if one else None,
+        lend_history=lend_history,
     )
     if one:
         return BlockedFamilyOutcome(plain, devices, False, (), None, ())

@@ -350,8 +350,12 @@ def batch_procedure(
     higher_is_better: bool = True,
     hist_s2: Array | None = None,
     hist_df: Array | None = None,
+    lend_history: bool = False,
 ) -> tuple[CellTests, ArmArrays]:
-    """The procedure over many campaigns at once (arm (B, A, C, Na), control (B, C, Nc), NaN = absent)."""
+    """The procedure over many campaigns at once (arm (B, A, C, Na), control (B, C, Nc), NaN = absent).
+
+    The archived A/A variance (hist_s2, hist_df) pools into the controls'; it is lent to an arm booted
+    once only with lend_history (welch.cell_tests)."""
     if (
         arm.ndim != 4
         or control.ndim != 3
@@ -363,7 +367,7 @@ def batch_procedure(
     cells = control.shape[1]
     s2 = np.full(cells, np.nan) if hist_s2 is None else np.asarray(hist_s2, dtype=float)
     df = np.zeros(cells) if hist_df is None else np.asarray(hist_df, dtype=float)
-    tests = cell_tests(arm, control, s2, df, th)
+    tests = cell_tests(arm, control, s2, df, th, lend_history=lend_history)
     return tests, combine(tests, alpha)
 
 
@@ -411,8 +415,12 @@ def family_procedure(
     min_effect: float | None = None,
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
+    lend_history: bool = False,
 ) -> FamilyOutcome:
     """Compare each candidate arm with the controls at every design cell and combine (module docstring).
+
+    `history` pools into the controls' variance; it is lent to an arm booted once only with
+    `lend_history` (a policy's explicit choice).
 
     `candidates` is the whole Holm family in its order, including arms that measured nothing.
     Raises ValueError on a cell outside the design, a non-finite value or a boot listed twice.
@@ -440,6 +448,7 @@ def family_procedure(
         higher_is_better=higher_is_better,
         hist_s2=hist_s2,
         hist_df=hist_df,
+        lend_history=lend_history,
     )
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, len(names))
     arms = tuple(
@@ -598,6 +607,12 @@ def _unknown_reason(
         parts.append(
             "the arm was booted once and no archived A/A history supports a variance for it; "
             "variance borrowed from other arms is not used"
+        )
+    elif len(arm) == 1:
+        parts.append(
+            "the arm was booted once; the archived A/A history is the controls' variance and is lent "
+            "to a candidate only when the policy says so ([floor] lend_history): a drafter can add its "
+            "own noise"
         )
     elif len(arm) >= 2 and _sd(arm) < min_sd:
         parts.append(f"the arm's {len(arm)} boots agree within sd {_sd(arm):.3%}: luck, not certainty")

@@ -290,15 +290,11 @@ def boot_statistics(values: pd.DataFrame, include_cold: bool) -> pd.DataFrame:
     cols = [*BOOT_KEYS, "metric", "value", "log_value", "n_runs", "runs_known"]
     if values.empty:
         return pd.DataFrame(columns=cols)
+    # cold runs follow the policy even when a boot has no other run in the cell: that boot did not
+    # measure the cell warm (counting its cold run compared a cold boot with warm ones)
     counted = values if include_cold else values[~values["cold"].astype(bool)]
-    # a boot whose only run is cold still counts, rather than vanishing
-    missing = values.merge(
-        counted[[*BOOT_KEYS, "metric"]].drop_duplicates(),
-        how="left",
-        on=[*BOOT_KEYS, "metric"],
-        indicator=True,
-    )
-    counted = pd.concat([counted, values[(missing["_merge"] == "left_only").to_numpy()]])
+    if counted.empty:
+        return pd.DataFrame(columns=cols)
     stats = (
         counted.groupby([*BOOT_KEYS, "metric"], sort=True)
         .agg(value=("value", "median"), n_runs=("value", "size"), runs_known=("runs_known", "all"))

@@ -113,11 +113,15 @@ def _control_variance(
     return np.where(credible, s2, np.nan), np.where(credible, df, np.nan), has_hist & (own_df >= 0)
 
 
-def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: Thresholds) -> CellTests:
+def cell_tests(
+    arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: Thresholds, *, lend_history: bool = False
+) -> CellTests:
     """Compare every arm with the controls at every cell.
 
     arm: (B, A, C, Na); control: (B, C, Nc); hist_s2, hist_df: broadcastable to (B, C), df 0 where no
-    archived A/A variance exists for the cell.
+    archived A/A variance exists for the cell. The history is the controls' (A/A): it is lent to an
+    arm without a credible variance of its own only with lend_history (a policy's explicit choice; a
+    drafter can add its own noise, so by default such an arm's variance is unknown).
     """
     n_a, sum_a, mean_a, ss_a = _moments(arm)
     n_c, sum_c, mean_c, ss_c = _moments(control)
@@ -126,7 +130,8 @@ def cell_tests(arm: Array, control: Array, hist_s2: Array, hist_df: Array, th: T
     s2_c, df_c, pooled = _control_variance(n_c, ss_c, h_s2, h_df, th.min_sd)
     s2_c, df_c, pooled = s2_c[:, None, :], df_c[:, None, :], pooled[:, None, :]
     n_cb, mean_cb = n_c[:, None, :], mean_c[:, None, :]
-    s2_a, df_a, method = _arm_variance(n_a, ss_a, h_s2[:, None, :], h_df[:, None, :], th.min_sd)
+    lent = h_df if lend_history else np.zeros_like(h_df)
+    s2_a, df_a, method = _arm_variance(n_a, ss_a, h_s2[:, None, :], lent[:, None, :], th.min_sd)
     method = np.where(
         (method <= Method.HISTORY) & (np.isnan(s2_c) | (n_cb == 0)),
         Method.UNKNOWN,

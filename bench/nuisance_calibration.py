@@ -1,0 +1,201 @@
+"""The nuisance matrix: every design the tool can collect crossed with the nuisances that fooled it.
+
+`python bench/calibration.py --nuisances` runs the full matrix; tests/sim/test_nuisance_matrix.py runs
+a small one with fixed seeds and fails when any cell's Clopper-Pearson lower bound on false
+promotions exceeds 5%. Every depth is null (truth 0; the default policy's margin mode, where min_effect
+is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `decide` decides:
+
+- `one device` (3 rounds, the arms' order each round): stats.procedure.batch_procedure with the control
+  check (stats.drift: slope and curvature at alpha / 2, or beyond max_drift), control boots recorded
+  twice refused (evidence/controls.py's duplicates: off_B identical to off_A run for run);
+- `devices` (8 devices x 1 round, every round's order drawn, controls included): stats.blocked with
+  the position check and the confounded-layout refusal (stats/positions.py);
+- `history` (one device, 1-boot candidates, off_A and off_B booted 3 times each, an accurate archive
+  pooled into the controls' variance, not lent to candidates: the default);
+- `looks` (collect --until-resolved for 5 rounds, a look before each round from the second, each at
+  alpha / 5: stats/looks.py).
+
+Nuisances (simulate.BootScenario): device levels 5x the boot noise, first and last boot 5% slow,
+first boot 5% slow, linear drift 5%, hump 5% (middle boots fast), candidates 2x noisier, heavy tails
+(t with 3 df), AR(1) boot state (rho 0.7), a cell missing not at random (slow candidate runs lost half
+the time), off_B's records duplicated from off_A's.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+from procedure_calibration import ALPHA, BETTER, MARGIN, MAX_DRIFT, sweep
+from statsmodels.stats.proportion import proportion_confint
+
+from mtpverdict.simulate import BootBatch, BootScenario, simulate_boots
+from mtpverdict.stats.blocked import blocked_batch
+from mtpverdict.stats.drift import failing, fit_shapes
+from mtpverdict.stats.looks import look_alpha
+from mtpverdict.stats.positions import device_position, position_failing
+from mtpverdict.stats.procedure import batch_procedure
+
+SEED = 20261227
+DEVICE_SD = 5 * 0.02  # device levels 5x the boot noise
+NOISY: dict[str, dict[str, object]] = {n: {"sd_scale": 2.0} for n in ("k1", "k2", "k3")}
+NUISANCES: dict[str, dict[str, object]] = {
+    "none": {},
+    "device levels": {"device_sd": DEVICE_SD},
+    "slow ends 5%": {"ends_slow": -0.05},
+    "slow first boot 5%": {"first_slow": -0.05},
+    "linear drift 5%": {"drift_total": 0.05},
+    "hump 5%": {"hump_total": 0.05},
+    "heavy tails (t3)": {"boot_tail_df": 3.0},
+    "AR(1) 0.7": {"ar1": 0.7},
+    "missing not at random": {"keep_slow": 0.5},
+}
+LOOK_ROUNDS = 5
+CONFIDENCE_ALPHA = 0.05  # two-sided 95% Clopper-Pearson
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    design: str
+    nuisance: str
+    mode: str
+    false: int
+    campaigns: int
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        low, high = proportion_confint(self.false, self.campaigns, alpha=CONFIDENCE_ALPHA, method="beta")
+        return float(low), float(high)
+
+
+def _residuals(control: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a control boot with no cell left is NaN
+        return np.asarray(np.nanmean(control - np.nanmean(control, axis=2, keepdims=True), axis=1))
+
+
+def _duplicated(control: np.ndarray, boots: int) -> np.ndarray:
+    """Campaigns whose off_B boots equal off_A's run for run (the duplicates control)."""
+    a, b = control[..., :boots], control[..., boots : 2 * boots]
+    return np.asarray(np.isclose(a, b, rtol=1e-6, atol=0.0).all(axis=(1, 2)))
+
+
+def _one_device(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
+    _, arrays = batch_procedure(
+        batch.arm, batch.control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect
+    )
+    fail = failing(fit_shapes(batch.control_order, _residuals(batch.control)), math.log1p(MAX_DRIFT), ALPHA)
+    return np.asarray((arrays.outcome == BETTER).any(axis=1) & ~fail & ~_duplicated(batch.control, boots))
+
+
+def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
+    arm, control = batch.blocked()
+    _, arrays = blocked_batch(arm, control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect)
+    found = device_position(
+        batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
+    )
+    ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
+    passed = ~position_failing(found, math.log1p(MAX_DRIFT), ALPHA) & ~ends.all(axis=1)
+    return np.asarray((arrays.outcome == BETTER).any(axis=1) & passed)
+
+
+def _history(batch: BootBatch, min_effect: float | None, s2: float) -> np.ndarray:
+    cells = batch.control.shape[1]
+    _, arrays = batch_procedure(
+        batch.arm,
+        batch.control,
+        alpha=ALPHA,
+        equivalence_margin=MARGIN,
+        min_effect=min_effect,
+        hist_s2=np.full(cells, s2),
+        hist_df=np.full(cells, 20.0),
+    )
+    return np.asarray((arrays.outcome == BETTER).any(axis=1))
+
+
+def _looks(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
+    promoted = np.zeros(batch.arm.shape[0], dtype=bool)
+    spent: list[float] = []
+    for r in range(2, boots + 1):
+        a = look_alpha(ALPHA, boots, spent)
+        spent.append(a)
+        control = np.concatenate([batch.control[..., :r], batch.control[..., boots : boots + r]], axis=-1)
+        _, arrays = batch_procedure(
+            batch.arm[..., :r], control, alpha=a, equivalence_margin=MARGIN, min_effect=min_effect
+        )
+        promoted |= (arrays.outcome == BETTER).any(axis=1)
+    return promoted
+
+
+def _duplicate(batch: BootBatch, boots: int) -> BootBatch:
+    control = batch.control.copy()
+    control[..., boots : 2 * boots] = control[..., :boots]
+    return replace(batch, control=control)
+
+
+def _scenario(
+    settings: dict[str, object],
+    boots: int,
+    devices: int = 1,
+    arms: dict[str, dict[str, object]] | None = None,
+) -> BootScenario:
+    sc = BootScenario("nuisance", sweep(None, arms), boots=boots, devices=devices)
+    return replace(sc, **settings)  # type: ignore[arg-type]
+
+
+def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
+    """False promotions of one (design, nuisance, mode) over `campaigns` fixed-seed campaigns."""
+    min_effect = None if mode == "margin" else 0.0
+    settings = dict(NUISANCES.get(nuisance, {}))
+    arms = NOISY if nuisance == "noisy candidates 2x" else None
+    words = [SEED, DESIGNS.index(design), ALL_NUISANCES.index(nuisance), int(mode == "zero")]
+    rng = np.random.default_rng(words)
+    if design == "devices":
+        settings.setdefault("device_sd", 0.0)
+        batch = simulate_boots(_scenario(settings, 1, devices=8, arms=arms), rng, campaigns)
+        hits = _devices(batch, min_effect)
+    elif design == "history":
+        history_arms = {n: {**(arms or {}).get(n, {}), "boots": 1} for n in ("k1", "k2", "k3")}
+        batch = simulate_boots(_scenario(settings, 3, arms=history_arms), rng, campaigns)
+        boot = BootScenario("sd", ())
+        hits = _history(batch, min_effect, boot.boot_sd**2 + boot.cell_sd**2)
+    elif design == "looks":
+        batch = simulate_boots(_scenario(settings, LOOK_ROUNDS, arms=arms), rng, campaigns)
+        hits = _looks(batch, LOOK_ROUNDS, min_effect)
+    else:
+        batch = simulate_boots(_scenario(settings, 3, arms=arms), rng, campaigns)
+        if nuisance == "duplicated off_B":
+            batch = _duplicate(batch, 3)
+        hits = _one_device(batch, 3, min_effect)
+    return Cell(design, nuisance, mode, int(hits.sum()), campaigns)
+
+
+DESIGNS = ("one device", "devices", "history", "looks")
+ALL_NUISANCES = (*NUISANCES, "noisy candidates 2x", "duplicated off_B")
+
+
+def matrix(campaigns: int, modes: tuple[str, ...] = ("margin", "zero")) -> list[Cell]:
+    """Every design crossed with every nuisance it can meet (duplicates: one device)."""
+    out: list[Cell] = []
+    for design in DESIGNS:
+        for nuisance in ALL_NUISANCES:
+            if nuisance == "duplicated off_B" and design != "one device":
+                continue
+            if nuisance == "device levels" and design != "devices":
+                continue
+            out.extend(cell(design, nuisance, mode, campaigns) for mode in modes)
+    return out
+
+
+def run(campaigns: int) -> str:
+    rows = [
+        "| design | nuisance | mode | false promotions | 95% CP |",
+        "|---|---|---|---|---|",
+    ]
+    for c in matrix(campaigns):
+        low, high = c.bounds
+        rate = c.false / c.campaigns
+        rows.append(f"| {c.design} | {c.nuisance} | {c.mode} | {rate:.3f} | [{low:.3f}, {high:.3f}] |")
+    return "\n".join([f"Every depth null; {campaigns} campaigns per cell.", "", *rows])

@@ -1,0 +1,122 @@
+"""The looks file (raw/looks.jsonl): every decision taken on a results directory, and every resume.
+
+One JSON object a line, appended, never rewritten:
+- a look: {"kind": "look", "look": k, "boot_records": n, "records_sha256": s, "alpha": a,
+  "planned": L} — the k-th decision on the directory, taken on its n boot records (records.jsonl's
+  hash s), at alpha a of the planned L looks. `mtpverdict decide` writes one when it decides on data
+  no recorded look has seen, and so does `collect --until-resolved` before each round;
+- a resume: {"kind": "resume", "boot_records": n} — collect continued a directory holding n boot
+  records.
+decide reads it to know how much alpha earlier looks spent (stats/looks.py). A line that does not
+parse, or holds an unknown key, is refused with the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtpverdict.errors import Problem, ResultsError
+
+LOOKS_FILE = "raw/looks.jsonl"
+_LOOK_KEYS = {"kind", "look", "boot_records", "records_sha256", "alpha", "planned"}
+_RESUME_KEYS = {"kind", "boot_records"}
+MAX_LOOKS_BYTES = 1 << 20  # a look is ~150 bytes: thousands of looks, never a reason to read more
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One recorded decision on the directory."""
+
+    look: int
+    boot_records: int
+    records_sha256: str
+    alpha: float
+    planned: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "look",
+            "look": self.look,
+            "boot_records": self.boot_records,
+            "records_sha256": self.records_sha256,
+            "alpha": self.alpha,
+            "planned": self.planned,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LookLog:
+    """Every look and every resume recorded on a results directory, in order."""
+
+    looks: tuple[Look, ...] = ()
+    resumes: tuple[int, ...] = ()  # boot records present when collect resumed
+
+
+def _bad(path: Path, line: int, message: str) -> ResultsError:
+    return ResultsError([Problem(str(path), f"{message}; fix or delete the line", line=line)])
+
+
+def _parse(obj: Any, path: Path, line: int) -> Look | int:
+    if not isinstance(obj, dict) or obj.get("kind") not in ("look", "resume"):
+        raise _bad(path, line, "not a look or resume record")
+    keys = _LOOK_KEYS if obj["kind"] == "look" else _RESUME_KEYS
+    if set(obj) != keys:
+        raise _bad(path, line, f"{obj['kind']} record keys must be {sorted(keys)}, not {sorted(obj)}")
+    ints = ("look", "boot_records", "planned") if obj["kind"] == "look" else ("boot_records",)
+    if any(not isinstance(obj[k], int) or isinstance(obj[k], bool) or obj[k] < 0 for k in ints):
+        raise _bad(path, line, f"{', '.join(ints)} must be non-negative integers")
+    if obj["kind"] == "resume":
+        return int(obj["boot_records"])
+    alpha = obj["alpha"]
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0.0 <= float(alpha) < 1.0:
+        raise _bad(path, line, "alpha must be a number in [0, 1)")
+    if not isinstance(obj["records_sha256"], str):
+        raise _bad(path, line, "records_sha256 must be a string")
+    return Look(obj["look"], obj["boot_records"], obj["records_sha256"], float(alpha), obj["planned"])
+
+
+def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
+    """The looks file of a results directory (empty when absent)."""
+    path = Path(results_dir) / LOOKS_FILE
+    if not path.is_file():
+        return LookLog()
+    if path.stat().st_size > MAX_LOOKS_BYTES:
+        raise ResultsError([Problem(str(path), f"larger than {MAX_LOOKS_BYTES} bytes; not a looks file")])
+    looks: list[Look] = []
+    resumes: list[int] = []
+    for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            raise _bad(path, i, "not JSON") from None
+        found = _parse(obj, path, i)
+        if isinstance(found, Look):
+            looks.append(found)
+        else:
+            resumes.append(found)
+    return LookLog(tuple(looks), tuple(resumes))
+
+
+def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
+    path = Path(results_dir) / LOOKS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(obj, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
+    """Record a look (the caller checks no recorded look saw the same records)."""
+    _append(results_dir, look.as_dict())
+
+
+def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
+    """Record that collect continued a directory holding `boot_records` boot records."""
+    _append(results_dir, {"kind": "resume", "boot_records": boot_records})

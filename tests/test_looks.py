@@ -1,0 +1,118 @@
+"""Looks are counted: each decision on a results directory is recorded with the alpha it spent, and
+alpha already spent is never spent again (stats/looks.py, formats/looks.py, decide/looks.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mtpverdict.decide import decide_directory
+from mtpverdict.errors import ResultsError
+from mtpverdict.formats.decision import DecisionKind
+from mtpverdict.formats.looks import LOOKS_FILE, Look, append_look, append_resume, read_looks
+from mtpverdict.stats.looks import look_alpha
+
+from .conftest import FIXTURES
+
+ALPHA = 0.05
+
+
+def test_bonferroni_over_the_planned_looks() -> None:
+    assert look_alpha(ALPHA, 1, []) == ALPHA
+    assert [look_alpha(ALPHA, 4, [ALPHA / 4] * k) for k in range(4)] == pytest.approx([ALPHA / 4] * 4)
+    assert look_alpha(ALPHA, 4, [ALPHA / 4] * 4) == 0.0  # beyond the plan: nothing left
+
+
+def test_raising_the_planned_looks_splits_only_what_is_left() -> None:
+    """Before: a resume raising boots from 3 to 10 decided every later look at alpha / 10, ignoring
+    the 2 x alpha / 3 already spent."""
+    spent = [ALPHA / 3, ALPHA / 3]
+    assert look_alpha(ALPHA, 10, spent) == pytest.approx((ALPHA / 3) / 8)
+    assert look_alpha(ALPHA, 1, [ALPHA]) == 0.0  # a fixed design's one look spent it all
+
+
+def test_any_sequence_of_looks_spends_at_most_alpha() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        spent: list[float] = []
+        planned = int(rng.integers(1, 5))
+        for _ in range(int(rng.integers(1, 30))):
+            planned = max(planned, len(spent) + 1) + int(rng.integers(0, 3) == 0) * int(rng.integers(0, 5))
+            spent.append(look_alpha(ALPHA, planned, spent))
+        assert sum(spent) <= ALPHA * (1 + 1e-12)
+
+
+def _copy(tmp_path: Path, name: str = "synthetic-clean-win") -> Path:
+    out = tmp_path / name
+    shutil.copytree(FIXTURES / name, out)
+    (out / "decision.json").unlink(missing_ok=True)
+    return out
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mtpverdict", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_decide_records_its_look_once_per_data_and_a_second_look_after_a_resume_cannot_promote(
+    tmp_path: Path,
+) -> None:
+    results = _copy(tmp_path)
+    assert _cli("decide", results, "-q").returncode == 0
+    log = read_looks(results)
+    assert [(x.look, x.alpha, x.planned) for x in log.looks] == [(1, ALPHA, 1)]
+    assert _cli("decide", results, "-q").returncode == 0  # the same data: the same look
+    assert len(read_looks(results).looks) == 1
+    # boots raised and the campaign resumed (collect records the resume), one more record collected
+    boot = json.loads(
+        next(line for line in (results / "records.jsonl").read_text().splitlines() if '"boot"' in line)
+    )
+    append_resume(results, 15)
+    extra = {**boot, "boot": 99, "order": 99}
+    with (results / "records.jsonl").open("a") as fh:
+        fh.write(json.dumps(extra) + "\n")
+    run = decide_directory(results, "default")
+    assert run.decision.decision is DecisionKind.INCONCLUSIVE  # before: promote, at full alpha again
+    assert any("alpha is spent" in r for r in run.decision.reasons)
+    assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
+
+
+def test_a_resume_whose_look_was_not_recorded_is_provisional_and_says_so(tmp_path: Path) -> None:
+    results = _copy(tmp_path)
+    append_resume(results, 9)  # resumed with more boots after 9 boot records, no look recorded there
+    decision = decide_directory(results, "default").decision
+    assert decision.provisional
+    assert any("without a recorded look" in r for r in decision.reasons)
+
+
+def test_an_until_resolved_campaign_spends_its_planned_looks(tmp_path: Path) -> None:
+    results = _copy(tmp_path)
+    campaign = json.loads((results / "campaign.json").read_text())
+    campaign["sequential_looks"] = 3
+    (results / "campaign.json").write_text(json.dumps(campaign))
+    for k in (1, 2):
+        append_look(results, Look(k, 5 * k, f"earlier-{k}", ALPHA / 3, 3))
+    run = decide_directory(results, "default")
+    assert run.look is not None and run.look.look == 3 and run.look.alpha == pytest.approx(ALPHA / 3)
+    assert any("look 3 of 3 planned" in r for r in run.decision.reasons)
+    if run.decision.decision is DecisionKind.INCONCLUSIVE:
+        assert run.decision.next_step is not None and "NEW_RESULTS" in run.decision.next_step
+
+
+def test_a_bad_looks_line_is_refused_with_file_and_line(tmp_path: Path) -> None:
+    results = _copy(tmp_path)
+    (results / LOOKS_FILE).write_text('{"kind": "look", "look": 1}\n')
+    with pytest.raises(ResultsError) as caught:
+        read_looks(results)
+    assert f"{LOOKS_FILE}:1" in str(caught.value)
