@@ -65,6 +65,7 @@ def decide(
     """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
     from mtpverdict._jsonio import atomic_write
     from mtpverdict.decide import decide_directory
+    from mtpverdict.formats.decision import fill_paths
     from mtpverdict.report.terminal import render_summary
 
     try:
@@ -81,7 +82,8 @@ def decide(
         echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
     else:
         workloads = [w.id for w in run.results.campaign.workloads]
-        echo(render_summary(d, str(run.policy.selection.metric), workloads), nl=False)
+        summary = render_summary(d, str(run.policy.selection.metric), workloads)
+        echo(fill_paths(summary, str(results), run.policy.source), nl=False)
         echo(f"\nwrote {target}")
     if strict and d.decision == "inconclusive":
         raise typer.Exit(EXIT_INCONCLUSIVE)
