@@ -13,9 +13,12 @@ from mtpverdict.cli._common import (
     EXIT_REFUSED,
     NoiseHistoryOption,
     RulesOption,
+    decision_style,
     echo,
+    echo_styled,
     fail,
     fail_input,
+    terminal_width,
 )
 from mtpverdict.errors import InputError
 
@@ -61,11 +64,18 @@ def decide(
         bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print every arm's runs, the regime map, the schedule and every reason.",
+        ),
+    ] = False,
 ) -> None:
     """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
     from mtpverdict._jsonio import atomic_write
     from mtpverdict.decide import decide_directory
-    from mtpverdict.formats.decision import fill_paths
     from mtpverdict.report.terminal import render_summary
 
     try:
@@ -78,15 +88,23 @@ def decide(
     except OSError as exc:
         fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision
+    code = EXIT_INCONCLUSIVE if strict and d.decision == "inconclusive" else 0
     if quiet:
         echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
     else:
-        workloads = [w.id for w in run.results.campaign.workloads]
-        summary = render_summary(d, str(run.policy.selection.metric), workloads)
-        echo(fill_paths(summary, str(results), run.policy.source), nl=False)
-        echo(f"\nwrote {target}")
-    if strict and d.decision == "inconclusive":
-        raise typer.Exit(EXIT_INCONCLUSIVE)
+        why = " (--strict: the decision is inconclusive)" if code else ""
+        text = render_summary(
+            d,
+            str(run.policy.selection.metric),
+            [w.id for w in run.results.campaign.workloads],
+            width=terminal_width(),
+            verbose=verbose,
+            paths=(str(results), run.policy.source),
+            footer=[f"exit {code}{why}; decision JSON written to {target}"],
+        )
+        echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
+    if code:
+        raise typer.Exit(code)
 
 
 def verify(

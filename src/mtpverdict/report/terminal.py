@@ -1,4 +1,5 @@
-"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons.
+"""The decision as `decide` prints it: the verdict first, one table of the candidates; with `verbose`
+a seed-style table per arm, the regime map and every reason.
 
 Every piece of text that comes from data (title, labels, reasons) is made one line by terminal_safe,
 so nothing in a campaign or a policy can print a line of its own or drive the terminal.
@@ -6,15 +7,20 @@ so nothing in a campaign or a policy can print a line of its own or drive the te
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from mtpverdict._text import terminal_lines, terminal_safe
-from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.formats.decision import ArmDecision, Decision, fill_paths
 from mtpverdict.report.data import DecisionIndex
 from mtpverdict.report.regime import regime_text, schedule_text
+from mtpverdict.report.verdict import MAX_TABLE_ROWS, arm_table, clip, fit_table, verdict_lines
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
+MAX_LINES = 25  # the default summary fits a terminal without scrolling
+DEFAULT_WIDTH = 120  # columns, when neither a terminal nor COLUMNS says
+VERBOSE_HINT = "--verbose: every arm's runs, the regime map, the schedule and every reason"
 
 
 def _ratio_cell(index: DecisionIndex, metric: str) -> tuple[str, int] | None:
@@ -64,11 +70,8 @@ def _kv_text(arm: ArmDecision) -> str:
     return text
 
 
-def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) -> str:
-    """A seed-style text summary: per-arm table of the selection metric, acceptance, KV; then reasons."""
-    from tabulate import tabulate
-
-    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
+def _seed_table(decision: Decision, index: DecisionIndex, metric: str, width: int) -> str:
+    """Every arm with its first cells' runs, ratio to off, acceptance, KV pool and verdict."""
     at = _ratio_cell(index, metric)
     rows = []
     for arm in decision.arms:
@@ -96,17 +99,47 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
         "KV pool (ceiling)",
         "verdict",
     ]
-    table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
-    head = f"decision: {decision.decision}"
-    if decision.selected is not None:
-        selected = f"{decision.selected.arm} ({decision.selected.spec.label()})"
-        head += f"  selected: {terminal_safe(selected)}"
-    if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
-        head += "  (provisional)"
-    title = terminal_safe(f"{decision.campaign.id}: {decision.campaign.title}")
-    lines = [title, "", table, ""]
-    maps = (regime_text(decision), schedule_text(decision.schedule))
+    return fit_table(headers, rows, width, drop=(5, 1))
+
+
+def render_summary(
+    decision: Decision,
+    metric: str,
+    workloads: Sequence[str],
+    *,
+    width: int = DEFAULT_WIDTH,
+    verbose: bool = True,
+    paths: tuple[str | None, str | None] = (None, None),
+    footer: Sequence[str] = (),
+) -> str:
+    """The decision for a terminal `width` columns wide: the verdict first (verdict_lines), then
+    `footer` (where the JSON went, the exit code), then one table of the candidates; `verbose` adds
+    the seed-style table of every arm, the regime map, the schedule and every reason.
+
+    `paths` (the results directory, the policy file) fill the placeholders the decision's next step
+    names them by (formats.decision.fill_paths); None leaves a placeholder as it is."""
+
+    def filled(text: str) -> str:
+        return fill_paths(text, *paths)
+
+    step = None if decision.next_step is None else filled(decision.next_step)
+    lines = verdict_lines(decision, metric, width, step)
+    lines += [clip(terminal_safe(line), width) for line in footer]
+    if not verbose:
+        rows = MAX_LINES - len(lines) - 5  # a blank line, the table's two header lines, a blank, the hint
+        lines += [
+            "",
+            arm_table(decision, metric, width, min(rows, MAX_TABLE_ROWS)),
+            "",
+            clip(VERBOSE_HINT, width),
+        ]
+        return "\n".join(lines) + "\n"
+    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
+    lines += ["", _seed_table(decision, index, metric, width), ""]
+    maps = (regime_text(decision, width), schedule_text(decision.schedule))
     lines += [terminal_lines(text) for text in maps if text]
-    lines += [head, "", "reasons:"]
-    lines.extend(f"  - {terminal_safe(r)}" for r in decision.reasons)
+    lines.append("reasons:")
+    for reason in decision.reasons:
+        text = terminal_safe(filled(reason))
+        lines += textwrap.wrap(text, width, initial_indent="  - ", subsequent_indent="    ") or ["  -"]
     return "\n".join(lines) + "\n"
