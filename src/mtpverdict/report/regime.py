@@ -77,6 +77,13 @@ def regime_text(decision: Decision, width: int = 120) -> str:
         rows.append([where, *(found.get(a, "") for a in arms), best_text(cell)])
     metric = decision.regime[0].metric
     table = fit_table(["cell", *arms, "best at this cell alone"], rows, width)
+    if max(len(line) for line in table.splitlines()) > width:  # too many depths side by side: one per row
+        long = [
+            [where if i == 0 else "", arm, text, best if i == 0 else ""]
+            for where, *found, best in rows
+            for i, (arm, text) in enumerate((a, t) for a, t in zip(arms, found, strict=True) if t)
+        ]
+        table = fit_table(["cell", "depth", "against off", "best at this cell alone"], long, width)
     more = len(decision.regime) - SHOWN_REGIME_ROWS
     tail = f"\n... {more} more cells in the decision file" if more > 0 else ""
     heading = (

@@ -33,6 +33,8 @@ MAX_CAUSE_LINES = 4  # blocking causes listed before "... more (--verbose)"
 MAX_TABLE_ROWS = 10  # candidate arms in the default table before "... more"
 FOLD_RATIO = 2.0  # beyond a factor of two an effect reads as "2.5x faster" / "3.7x slower", not a percentage
 SPEED_KINDS = ("faster_than_off", "beats_target")
+CONTROL_NAMES = {"blind": "harness-blind", "floor": "sensitivity floor"}
+ARM_CONTROLS = ("void", "failed_boots")  # controls whose findings the arms' own causes state
 ELLIPSIS = "..."
 MIN_CELL = 8  # a column cut to fit keeps at least this many characters
 SHORT_METRICS = {"decode_tps": "decode tok/s", "aggregate_tps": "aggregate tok/s", "ttft_ms": "TTFT"}
@@ -213,7 +215,7 @@ def _unreplicated(decision: Decision, arm: str, metric: str) -> str:
     each = (
         f"{boots(arm_boots, '')} per arm and control"
         if arm_boots == base_boots
-        else f"{boots(arm_boots, 'arm')}, {boots(base_boots, 'control')}"
+        else f"{boots(arm_boots, '')} per arm, {boots(base_boots, 'control')}"
     )
     return f"unreplicated ({each}{history}): no interval"
 
@@ -254,6 +256,27 @@ def grouped(causes: Iterable[Cause]) -> list[tuple[str, list[str]]]:
     return list(by.items())
 
 
+RULE_CAUSES = (" failed", ": not enough evidence to judge", " unsettled")
+
+
+def _merged(causes: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """Rules that failed (or lacked evidence) for the same arms, said once: `coherence, boot_ok failed`."""
+    out: list[tuple[str, list[str]]] = []
+    rules: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for text, arms in causes:
+        suffix = next((s for s in RULE_CAUSES if text.endswith(s) and " " not in text[: -len(s)]), None)
+        if suffix is None:
+            out.append((text, arms))
+            continue
+        key = (suffix, tuple(arms))
+        if key not in rules:
+            rules[key] = []
+            out.append((f"\0{len(rules) - 1}", arms))  # where the merged cause goes
+        rules[key].append(text[: -len(suffix)])
+    merged = [f"{', '.join(names)}{suffix}" for (suffix, _), names in rules.items()]
+    return [(merged[int(t[1:])] if t.startswith("\0") else t, arms) for t, arms in out]
+
+
 def blocking(decision: Decision, metric: str) -> list[tuple[str, list[str]]]:
     """Every candidate's causes, grouped; then the campaign controls that failed."""
     causes = [
@@ -262,9 +285,9 @@ def blocking(decision: Decision, metric: str) -> list[tuple[str, list[str]]]:
         if not arm.is_control and arm.verdict is not Verdict.ELIGIBLE
         for text in arm_causes(decision, arm, metric)
     ]
-    out = grouped(causes)
+    out = _merged(grouped(causes))
     for control in decision.controls:
-        if control.status is ControlStatus.FAIL and control.name not in ("void", "failed_boots"):
+        if control.status is ControlStatus.FAIL and control.name not in ARM_CONTROLS:
             out.append((terminal_safe(control.detail), []))
     return out
 
@@ -298,45 +321,68 @@ def warnings(decision: Decision) -> list[str]:
 # ---------------------------------------------------------------- the lines
 
 
+def selected_effect(decision: Decision, arm: str, metric: str) -> str:
+    """`+15.2% decode tok/s [90% CI +7.5%, +23.5%] vs off at chat c=1 (weakest of 3 cells)`."""
+    found = deciding(decision, arm, metric)
+    if found is None:
+        return ""
+    c, n = found
+    assert c.ratio is not None
+    notes = [f"weakest of {n} cells"] if n > 1 else []
+    ci = ""
+    if c.ci_low is None:
+        notes.append(("one boot" if c.n_arm_boots == 1 else f"{c.n_arm_boots} boots") + ": no interval")
+    else:
+        ci = f" [{ci_text(decision.policy.alpha)} {interval_text(c)[2:-1]}]"
+    note = f" ({'; '.join(notes)})" if notes else ""
+    where = f"{c.workload} c={c.concurrency}"
+    return f"{gain_text(c.ratio)} {SHORT_METRICS.get(metric, metric)}{ci} vs off at {where}{note}"
+
+
 def decision_line(decision: Decision, metric: str) -> str:
-    """`DECISION: promote k3 (mtp k=3): +15.2% decode tok/s per stream [...] at chat c=1 (weakest of 3)`."""
-    words = decision_words(decision.decision)
-    head = f"DECISION: {words}"
-    alpha = decision.policy.alpha
+    """`DECISION: promote k3 (mtp k=3): +15.2% decode tok/s [...] vs off at chat c=1 (weakest of 3 cells)`."""
+    head = f"DECISION: {decision_words(decision.decision)}"
+    provisional = decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE
     if decision.decision is DecisionKind.PROMOTE and decision.schedule is not None:
         ranges = ", ".join(
             ("off" if r.k == 0 else f"k={r.k} ({r.arm})") + f" at batch sizes {r.start}-{r.end}"
             for r in decision.schedule.ranges
         )
-        head += f" a schedule: {ranges}"
-    elif decision.selected is not None:
+        return head + f" a schedule{', provisional' if provisional else ''}: {ranges}"
+    if decision.selected is not None:
         arm = decision.selected
         head += f" {terminal_safe(arm.arm)} ({terminal_safe(arm.spec.label())})"
-        found = deciding(decision, arm.arm, metric)
-        if found is not None:
-            c, n = found
-            assert c.ratio is not None
-            ci = "" if c.ci_low is None else f" [{ci_text(alpha)} {interval_text(c)[2:-1]}]"
-            weakest = f" (weakest of {n} cells)" if n > 1 else ""
-            head += (
-                f": {gain_text(c.ratio)} {SHORT_METRICS.get(metric, metric)}{ci} vs off "
-                f"at {c.workload} c={c.concurrency}{weakest}"
-            )
-    elif decision.decision is DecisionKind.KEEP_MTP_DISABLED:
-        head += ": every candidate was rejected or void"
-    else:
-        unjudged = [a.name for a in decision.arms if a.verdict is Verdict.INCONCLUSIVE]
-        candidates = [a for a in decision.arms if not a.is_control]
-        out = len(candidates) - len(unjudged)
-        head += (
-            ": no candidate could be judged"
-            if not out
-            else f": {len(unjudged)} of {len(candidates)} candidates could not be judged, "
-            f"{out} {'was' if out == 1 else 'were'} rejected or void"
-        )
-    if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
-        head += " (provisional)"
-    return head
+        head += ", provisional" if provisional else ""
+        effect = selected_effect(decision, arm.arm, metric)
+        return head + (f": {effect}" if effect else "")
+    head += ", provisional" if provisional else ""
+    if decision.decision is DecisionKind.KEEP_MTP_DISABLED:
+        return head + ": every candidate was rejected or void"
+    return head + f": {_inconclusive_why(decision)}"
+
+
+def _inconclusive_why(decision: Decision) -> str:
+    """`no candidate could be judged`, `2 of 5 candidates could not be judged, 3 rejected or void`, or
+    the campaign control that failed."""
+    failed = [
+        c.name for c in decision.controls if c.status is ControlStatus.FAIL and c.name not in ARM_CONTROLS
+    ]
+    candidates = [a for a in decision.arms if not a.is_control]
+    count = {v: sum(a.verdict is v for a in candidates) for v in Verdict}
+    unjudged = count[Verdict.INCONCLUSIVE]
+    parts = []
+    if failed:
+        names = " and ".join(CONTROL_NAMES.get(name, name) for name in failed)
+        parts.append(f"the {names} control{'s' if len(failed) > 1 else ''} failed")
+    if unjudged == len(candidates):
+        parts.append("no candidate could be judged")
+    elif unjudged:
+        parts.append(f"{unjudged} of {len(candidates)} candidates could not be judged")
+    if unjudged and (count[Verdict.REJECTED] or count[Verdict.VOID]):
+        parts.append(f"{count[Verdict.REJECTED] + count[Verdict.VOID]} rejected or void")
+    if count[Verdict.ELIGIBLE]:
+        parts.append(f"{count[Verdict.ELIGIBLE]} eligible")
+    return ", ".join(parts) or "nothing could be decided"
 
 
 def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | None) -> list[str]:
@@ -351,8 +397,10 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
         lines.append("set aside:" if promoted else "blocking:")
         for text, arms in causes[:MAX_CAUSE_LINES]:
             line = f"  - {text}"
-            if arms:
-                line += ": " + listed([terminal_safe(a) for a in arms], max(12, 2 * width - len(line)))
+            if not arms:  # a campaign control's finding: its first line; --verbose has it whole
+                lines.append(clip(line, width))
+                continue
+            line += ": " + listed([terminal_safe(a) for a in arms], max(12, 2 * width - len(line)))
             lines += _wrapped(line, width, "    ")
         if len(causes) > MAX_CAUSE_LINES:
             lines.append(f"  - ... {len(causes) - MAX_CAUSE_LINES} more causes (--verbose)")
