@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from mtpverdict._jsonio import canonical
-from mtpverdict.errors import InputError, Problem
+from mtpverdict.errors import InputError, Problem, UnknownArmError
 from mtpverdict.formats import _check
 from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Spec
@@ -514,9 +514,10 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     ] = ()
 
     def arm(self, name: str) -> ArmDecision:
+        """The arm called `name`; UnknownArmError (a KeyError) naming the arms there are when none is."""
         found = self.find_arm(name)
         if found is None:
-            raise KeyError(name)
+            raise UnknownArmError(name, tuple(a.name for a in self.arms))
         return found
 
     def find_arm(self, name: str) -> ArmDecision | None:
