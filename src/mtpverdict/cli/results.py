@@ -75,13 +75,22 @@ def decide(
 ) -> None:
     """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
     from mtpverdict._jsonio import atomic_write
-    from mtpverdict.decide import decide_directory
+    from mtpverdict.decide import decide_results
+    from mtpverdict.errors import Problem
+    from mtpverdict.formats.results_io import load_results
+    from mtpverdict.rules import load_policy
     from mtpverdict.report.terminal import render_summary
 
     try:
-        run = decide_directory(results, rules, noise_history or [])
+        policy = load_policy(rules)
+        problem = policy.veto_problem()
+        if problem is not None and strict:
+            raise InputError([Problem(policy.source, f"{problem}; --strict refuses such a policy")])
+        run = decide_results(load_results(results), policy, noise_history or [])
     except InputError as exc:
         fail_input(exc)
+    if problem is not None:
+        echo(f"warning: {terminal_safe(policy.source)}: {problem}", err=True)
     target = out if out is not None else results / "decision.json"
     try:
         atomic_write(target, run.json_text)

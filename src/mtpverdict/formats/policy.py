@@ -261,6 +261,21 @@ class Policy:
     def include_cold(self) -> bool:
         return self.runs.include_cold
 
+    @property
+    def can_veto(self) -> bool:
+        """Whether any rule can reject an arm: with none, every arm that boots is eligible."""
+        return any(r.severity is Severity.VETO for r in self.rules)
+
+    def veto_problem(self) -> str | None:
+        """Why the policy cannot block a promotion, or None when it can."""
+        if self.can_veto:
+            return None
+        return (
+            'cannot veto a promotion: no rule has severity = "veto", so any arm that boots is promoted, '
+            "even one no faster than off; make at least one rule a veto (rules/default.toml vetoes on "
+            "boot_ok, faster_than_off, stable_acceptance and coherence)"
+        )
+
 
 ParamCheck: TypeAlias = Callable[[Any], list[_check.Located]]
 
