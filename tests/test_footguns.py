@@ -3,7 +3,6 @@ wrong answer."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -77,3 +76,36 @@ def test_decide_strict_refuses_a_policy_that_cannot_veto(tmp_path: Path, empty: 
     strict = runner.invoke(app, ["decide", null, "--rules", str(policy), "--out", str(out), "--strict"])
     assert strict.exit_code == 2, strict.output
     assert strict.stderr.startswith(f"Error: {policy}: cannot veto a promotion") and not out.exists()
+
+
+def test_a_refused_resume_draws_no_progress_bar(tmp_path: Path) -> None:
+    from .collect.conftest import campaign_text
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "synthetic-null", results)  # another campaign's results
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(9))
+    done = runner.invoke(app, ["collect", str(campaign), "--out", str(results), "--resume"])
+    assert done.exit_code == 2
+    assert "differs from the campaign being written" in done.stderr
+    assert done.stdout == "", done.stdout  # was a "boots 0/None" bar
+
+
+def test_deciding_on_vllm_bench_files_says_to_import_them(tmp_path: Path) -> None:
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    shutil.copy(DATA / "vllm_bench" / "k3_detailed.json", folder)
+    done = runner.invoke(app, ["decide", str(folder)])
+    assert done.exit_code == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "campaign.json: not found" in done.stderr
+    assert f"mtpverdict import vllm-bench {folder}/*.json --arm NAME --out RESULTS" in done.stderr
+
+
+def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> None:
+    campaign = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
+    done = runner.invoke(app, ["decide", str(FIXTURES / "synthetic-null"), "--rules", str(campaign)])
+    assert done.exit_code == 2
+    assert done.stderr.count("\n") == 1, done.stderr  # was 17 unknown-key lines
+    assert "a campaign file (campaign_version), not a policy" in done.stderr
+    assert "rules/default.toml" in done.stderr and "mtpverdict collect" in done.stderr

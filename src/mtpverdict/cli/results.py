@@ -78,8 +78,8 @@ def decide(
     from mtpverdict.decide import decide_results
     from mtpverdict.errors import Problem
     from mtpverdict.formats.results_io import load_results
-    from mtpverdict.rules import load_policy
     from mtpverdict.report.terminal import render_summary
+    from mtpverdict.rules import load_policy
 
     try:
         policy = load_policy(rules)

@@ -313,6 +313,17 @@ def load_toml(text: str, source: str, error: type[InputError] = InputError) -> d
 def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: str | None = None) -> Policy:
     """Validate policy text against the rule kinds given; raise PolicyError listing every problem."""
     data = load_toml(text, source, PolicyError)
+    if "campaign_version" in data and "policy_version" not in data:
+        raise PolicyError(
+            [
+                Problem(
+                    source,
+                    "a campaign file (campaign_version), not a policy; run it with `mtpverdict collect "
+                    f"{source} --out RESULTS`; a policy has policy_version, name and [[rules]] "
+                    "(rules/default.toml), or name a shipped one (--rules default)",
+                )
+            ]
+        )
     located = _check.check(data, _Top)
     if located:
         raise PolicyError([Problem(source, message, key=key) for key, message in located])
