@@ -3,6 +3,7 @@ wrong answer."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -109,3 +110,34 @@ def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> Non
     assert done.stderr.count("\n") == 1, done.stderr  # was 17 unknown-key lines
     assert "a campaign file (campaign_version), not a policy" in done.stderr
     assert "rules/default.toml" in done.stderr and "mtpverdict collect" in done.stderr
+
+
+def test_a_crossover_points_to_schedule_mode_with_the_command(tmp_path: Path) -> None:
+    crossover = FIXTURES / "synthetic-crossover"
+    out = tmp_path / "d.json"
+    done = runner.invoke(app, ["decide", str(crossover), "--out", str(out)], env={"COLUMNS": "120"})
+    assert done.exit_code == 0
+    reasons = json.loads(out.read_text())["reasons"]
+    assert any(
+        "the best depth depends on load" in r
+        and r.endswith("mtpverdict decide RESULTS --rules default-schedule")
+        for r in reasons
+    ), reasons
+    assert f"  mtpverdict decide {crossover} --rules default-schedule" in done.stdout.splitlines()
+    schedule = runner.invoke(
+        app, ["decide", str(crossover), "--rules", "default-schedule", "--out", str(out)]
+    )
+    assert schedule.exit_code == 0
+    assert 'serve: vLLM --speculative-config \'{"method":"mtp"' in schedule.stdout
+    assert json.loads(out.read_text())["schedule"]["speculative_config"] is not None
+
+
+def test_the_schedule_policy_is_the_default_policy_in_schedule_mode() -> None:
+    default = (ROOT / "rules" / "default.toml").read_text().splitlines()
+    schedule = (ROOT / "rules" / "default-schedule.toml").read_text().splitlines()
+    changed = {i for i, (a, b) in enumerate(zip(default, schedule, strict=True)) if a != b}
+    assert {schedule[i].split(" =")[0] for i in changed if not schedule[i].startswith("#")} == {
+        "name",
+        "description",
+        "mode",
+    }

@@ -45,6 +45,10 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
     next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
+    regime_map = regime.regime_map(
+        evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
+    )
+    promoted = outcome.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE)
     return Decision(
         format="mtpverdict.decision/2",
         decision=outcome.decision,
@@ -54,6 +58,7 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
             *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step),
             *envelope_lines(envelopes),
             *envelope.vetoed(evidence, arms),
+            *(() if promoted else regime.crossover_hint(evidence, regime_map)),
         ),
         policy=assemble.policy_summary(evidence),
         arms=arms,
@@ -67,9 +72,7 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         next_step=next_step,
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
-        regime=regime.regime_map(
-            evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
-        ),
+        regime=regime_map,
         schedule=outcome.schedule,
         envelopes=envelopes,
     )

@@ -14,7 +14,14 @@ from mtpverdict._text import terminal_lines, terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, fill_paths
 from mtpverdict.report.data import DecisionIndex
 from mtpverdict.report.regime import regime_text, schedule_text
-from mtpverdict.report.verdict import MAX_TABLE_ROWS, arm_table, clip, fit_table, verdict_lines
+from mtpverdict.report.verdict import (
+    MAX_TABLE_ROWS,
+    arm_table,
+    clip,
+    fit_table,
+    next_step_of,
+    verdict_lines,
+)
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
@@ -122,7 +129,8 @@ def render_summary(
     def filled(text: str) -> str:
         return fill_paths(text, *paths)
 
-    step = None if decision.next_step is None else filled(decision.next_step)
+    raw = next_step_of(decision)
+    step = None if raw is None else filled(raw)
     lines = verdict_lines(decision, metric, width, step)
     lines += [clip(terminal_safe(line), width) for line in footer]
     if not verbose:

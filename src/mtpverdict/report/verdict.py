@@ -11,10 +11,12 @@ sentences apart, and every line fits the given width.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mtpverdict._text import terminal_safe
+from mtpverdict.decide.regime import crossover
 from mtpverdict.formats.decision import (
     ArmDecision,
     ArmOutcomeResult,
@@ -385,6 +387,15 @@ def _inconclusive_why(decision: Decision) -> str:
     return ", ".join(parts) or "nothing could be decided"
 
 
+def next_step_of(decision: Decision) -> str | None:
+    """What to run next, its paths as placeholders: the decision's next step, or under a crossover (no
+    one depth for every load) deciding in schedule mode."""
+    if decision.next_step or decision.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE):
+        return decision.next_step
+    found = crossover(decision.policy.name, decision.policy.selection, decision.regime)
+    return f"the best depth depends on load; decide in schedule mode: {found[0][1]}" if found else None
+
+
 def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | None) -> list[str]:
     """The summary's opening: campaign and policy, DECISION, causes, warnings, next step; each line
     within `width`."""
@@ -407,10 +418,12 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
     found = warnings(decision)
     if found:
         lines.append(clip(terminal_safe("warnings: " + "; ".join(found)), width))
+    if decision.schedule is not None and decision.schedule.speculative_config is not None:
+        lines.append(f"serve: vLLM --speculative-config {shlex.quote(decision.schedule.speculative_config)}")
     if next_step:  # a command is never cut: the terminal wraps it where it must
-        first, then, command = next_step.partition(", then: ")
-        lines += [terminal_safe(f"next: {first}{', then:' if then else ''}")]
-        lines += [terminal_safe(f"  {command}")] if then else []
+        first, then, command = next_step.partition("mtpverdict ")
+        lines += [terminal_safe(f"next: {first.rstrip()}" if then else f"next: {next_step}")]
+        lines += [terminal_safe(f"  mtpverdict {command}")] if then and first else []
     return lines
 
 
