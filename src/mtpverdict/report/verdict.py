@@ -312,11 +312,19 @@ def warnings(decision: Decision) -> list[str]:
     if missing:
         out.append("no evidence for " + ", ".join(missing))
     untestable = list(
-        dict.fromkeys(c.name for c in decision.controls if c.status is ControlStatus.UNTESTABLE)
+        dict.fromkeys(
+            CONTROL_NAMES.get(c.name, c.name)
+            for c in decision.controls
+            if c.status is ControlStatus.UNTESTABLE
+        )
     )
     if untestable:
         out.append(f"{' and '.join(untestable)} control{'s' if len(untestable) > 1 else ''} untestable")
-    out += [f"{c.name} control warns" for c in decision.controls if c.status is ControlStatus.WARN]
+    out += [
+        f"{CONTROL_NAMES.get(c.name, c.name)} control warns"
+        for c in decision.controls
+        if c.status is ControlStatus.WARN
+    ]
     return out
 
 
