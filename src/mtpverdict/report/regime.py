@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mtpverdict._text import OUTCOME_WORDS
 from mtpverdict.formats.decision import Decision, RegimeCell, RegimeDepth, Schedule
 
 if TYPE_CHECKING:
@@ -23,14 +24,7 @@ OUTCOME_COLORS = {
     "inconclusive": "#e6e6e6",
     "not_compared": "#ffffff",
 }
-OUTCOME_SHORT = {
-    "better": "better",
-    "worse": "worse",
-    "equivalent": "equiv.",
-    "below_min_effect": "< min effect",
-    "inconclusive": "unresolved",
-    "not_compared": "not compared",
-}
+OUTCOME_SHORT = OUTCOME_WORDS  # the one vocabulary every sentence and table uses
 OFF_COLOR = "#f7f7f7"
 
 

@@ -18,7 +18,9 @@ from mtpverdict.report.verdict import (
     MAX_TABLE_ROWS,
     arm_table,
     clip,
+    deciding,
     fit_table,
+    gain_text,
     next_step_of,
     verdict_lines,
 )
@@ -30,17 +32,8 @@ DEFAULT_WIDTH = 120  # columns, when neither a terminal nor COLUMNS says
 VERBOSE_HINT = "--verbose: every arm's runs, the regime map, the schedule and every reason"
 
 
-def _ratio_cell(index: DecisionIndex, metric: str) -> tuple[str, int] | None:
-    """The one cell whose ratio to off the table shows for every arm: the first compared in campaign order."""
-    order = index.workload_rank
-    cells = {(w, c) for (_, w, c, m) in index.comparisons if m == metric}
-    return min(cells, key=lambda wc: (order.get(wc[0], len(order)), wc[0], wc[1]), default=None)
-
-
-def _cells_text(
-    index: DecisionIndex, arm: ArmDecision, metric: str, at: tuple[str, int] | None
-) -> tuple[str, str]:
-    """(the arm's first cells as median [min-max] n, its ratio to off at the table's ratio cell)."""
+def _cells_text(decision: Decision, index: DecisionIndex, arm: ArmDecision, metric: str) -> tuple[str, str]:
+    """(the arm's first cells as median [min-max] n, its ratio to off at its weakest cell)."""
     order = index.workload_rank
     cells = sorted(
         index.arm_cells.get((arm.name, metric), ()),
@@ -50,8 +43,12 @@ def _cells_text(
         f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
         for c in cells[:SHOWN_CELLS]
     ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
-    found = None if at is None else index.comparisons.get((arm.name, at[0], at[1], metric))
-    ratio = "" if found is None or found.ratio is None else f"{found.ratio:.3f}x"
+    found = deciding(decision, arm.name, metric)
+    ratio = (
+        ""
+        if found is None
+        else f"{gain_text(found[0].ratio or 1)} at {found[0].workload} c={found[0].concurrency}"
+    )
     return runs or "-", ratio
 
 
@@ -79,10 +76,9 @@ def _kv_text(arm: ArmDecision) -> str:
 
 def _seed_table(decision: Decision, index: DecisionIndex, metric: str, width: int) -> str:
     """Every arm with its first cells' runs, ratio to off, acceptance, KV pool and verdict."""
-    at = _ratio_cell(index, metric)
     rows = []
     for arm in decision.arms:
-        runs, ratio = _cells_text(index, arm, metric, at)
+        runs, ratio = _cells_text(decision, index, arm, metric)
         rows.append(
             [
                 terminal_safe(text)
@@ -101,7 +97,7 @@ def _seed_table(decision: Decision, index: DecisionIndex, metric: str, width: in
         "arm",
         "spec",
         METRIC_LABELS[metric] + " median [min-max]",
-        "vs off" if at is None else f"vs off ({terminal_safe(at[0])} c={at[1]})",
+        "vs off, weakest cell",
         "acceptance",
         "KV pool (ceiling)",
         "verdict",

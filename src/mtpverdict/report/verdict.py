@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from mtpverdict._text import OUTCOME_WORDS as _TEXT_WORDS
 from mtpverdict._text import terminal_safe
 from mtpverdict.decide.regime import crossover
 from mtpverdict.formats.decision import (
@@ -41,15 +42,7 @@ ELLIPSIS = "..."
 MIN_CELL = 8  # a column cut to fit keeps at least this many characters
 SHORT_METRICS = {"decode_tps": "decode tok/s", "aggregate_tps": "aggregate tok/s", "ttft_ms": "TTFT"}
 
-# an arm's combined outcome and a cell's outcome, in one vocabulary (the regime map's)
-OUTCOME_WORDS = {
-    "better": "better",
-    "worse": "worse",
-    "equivalent": "equivalent",
-    "below_min_effect": "below min effect",
-    "inconclusive": "unresolved",
-    "not_compared": "not compared",
-}
+OUTCOME_WORDS = _TEXT_WORDS  # an arm's outcome and a cell's, in one vocabulary
 # what keeps an arm's outcome from being resolved (ArmOutcomeResult.why)
 LIMITS = {
     "missing_cell": "a cell not measured",
