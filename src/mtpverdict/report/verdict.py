@@ -12,11 +12,11 @@ sentences apart, and every line fits the given width.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mtpverdict._text import OUTCOME_WORDS as _TEXT_WORDS
-from mtpverdict._text import terminal_safe
+from mtpverdict._text import OUTCOME_WORDS, terminal_safe
 from mtpverdict.decide.regime import crossover
 from mtpverdict.formats.decision import (
     ArmDecision,
@@ -42,7 +42,6 @@ ELLIPSIS = "..."
 MIN_CELL = 8  # a column cut to fit keeps at least this many characters
 SHORT_METRICS = {"decode_tps": "decode tok/s", "aggregate_tps": "aggregate tok/s", "ttft_ms": "TTFT"}
 
-OUTCOME_WORDS = _TEXT_WORDS  # an arm's outcome and a cell's, in one vocabulary
 # what keeps an arm's outcome from being resolved (ArmOutcomeResult.why)
 LIMITS = {
     "missing_cell": "a cell not measured",
@@ -75,8 +74,6 @@ def clip(text: str, width: int) -> str:
 
 def _wrapped(text: str, width: int, indent: str) -> list[str]:
     """`text` wrapped to `width`, its later lines indented; a word longer than a line is kept whole."""
-    import textwrap
-
     return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False) or [""]
 
 
