@@ -27,6 +27,7 @@ PUBLIC = [
     "Results",
     "ResultsError",
     "ResultsWriter",
+    "UnknownArmError",
     "Verdict",
     "Verification",
     "Workload",

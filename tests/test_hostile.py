@@ -702,9 +702,7 @@ def test_decide_and_validate_print_data_escaped(hostile: tuple[Path, Path, Path]
     results, policy, _ = hostile
     done = run_cli("decide", results, "--rules", policy, "--out", tmp_path / "d.json")
     assert_terminal_safe(done.stdout, done.stderr)
-    assert [line for line in done.stdout.splitlines() if line.startswith("decision: ")] == [
-        line for line in done.stdout.splitlines() if line.startswith("decision: ") and "selected: k" in line
-    ][:1]
+    assert len([line for line in done.stdout.splitlines() if line.startswith("DECISION: ")]) == 1
     assert "Bench\\n\\ndecision: promote" in done.stdout  # the title on one line, its newlines shown
     valid = run_cli("validate", results)
     assert valid.returncode == 0

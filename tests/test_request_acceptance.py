@@ -123,7 +123,7 @@ def test_acceptance_is_shown_per_workload_in_the_summary_and_the_report() -> Non
     assert k2.acceptance is not None
     by_workload = {(w.workload, w.concurrency): w.surface.acceptance_rate for w in k2.acceptance.workloads}
     assert by_workload[("repetitive", 0)] == 0.85 and by_workload[("novel", 0)] == 0.1
-    text = render_summary(decision, "decode_tps", [w["id"] for w in campaign["workloads"]])
+    text = render_summary(decision, "decode_tps", [w["id"] for w in campaign["workloads"]], width=200)
     assert "(repetitive 85%, novel 10%)" in text
     empty = pd.DataFrame()
     workloads = [w.id for w in results.campaign.workloads]

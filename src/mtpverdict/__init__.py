@@ -26,6 +26,7 @@ from mtpverdict.errors import (
     PolicyError,
     Problem,
     ResultsError,
+    UnknownArmError,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ __all__ = [
     "Results",
     "ResultsError",
     "ResultsWriter",
+    "UnknownArmError",
     "Verdict",
     "Verification",
     "Workload",

@@ -28,6 +28,22 @@ def fmt(value: float, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
+# the one vocabulary of outcomes, an arm's over every cell and a cell's alone (stats.procedure.Outcome)
+OUTCOME_WORDS = {
+    "better": "better",
+    "worse": "worse",
+    "equivalent": "equivalent",
+    "below_min_effect": "below min effect",
+    "inconclusive": "unresolved",
+    "not_compared": "not compared",
+}
+
+
+def outcome_word(outcome: str) -> str:
+    """An outcome as every sentence and table says it: `below min effect`, `unresolved`."""
+    return OUTCOME_WORDS.get(str(outcome), str(outcome))
+
+
 def cell_label(workload: str, concurrency: int) -> str:
     """A cell as sentences name it: `code c=4`."""
     return f"{workload} c={concurrency}"

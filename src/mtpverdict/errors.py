@@ -6,7 +6,8 @@
     │   ├── PolicyError     a rules (policy) TOML file
     │   ├── CampaignError   a campaign TOML file for `collect`
     │   └── EngineTextError engine text given to `parse` or an importer
-    └── CollectError        a campaign could not be run (server, network, disk)
+    ├── CollectError        a campaign could not be run (server, network, disk)
+    └── UnknownArmError     a decision asked for an arm it does not hold (also a KeyError)
 
 A caller that catches ``InputError`` prints ``str(problem)`` for each problem and exits 2; nothing
 that raised it may be turned into a verdict.
@@ -74,3 +75,15 @@ class EngineTextError(InputError):
 
 class CollectError(MtpverdictError):
     """A campaign could not be run or continued."""
+
+
+class UnknownArmError(MtpverdictError, KeyError):
+    """A decision was asked for an arm it does not hold; the message names the arms it does."""
+
+    def __init__(self, name: str, arms: tuple[str, ...]) -> None:
+        self.name = name
+        self.arms = arms
+        super().__init__(f"no arm {name!r} in this decision; its arms are {', '.join(arms) or 'none'}")
+
+    def __str__(self) -> str:  # KeyError would show the message quoted
+        return str(self.args[0])

@@ -29,7 +29,7 @@ def test_empty_text_warns() -> None:
 def test_unrecognised_text_warns() -> None:
     result = parse_text("hello\nworld\n")
     assert result.engine is None
-    assert result.warnings == ("no vLLM, SGLang or llama.cpp output recognised",)
+    assert result.warnings[0].startswith("no vLLM, SGLang or llama.cpp output recognised; parse reads")
 
 
 def test_binary_input_warns_and_reads_what_it_can(tmp_path: Path) -> None:
@@ -167,3 +167,12 @@ def test_result_json_shape_is_exact() -> None:
         "line",
     ]
     json.dumps(payload, allow_nan=False)
+
+
+def test_a_document_quoting_a_log_line_is_no_engine_log() -> None:
+    # a README that quotes one llama.cpp prefix in a table was called llama.cpp
+    prose = "".join(f"Paragraph {i} of the tool's documentation.\n" for i in range(30))
+    readme = f"# Tool\n\n{prose}| engine | notes |\n|---|---|\n| llama.cpp | srv  load_model: loads |\n"
+    result = parse_text(readme)
+    assert result.engine is None
+    assert "docs/engine-formats.md" in result.warnings[0]

@@ -19,6 +19,7 @@ from mtpverdict.cli.report import register
 from mtpverdict.errors import InputError
 from mtpverdict.formats.decision import Decision, parse_decision
 from mtpverdict.report import load_report_data, write_report
+from mtpverdict.report.verdict import decision_words
 
 from ..conftest import FIXTURES
 
@@ -93,8 +94,9 @@ def test_report_files(built: dict[str, tuple[Path, Decision]], name: str) -> Non
     md = (out / "report.md").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
     # the decision and its reasons come first, in both documents
-    assert md.index(f"**{decision.decision}**") < md.index("### Reasons") < md.index("| arm")
-    assert f"<strong>{html.escape(decision.decision)}</strong>" in page
+    words = decision_words(decision.decision)
+    assert md.index(f"**{words}") < md.index("### Reasons") < md.index("| arm")
+    assert f"<strong>{html.escape(words)}" in page
     for reason in decision.reasons:
         assert f"- {markdown_safe(reason, starts_line=True)}" in md  # as written, never as markup
         assert html.escape(reason) in page
@@ -160,7 +162,7 @@ def test_report_of_a_decision_file(tmp_path: Path) -> None:
     decision.write_text(decide_directory(FIXTURES / "synthetic-drift").json_text, encoding="utf-8")
     out = _report("synthetic-drift", tmp_path / "out", "--decision", str(decision))
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "read from decision.json" in md and "**inconclusive**" in md
+    assert "read from decision.json" in md and "Decision: **inconclusive**" in md
 
 
 def _fails(*args: str) -> str:

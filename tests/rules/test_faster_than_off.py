@@ -127,5 +127,5 @@ def test_contradictions_are_refused() -> None:
 def test_the_sentence_states_the_outcome_and_each_cell() -> None:
     finding = evaluate(boots(115.0, 117.0, 114.0))
     text = KIND.render(finding, K2)
-    assert text.startswith("k2 vs off: better (beyond +3.0% at every cell")
-    assert "chat c=1 better: +" in text and "welch, df" in text
+    assert text.startswith("k2 vs off, every cell together: better (beyond +3.0% at every cell")
+    assert "chat c=1 alone better: +" in text and "welch, df" in text

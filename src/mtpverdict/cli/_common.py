@@ -8,8 +8,11 @@ terminal raw, whatever rendering forgot. Renderers still make each field of data
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
 
@@ -29,11 +32,46 @@ EXIT_UNREACHABLE = 9  # watch: /metrics could not be read within the bounds
 EXIT_INTERNAL = 70  # an unexpected failure inside mtpverdict (sysexits EX_SOFTWARE): please report it
 EXIT_INTERRUPTED = 130
 MAX_ERRORS_SHOWN = 20
+DEFAULT_WIDTH = 120  # columns when output goes to a file or a pipe and COLUMNS is not set
+MIN_WIDTH = 40  # narrower than this, tables are cut to nothing: render for 40 and let the terminal wrap
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     """Print output lines with every unprintable character but the newline shown escaped."""
     typer.echo(terminal_lines(text), err=err, nl=nl)
+
+
+def terminal_width() -> int:
+    """Columns to render for: the terminal's, or COLUMNS, or 120 when output goes to a file or a pipe."""
+    import shutil
+
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def color_wanted(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set to anything (https://no-color.org)."""
+    stream = sys.stdout if stream is None else stream
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def decision_style(decision: str) -> dict[str, Any]:
+    """How the DECISION line is coloured: green to promote, yellow while inconclusive, plain to keep."""
+    colour = {"promote": "green", "inconclusive": "yellow"}.get(decision)
+    return {"bold": True} if colour is None else {"fg": colour, "bold": True}
+
+
+def echo_styled(text: str, styles: Mapping[str, Mapping[str, Any]]) -> None:
+    """`echo`, with each line that starts with a key of `styles` styled so on a colour terminal. The
+    line is made safe first: the only escape sequences printed are the style's own."""
+    if not color_wanted():
+        echo(text, nl=False)
+        return
+    for line in terminal_lines(text).splitlines():
+        style = next((s for key, s in styles.items() if line.startswith(key)), None)
+        typer.echo(line if style is None else typer.style(line, **style))
 
 
 def fail_input(*errors: InputError) -> NoReturn:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -104,7 +105,7 @@ def collect(
             echo("\n".join(terminal_safe(line) for line in lines))
             return
         progress, on_event = _progress()
-        with progress:
+        with _drawn_once_started(progress):
             collector = Collector(
                 plan,
                 out,
@@ -151,6 +152,16 @@ def _settled_callback(rules: str | None) -> Callable[[Path], Mapping[str, str]]:
     return lambda results: settled_arms(results, policy)
 
 
+@contextlib.contextmanager
+def _drawn_once_started(progress: Progress) -> Iterator[None]:
+    """Stop the bar on the way out, if an event ever started it."""
+    try:
+        yield
+    finally:
+        if progress.live.is_started:
+            progress.stop()
+
+
 def _progress() -> tuple[Progress, Callable[[Event], None]]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -171,6 +182,8 @@ def _progress() -> tuple[Progress, Callable[[Event], None]]:
         progress.update(task, description=terminal_safe(text))
 
     def on_event(event: Event) -> None:
+        if not progress.live.is_started:  # a run refused before its first event draws no bar
+            progress.start()
         if event.kind == "plan":
             progress.update(task, total=event.total)
         elif event.kind == "boot":

@@ -39,6 +39,7 @@ def gate(
     ] = None,
 ) -> None:
     """Gate a config promotion: exit 0 when the evidence supports it, 1 when not, 2 on bad input."""
+    from mtpverdict.formats.decision import fill_paths
     from mtpverdict.gate import gate as run_gate
     from mtpverdict.gate import write_ci_error, write_ci_files
 
@@ -59,8 +60,8 @@ def gate(
     head = "supported" if result.supported else "refused"
     selected = f", selected {result.selected})" if result.selected else ")"
     echo(terminal_safe(f"{result.label}: {head} (decision {result.decision}{selected}"))
-    for reason in result.reasons:
-        echo(f"  {terminal_safe(reason)}")
+    for reason in result.reasons:  # a decision's next step names the results directory RESULTS
+        echo(f"  {terminal_safe(fill_paths(reason, str(results)))}")
     try:
         write_ci_files(result, os.environ)
     except InputError as exc:

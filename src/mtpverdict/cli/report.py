@@ -52,9 +52,11 @@ def report(
     except OSError as exc:
         echo(f"Error: {out}: cannot write the report: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    from mtpverdict.report.verdict import decision_words
+
     d = data.decision
     selected = f" {d.selected_arm}" if d.selected_arm is not None else ""
-    echo(terminal_safe(f"{data.campaign_label}: {d.decision}{selected}"))
+    echo(terminal_safe(f"{data.campaign_label}: {decision_words(d.decision)}{selected}"))
     for line in written.skipped:
         echo(f"not plotted: {terminal_safe(line)}")
     echo(f"wrote {written.markdown}, {written.html} and {len(written.images)} plot files")

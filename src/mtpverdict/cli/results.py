@@ -13,9 +13,12 @@ from mtpverdict.cli._common import (
     EXIT_REFUSED,
     NoiseHistoryOption,
     RulesOption,
+    decision_style,
     echo,
+    echo_styled,
     fail,
     fail_input,
+    terminal_width,
 )
 from mtpverdict.errors import InputError
 
@@ -69,16 +72,33 @@ def decide(
         bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print every arm's runs, the regime map, the schedule and every reason.",
+        ),
+    ] = False,
 ) -> None:
     """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
     from mtpverdict._jsonio import atomic_write
-    from mtpverdict.decide import decide_directory
+    from mtpverdict.decide import decide_results
+    from mtpverdict.errors import Problem
+    from mtpverdict.formats.results_io import load_results
     from mtpverdict.report.terminal import render_summary
+    from mtpverdict.rules import load_policy
 
     try:
-        run = decide_directory(results, rules, noise_history or [], any_seat=any_seat)
+        policy = load_policy(rules)
+        problem = policy.veto_problem()
+        if problem is not None and strict:
+            raise InputError([Problem(policy.source, f"{problem}; --strict refuses such a policy")])
+        run = decide_results(load_results(results), policy, noise_history or [], any_seat=any_seat)
     except InputError as exc:
         fail_input(exc)
+    if problem is not None:
+        echo(f"warning: {terminal_safe(policy.source)}: {problem}", err=True)
     target = out if out is not None else results / "decision.json"
     try:
         atomic_write(target, run.json_text)
@@ -89,14 +109,23 @@ def decide(
     except OSError as exc:
         fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision
+    code = EXIT_INCONCLUSIVE if strict and d.decision == "inconclusive" else 0
     if quiet:
         echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
     else:
-        workloads = [w.id for w in run.results.campaign.workloads]
-        echo(render_summary(d, str(run.policy.selection.metric), workloads), nl=False)
-        echo(f"\nwrote {target}")
-    if strict and d.decision == "inconclusive":
-        raise typer.Exit(EXIT_INCONCLUSIVE)
+        why = " (--strict: the decision is inconclusive)" if code else ""
+        text = render_summary(
+            d,
+            str(run.policy.selection.metric),
+            [w.id for w in run.results.campaign.workloads],
+            width=terminal_width(),
+            verbose=verbose,
+            paths=(str(results), run.policy.source),
+            footer=[f"exit {code}{why}; decision JSON written to {target}"],
+        )
+        echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
+    if code:
+        raise typer.Exit(code)
 
 
 def verify(

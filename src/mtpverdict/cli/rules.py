@@ -34,6 +34,9 @@ def rules_check(
             failed.append(exc)
             continue
         echo(terminal_safe(f"{name}: valid ({policy.name}, {len(policy.rules)} rules)"))
+        problem = policy.veto_problem()
+        if problem is not None:
+            echo(terminal_safe(f"warning: {name}: {problem}"))
     if failed:
         problems = [p for exc in failed for p in exc.problems]
         fail_input(InputError(problems, total=sum(exc.total for exc in failed)))

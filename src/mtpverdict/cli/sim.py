@@ -125,7 +125,10 @@ def simulate(
 
 
 def plan(
-    effect: Annotated[str, typer.Option(help="Smallest effect worth finding: 5% or 0.05 (relative to off).")],
+    effect: Annotated[
+        str,
+        typer.Option(help="Smallest effect worth finding: 5% or 0.05 (relative to off); not a bare 5."),
+    ],
     pilot: Annotated[
         Path | None, typer.Option(help="Results of a pilot campaign: variance components and costs.")
     ] = None,
@@ -174,9 +177,9 @@ def plan(
     from mtpverdict.simulate import parse_effect
 
     try:
-        relative = parse_effect(effect, "--effect")
-        boot = None if boot_sd is None else _sd(boot_sd, "--boot-sd")
-        run = None if run_sd is None else _sd(run_sd, "--run-sd")
+        relative = parse_effect(_with_unit(effect, "--effect", "+"), "--effect")
+        boot = None if boot_sd is None else _sd(_with_unit(boot_sd, "--boot-sd"), "--boot-sd")
+        run = None if run_sd is None else _sd(_with_unit(run_sd, "--run-sd"), "--run-sd")
         check_parameters(relative, alpha, power)
         for option, count in (
             ("--depths", depths),
@@ -229,6 +232,23 @@ def plan(
     except ValueError as exc:
         _fail(str(exc))
     echo(render_plan(result), nl=False)
+
+
+def _with_unit(text: str, option: str, sign: str = "") -> str:
+    """`text` unless it is a bare number of 1 or more: 5 would be read as a fraction (+500%), which no
+    one means, so the unit must be written."""
+    stripped = text.strip()
+    try:
+        number = float(stripped)
+    except ValueError:
+        return text  # a percentage, or not a number: the parser says which
+    if abs(number) >= 1:
+        pct = f"{sign}{number * 100:g}%"
+        raise ValueError(
+            f"{option} {stripped}: a bare number is a fraction ({stripped} means {pct}); "
+            f"write 5% or 0.05 (for {stripped}%, write {stripped}%)"
+        )
+    return text
 
 
 def _sd(text: str, option: str) -> float:

@@ -11,6 +11,8 @@ from mtpverdict._version import __version__
 from mtpverdict.evidence.comparisons import FamilyRun
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
+    RESULTS_PLACEHOLDER,
+    RULES_PLACEHOLDER,
     AcceptanceSummary,
     ArmOutcomeResult,
     BreakEvenCell,
@@ -268,10 +270,8 @@ def next_step(
     if not boots:
         return None
     shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
-    policy = evidence.policy.name if shipped else evidence.policy.source
-    return plan.until_resolved_command(
-        "CAMPAIGN.toml", evidence.tables.results.path, policy, max(boots), resume=resumable
-    )
+    policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
+    return plan.until_resolved_command("CAMPAIGN.toml", RESULTS_PLACEHOLDER, policy, max(boots), resume=resumable)
 
 
 def floors(evidence: Evidence) -> tuple[FloorResult, ...]:

@@ -63,6 +63,10 @@ def decide(
     resumable = results.campaign.sequential_looks > 0 and (look is None or look.look.look < look.look.planned)
     next_step = assemble.next_step(evidence, arm_outcomes, resumable=resumable) if undecided else None
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
+    regime_map = regime.regime_map(
+        evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
+    )
+    promoted = outcome.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE)
     return Decision(
         format="mtpverdict.decision/2",
         decision=outcome.decision,
@@ -72,6 +76,7 @@ def decide(
             *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step, look_text),
             *envelope_lines(envelopes),
             *envelope.vetoed(evidence, arms),
+            *(() if promoted else regime.crossover_hint(evidence, regime_map)),
         ),
         policy=assemble.policy_summary(evidence),
         arms=arms,
@@ -85,9 +90,7 @@ def decide(
         next_step=next_step,
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
-        regime=regime.regime_map(
-            evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
-        ),
+        regime=regime_map,
         schedule=outcome.schedule,
         envelopes=envelopes,
     )

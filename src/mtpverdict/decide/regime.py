@@ -324,3 +324,41 @@ def regime_map(evidence: Evidence, excluded: Mapping[str, str] | None = None) ->
                 )
             )
     return tuple(out)
+
+
+SCHEDULE_POLICY = "default-schedule"  # the shipped default policy in schedule mode
+
+
+def crossover(policy: str, mode: str, cells: Sequence[RegimeCell]) -> tuple[tuple[str, str], ...]:
+    """Per family and workload where some depth is resolved better than off at some concurrencies and
+    none is at others: the finding, and how to decide in schedule mode (a depth per batch-size range)
+    instead. Depths that win at short contexts and lose at long ones are no crossover: a schedule
+    follows the batch size, not the prompt."""
+    if mode == "schedule":
+        return ()
+    out = []
+    for family, workload in dict.fromkeys((c.family, c.workload) for c in cells):
+        mine = [c for c in cells if (c.family, c.workload) == (family, workload)]
+        better = [c for c in mine if c.best_arm is not None and c.resolved]
+        off = [c for c in mine if c.best_arm is None]
+        if not better or not off:
+            continue
+        wins = ", ".join(f"{c.best_arm} at {cell_label(c.workload, c.concurrency)}" for c in better)
+        losses = ", ".join(cell_label(c.workload, c.concurrency) for c in off)
+        how = (
+            f"mtpverdict decide RESULTS --rules {SCHEDULE_POLICY}"
+            if policy == "default"
+            else f'decide again with [selection] mode = "schedule" in a copy of the policy '
+            f"(rules/{SCHEDULE_POLICY}.toml is the default policy so)"
+        )
+        out.append((f"the best depth depends on load: better than off {wins}; no depth at {losses}", how))
+    return tuple(out)
+
+
+def crossover_hint(evidence: Evidence, cells: Sequence[RegimeCell]) -> tuple[str, ...]:
+    """The reasons' line for each crossover: the finding and the schedule-mode command."""
+    policy = evidence.policy
+    return tuple(
+        f"{found}; schedule mode serves a depth per batch-size range with a ready --speculative-config: {how}"
+        for found, how in crossover(policy.name, str(policy.selection.mode), cells)
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shlex
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -17,13 +19,20 @@ import msgspec
 from msgspec import Meta, Struct
 
 from mtpverdict._jsonio import canonical
-from mtpverdict.errors import InputError, Problem
+from mtpverdict.errors import InputError, Problem, UnknownArmError
 from mtpverdict.formats import _check
 from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Spec
 
 DECISION_FORMAT = "mtpverdict.decision/2"
 OLDER_FORMATS = ("mtpverdict.decision/1",)  # read by no one: decide again with this version
+
+# A decision is a function of the inputs' contents, never of where they lie or how their path was typed,
+# so `verify` reproduces it from any checkout. Text that would name a path (the next step's command)
+# names these placeholders instead; `fill_paths` puts the paths in when the text is shown.
+RESULTS_PLACEHOLDER = "RESULTS"
+RULES_PLACEHOLDER = "RULES.toml"
+_PLACEHOLDER = re.compile(r"(?<![\w./-])(RESULTS|RULES\.toml)(?![\w./-])")
 
 
 class DecisionKind(StrEnum):
@@ -537,7 +546,11 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     campaign: CampaignSummary
     inputs: Inputs
     next_step: Annotated[
-        str | None, Meta(description="What would settle the unresolved arms: the collect command to run.")
+        str | None,
+        Meta(
+            description="What would settle the unresolved arms: the collect command to run; paths are the "
+            "placeholders RESULTS (the results directory) and RULES.toml (a policy that is not shipped)."
+        ),
     ] = None
     missingness: Annotated[
         tuple[MissingnessResult, ...],
@@ -560,9 +573,10 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     ] = ()
 
     def arm(self, name: str) -> ArmDecision:
+        """The arm called `name`; UnknownArmError (a KeyError) naming the arms there are when none is."""
         found = self.find_arm(name)
         if found is None:
-            raise KeyError(name)
+            raise UnknownArmError(name, tuple(a.name for a in self.arms))
         return found
 
     def find_arm(self, name: str) -> ArmDecision | None:
@@ -607,6 +621,18 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     def arm_cells(self, arm: str, metric: str) -> tuple[CellResult, ...]:
         """An arm's cells for one metric, in the order they are stored (campaign workload order)."""
         return tuple(c for c in self.cells if c.arm == arm and c.metric == metric)
+
+
+def fill_paths(text: str, results: str | None, rules: str | None = None) -> str:
+    """`text` with the placeholders a decision uses for paths replaced by `results` and `rules` (each
+    quoted for a shell); a placeholder with no path given stays as it is."""
+    paths = {RESULTS_PLACEHOLDER: results, RULES_PLACEHOLDER: rules}
+
+    def put(match: re.Match[str]) -> str:
+        path = paths[match.group(1)]
+        return match.group(1) if path is None else shlex.quote(path)
+
+    return _PLACEHOLDER.sub(put, text)
 
 
 def finite(value: float | None) -> float | None:

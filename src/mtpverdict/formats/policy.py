@@ -269,6 +269,21 @@ class Policy:
     def include_cold(self) -> bool:
         return self.runs.include_cold
 
+    @property
+    def can_veto(self) -> bool:
+        """Whether any rule can reject an arm: with none, every arm that boots is eligible."""
+        return any(r.severity is Severity.VETO for r in self.rules)
+
+    def veto_problem(self) -> str | None:
+        """Why the policy cannot block a promotion, or None when it can."""
+        if self.can_veto:
+            return None
+        return (
+            'cannot veto a promotion: no rule has severity = "veto", so any arm that boots is promoted, '
+            "even one no faster than off; make at least one rule a veto (rules/default.toml vetoes on "
+            "boot_ok, faster_than_off, stable_acceptance and coherence)"
+        )
+
 
 ParamCheck: TypeAlias = Callable[[Any], list[_check.Located]]
 
@@ -306,6 +321,17 @@ def load_toml(text: str, source: str, error: type[InputError] = InputError) -> d
 def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: str | None = None) -> Policy:
     """Validate policy text against the rule kinds given; raise PolicyError listing every problem."""
     data = load_toml(text, source, PolicyError)
+    if "campaign_version" in data and "policy_version" not in data:
+        raise PolicyError(
+            [
+                Problem(
+                    source,
+                    "a campaign file (campaign_version), not a policy; run it with `mtpverdict collect "
+                    f"{source} --out RESULTS`; a policy has policy_version, name and [[rules]] "
+                    "(rules/default.toml), or name a shipped one (--rules default)",
+                )
+            ]
+        )
     located = _check.check(data, _Top)
     if located:
         raise PolicyError([Problem(source, message, key=key) for key, message in located])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import typing
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -223,14 +224,13 @@ def load_campaign(directory: Path) -> tuple[Campaign, str]:
         data = _check.read_document(path, what="campaign.json")
     except InputError as exc:
         if exc.problems[0].message == "not found":
-            raise ResultsError(
-                [
-                    Problem(
-                        source,
-                        "not found; a results directory needs campaign.json (see docs/results-format.md)",
-                    )
-                ]
-            ) from None
+            message = "not found; a results directory needs campaign.json (see docs/results-format.md)"
+            if directory.is_dir() and any(directory.glob("*.json")):
+                message += (  # what a folder of `vllm bench serve --save-result` files needs first
+                    "; for `vllm bench serve --save-result` files, make one with: mtpverdict import "
+                    f"vllm-bench {shlex.quote(str(directory))}/*.json --arm NAME --out RESULTS"
+                )
+            raise ResultsError([Problem(source, message)]) from None
         raise ResultsError(exc.problems) from None
     text = _text(data, source)
     try:

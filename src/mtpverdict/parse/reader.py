@@ -56,6 +56,11 @@ EXPOSITION_SHARE = 0.9  # share of sniffed lines that must be exposition syntax
 DUPLICATES_SHOWN = 3
 
 LINE_MODULES = {"vllm": vllm_log, "sglang": sglang_log, "llamacpp": llamacpp_log}
+MIN_WEAK_SHARE = 0.1  # share of lines that must look like an engine's log, without a reading, to call it that
+UNRECOGNISED = (
+    "no vLLM, SGLang or llama.cpp output recognised; parse reads engine logs, /metrics scrapes and "
+    "response JSON (docs/engine-formats.md)"
+)
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
@@ -251,6 +256,7 @@ class _Reader:
         self.kv: dict[Engine, list[KvCapacity]] = defaultdict(list)
         self.versions: dict[Engine, list[tuple[str, int]]] = defaultdict(list)
         self.notes: dict[Engine, list[str]] = defaultdict(list)
+        self.lines = 0
         self.strong: dict[Engine, int] = defaultdict(int)
         self.weak: dict[Engine, int] = defaultdict(int)
         self.first_seen: dict[Engine, int] = {}
@@ -263,6 +269,7 @@ class _Reader:
         self.prefill: dict[Engine, _PrefillTally] = defaultdict(_PrefillTally)
 
     def feed(self, segment: Segment) -> None:
+        self.lines += 1
         text = strip_ansi(segment.text)
         if segment.truncated:
             self.truncated.append(segment.line)
@@ -442,8 +449,9 @@ class _Reader:
                 warnings.append("empty input" if empty else f"no {name} output recognised")
             return self.choice
         scores = {e: self.strong[e] * STRONG_WEIGHT + self.weak[e] for e in ENGINES}
-        if not any(scores.values()):
-            warnings.append("empty input" if empty else "no vLLM, SGLang or llama.cpp output recognised")
+        # a line or two that merely looks like an engine's (a README quoting a log prefix) is not its log
+        if not any(self.strong[e] or (s and s >= MIN_WEAK_SHARE * self.lines) for e, s in scores.items()):
+            warnings.append("empty input" if empty else UNRECOGNISED)
             return None
         engine = max(ENGINES, key=lambda e: (scores[e], -self.first_seen.get(e, 0)))
         warnings.extend(

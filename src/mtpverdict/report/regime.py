@@ -3,10 +3,12 @@ concurrency plot per workload."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mtpverdict._text import OUTCOME_WORDS
 from mtpverdict.formats.decision import Decision, RegimeCell, RegimeDepth, Schedule
 
 if TYPE_CHECKING:
@@ -22,14 +24,7 @@ OUTCOME_COLORS = {
     "inconclusive": "#e6e6e6",
     "not_compared": "#ffffff",
 }
-OUTCOME_SHORT = {
-    "better": "better",
-    "worse": "worse",
-    "equivalent": "equiv.",
-    "below_min_effect": "< min effect",
-    "inconclusive": "unresolved",
-    "not_compared": "not compared",
-}
+OUTCOME_SHORT = OUTCOME_WORDS  # the one vocabulary every sentence and table uses
 OFF_COLOR = "#f7f7f7"
 
 
@@ -38,21 +33,32 @@ def _gain(value: float | None) -> str:
 
 
 def depth_text(d: RegimeDepth) -> str:
-    """`+26.5% [+23.7%, +29.4%] better`: a depth's ratio to off as a gain, its interval, its outcome."""
+    """`+26.5% [+23.7%, +29.4%] better`: a depth's ratio to off as a gain, its interval, its outcome.
+
+    The interval is the cell's own; the outcome is Holm's across every depth and cell. Where the
+    interval alone would clear off but Holm does not, the outcome says so (`n.s. after Holm`)."""
     if d.ratio is None:
         return OUTCOME_SHORT[d.outcome]
     interval = "" if d.ci_low is None else f" [{_gain(d.ci_low)}, {_gain(d.ci_high)}]"
-    return f"{_gain(d.ratio)}{interval} {OUTCOME_SHORT.get(d.outcome, d.outcome)}"
+    outcome = OUTCOME_SHORT.get(d.outcome, d.outcome)
+    if d.outcome == "inconclusive" and _clears_off(d):
+        outcome = "n.s. after Holm"
+    return f"{_gain(d.ratio)}{interval} {outcome}"
+
+
+def _clears_off(d: RegimeDepth) -> bool:
+    return (d.ci_low is not None and d.ci_low > 1) or (d.ci_high is not None and d.ci_high < 1)
 
 
 def best_text(cell: RegimeCell) -> str:
     name = "off" if cell.best_arm is None else f"{cell.best_arm} (k={cell.best_k})"
-    return name if cell.resolved else f"{name}, unresolved"
+    return name if cell.resolved else f"{name} (nothing resolved here)"
 
 
-def regime_text(decision: Decision) -> str:
-    """The map as a table: one row per family cell, one column per depth, then the best-supported."""
-    from tabulate import tabulate
+def regime_text(decision: Decision, width: int = 120) -> str:
+    """The map as a table within `width`: one row per family cell, one column per depth, then the depth
+    this cell alone supports best."""
+    from mtpverdict.report.verdict import fit_table
 
     if not decision.regime:
         return ""
@@ -64,12 +70,21 @@ def regime_text(decision: Decision) -> str:
         where = f"{cell.workload} c={cell.concurrency}" + (f" ({cell.family})" if several else "")
         rows.append([where, *(found.get(a, "") for a in arms), best_text(cell)])
     metric = decision.regime[0].metric
-    table = tabulate(
-        rows, headers=["cell", *arms, "best supported"], tablefmt="simple", disable_numparse=True
-    )
+    table = fit_table(["cell", *arms, "best at this cell alone"], rows, width)
+    if max(len(line) for line in table.splitlines()) > width:  # too many depths side by side: one per row
+        long = [
+            [where if i == 0 else "", arm, text, best if i == 0 else ""]
+            for where, *found, best in rows
+            for i, (arm, text) in enumerate((a, t) for a, t in zip(arms, found, strict=True) if t)
+        ]
+        table = fit_table(["cell", "depth", "against off", "best at this cell alone"], long, width)
     more = len(decision.regime) - SHOWN_REGIME_ROWS
     tail = f"\n... {more} more cells in the decision file" if more > 0 else ""
-    return f"regime map ({metric} against off per cell, Holm across every depth and cell):\n{table}{tail}\n"
+    heading = (
+        f"regime map ({metric} against off per cell; intervals are each cell's own, outcomes Holm's "
+        f"across every depth and cell; an arm's decision needs every cell, so it can differ):"
+    )
+    return "\n".join(textwrap.wrap(heading, width)) + f"\n{table}{tail}\n"
 
 
 def schedule_text(schedule: Schedule | None) -> str:

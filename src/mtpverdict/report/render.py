@@ -24,6 +24,7 @@ from mtpverdict.report.plots import Plot, report_plots
 from mtpverdict.report.tables import Table, report_tables
 from mtpverdict.report.tables import html as table_html
 from mtpverdict.report.tables import markdown as table_markdown
+from mtpverdict.report.verdict import decision_words, selected_effect
 
 PLOTS_DIR = "plots"
 FILE_MODE = 0o644
@@ -98,14 +99,25 @@ def _text(text: str) -> Paragraph:
     return Paragraph(((text, False),))
 
 
+def _metric(data: ReportData) -> str:
+    """The selection metric the decision compared at (its regime map's, else decode_tps)."""
+    return data.decision.regime[0].metric if data.decision.regime else "decode_tps"
+
+
 def _decision_blocks(data: ReportData) -> list[Block]:
     doc = data.decision
-    runs: list[tuple[str, bool]] = [("Decision: ", False), (doc.decision, True)]
+    words = decision_words(doc.decision)
     selected = doc.find_arm(doc.selected_arm) if doc.selected_arm is not None else None
     if selected is not None:
-        runs += [("; selected ", False), (f"{selected.name} ({selected.label})", True)]
+        words += f" {selected.name} ({selected.label})"
+    elif doc.schedule is not None and doc.decision == "promote":
+        words += " a schedule"
+    runs: list[tuple[str, bool]] = [("Decision: ", False), (words, True)]
     if doc.provisional and doc.decision != "inconclusive":
-        runs.append(("; provisional", False))
+        runs.append((", provisional", False))
+    effect = "" if selected is None else selected_effect(doc, selected.name, _metric(data))
+    if effect:
+        runs.append((f": {effect}", False))
     origin = (
         "computed from the results as mtpverdict decide computes it"
         if data.decision_source == COMPUTED

@@ -443,6 +443,13 @@ def quality_table(data: ReportData) -> Table | None:
     )
 
 
+def _status(rule: RuleResult) -> str:
+    """A rule's finding in the verdict table: a warning-only rule that fails is a warning, not a FAIL."""
+    if rule.status == "fail" and rule.severity == "warn":
+        return "warning"
+    return STATUS_TEXT.get(rule.status, rule.status)
+
+
 def verdict_table(data: ReportData) -> Table:
     """Every arm's verdict and the status of each rule applied to it."""
     doc = data.decision
@@ -450,7 +457,7 @@ def verdict_table(data: ReportData) -> Table:
     multi_family = len(doc.families) > 1
     rows = []
     for arm in doc.arms:
-        by_rule = {r.rule: STATUS_TEXT.get(r.status, r.status) for r in arm.rules}
+        by_rule = {r.rule: _status(r) for r in arm.rules}
         verdict = arm.verdict + (" (selected)" if arm.name == doc.selected_arm else "")
         rows.append(
             (
@@ -466,7 +473,8 @@ def verdict_table(data: ReportData) -> Table:
         title="Verdict per arm",
         headers=("arm", "spec", *(("family",) if multi_family else ()), "verdict", *rule_ids),
         rows=tuple(rows),
-        note=f"Rules of policy {doc.policy.name}; an empty cell means the rule does not apply to that arm.",
+        note=f"Rules of policy {doc.policy.name}; an empty cell means the rule does not apply to that arm; "
+        "warning: a warning-only rule found a problem, reported but rejecting nothing.",
     )
 
 

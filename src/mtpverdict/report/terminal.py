@@ -1,4 +1,5 @@
-"""The decision as `decide` prints it: a seed-style table per arm, the decision line, then the reasons.
+"""The decision as `decide` prints it: the verdict first, one table of the candidates; with `verbose`
+a seed-style table per arm, the regime map and every reason.
 
 Every piece of text that comes from data (title, labels, reasons) is made one line by terminal_safe,
 so nothing in a campaign or a policy can print a line of its own or drive the terminal.
@@ -6,28 +7,33 @@ so nothing in a campaign or a policy can print a line of its own or drive the te
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from mtpverdict._text import terminal_lines, terminal_safe
-from mtpverdict.formats.decision import ArmDecision, Decision, DecisionKind
+from mtpverdict.formats.decision import ArmDecision, Decision, fill_paths
 from mtpverdict.report.data import DecisionIndex
 from mtpverdict.report.regime import regime_text, schedule_text
+from mtpverdict.report.verdict import (
+    MAX_TABLE_ROWS,
+    arm_table,
+    clip,
+    deciding,
+    fit_table,
+    gain_text,
+    next_step_of,
+    verdict_lines,
+)
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
+MAX_LINES = 25  # the default summary fits a terminal without scrolling
+DEFAULT_WIDTH = 120  # columns, when neither a terminal nor COLUMNS says
+VERBOSE_HINT = "--verbose: every arm's runs, the regime map, the schedule and every reason"
 
 
-def _ratio_cell(index: DecisionIndex, metric: str) -> tuple[str, int] | None:
-    """The one cell whose ratio to off the table shows for every arm: the first compared in campaign order."""
-    order = index.workload_rank
-    cells = {(w, c) for (_, w, c, m) in index.comparisons if m == metric}
-    return min(cells, key=lambda wc: (order.get(wc[0], len(order)), wc[0], wc[1]), default=None)
-
-
-def _cells_text(
-    index: DecisionIndex, arm: ArmDecision, metric: str, at: tuple[str, int] | None
-) -> tuple[str, str]:
-    """(the arm's first cells as median [min-max] n, its ratio to off at the table's ratio cell)."""
+def _cells_text(decision: Decision, index: DecisionIndex, arm: ArmDecision, metric: str) -> tuple[str, str]:
+    """(the arm's first cells as median [min-max] n, its ratio to off at its weakest cell)."""
     order = index.workload_rank
     cells = sorted(
         index.arm_cells.get((arm.name, metric), ()),
@@ -37,8 +43,12 @@ def _cells_text(
         f"{c.workload} c={c.concurrency}: {c.median:.1f} [{c.min:.1f}-{c.max:.1f}] n={c.n}"
         for c in cells[:SHOWN_CELLS]
     ) + ("; ..." if len(cells) > SHOWN_CELLS else "")
-    found = None if at is None else index.comparisons.get((arm.name, at[0], at[1], metric))
-    ratio = "" if found is None or found.ratio is None else f"{found.ratio:.3f}x"
+    found = deciding(decision, arm.name, metric)
+    ratio = (
+        ""
+        if found is None
+        else f"{gain_text(found[0].ratio or 1)} at {found[0].workload} c={found[0].concurrency}"
+    )
     return runs or "-", ratio
 
 
@@ -64,15 +74,11 @@ def _kv_text(arm: ArmDecision) -> str:
     return text
 
 
-def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) -> str:
-    """A seed-style text summary: per-arm table of the selection metric, acceptance, KV; then reasons."""
-    from tabulate import tabulate
-
-    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
-    at = _ratio_cell(index, metric)
+def _seed_table(decision: Decision, index: DecisionIndex, metric: str, width: int) -> str:
+    """Every arm with its first cells' runs, ratio to off, acceptance, KV pool and verdict."""
     rows = []
     for arm in decision.arms:
-        runs, ratio = _cells_text(index, arm, metric, at)
+        runs, ratio = _cells_text(decision, index, arm, metric)
         rows.append(
             [
                 terminal_safe(text)
@@ -91,22 +97,53 @@ def render_summary(decision: Decision, metric: str, workloads: Sequence[str]) ->
         "arm",
         "spec",
         METRIC_LABELS[metric] + " median [min-max]",
-        "vs off" if at is None else f"vs off ({terminal_safe(at[0])} c={at[1]})",
+        "vs off, weakest cell",
         "acceptance",
         "KV pool (ceiling)",
         "verdict",
     ]
-    table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
-    head = f"decision: {decision.decision}"
-    if decision.selected is not None:
-        selected = f"{decision.selected.arm} ({decision.selected.spec.label()})"
-        head += f"  selected: {terminal_safe(selected)}"
-    if decision.provisional and decision.decision is not DecisionKind.INCONCLUSIVE:
-        head += "  (provisional)"
-    title = terminal_safe(f"{decision.campaign.id}: {decision.campaign.title}")
-    lines = [title, "", table, ""]
-    maps = (regime_text(decision), schedule_text(decision.schedule))
+    return fit_table(headers, rows, width, drop=(5, 1))
+
+
+def render_summary(
+    decision: Decision,
+    metric: str,
+    workloads: Sequence[str],
+    *,
+    width: int = DEFAULT_WIDTH,
+    verbose: bool = True,
+    paths: tuple[str | None, str | None] = (None, None),
+    footer: Sequence[str] = (),
+) -> str:
+    """The decision for a terminal `width` columns wide: the verdict first (verdict_lines), then
+    `footer` (where the JSON went, the exit code), then one table of the candidates; `verbose` adds
+    the seed-style table of every arm, the regime map, the schedule and every reason.
+
+    `paths` (the results directory, the policy file) fill the placeholders the decision's next step
+    names them by (formats.decision.fill_paths); None leaves a placeholder as it is."""
+
+    def filled(text: str) -> str:
+        return fill_paths(text, *paths)
+
+    raw = next_step_of(decision)
+    step = None if raw is None else filled(raw)
+    lines = verdict_lines(decision, metric, width, step)
+    lines += [clip(terminal_safe(line), width) for line in footer]
+    if not verbose:
+        rows = MAX_LINES - len(lines) - 5  # a blank line, the table's two header lines, a blank, the hint
+        lines += [
+            "",
+            arm_table(decision, metric, width, min(rows, MAX_TABLE_ROWS)),
+            "",
+            clip(VERBOSE_HINT, width),
+        ]
+        return "\n".join(lines) + "\n"
+    index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
+    lines += ["", _seed_table(decision, index, metric, width), ""]
+    maps = (regime_text(decision, width), schedule_text(decision.schedule))
     lines += [terminal_lines(text) for text in maps if text]
-    lines += [head, "", "reasons:"]
-    lines.extend(f"  - {terminal_safe(r)}" for r in decision.reasons)
+    lines.append("reasons:")
+    for reason in decision.reasons:
+        text = terminal_safe(filled(reason))
+        lines += textwrap.wrap(text, width, initial_indent="  - ", subsequent_indent="    ") or ["  -"]
     return "\n".join(lines) + "\n"

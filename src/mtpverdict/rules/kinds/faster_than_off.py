@@ -8,12 +8,13 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
+from mtpverdict._text import outcome_word
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats._check import Fraction, Located, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind, cell_label, comparison_text, design_cells
-from mtpverdict.stats.procedure import ArmOutcome, Outcome, Why
+from mtpverdict.stats.procedure import ArmOutcome, CellComparison, Outcome, Why
 
 
 class Params(Struct, frozen=True, forbid_unknown_fields=True):
@@ -75,14 +76,22 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
         found = finding.outcome
         if found is None or not found.cells:
             return f"{arm.name}: no {finding.metric} comparison with its control"
-        head = f"{arm.name} vs off: {found.outcome}"
+        # the arm's outcome needs every cell (intersection-union); a cell's outcome is that cell alone,
+        # Holm across every depth and cell, so an interval clearing off can still be unresolved there
+        head = f"{arm.name} vs off, every cell together: {outcome_word(found.outcome)}"
         why = _why(found, finding.min_effect)
         parts = [
-            f"{cell_label(c.cell[0], c.cell[1])} {c.cell_outcome}: " + comparison_text(c, finding.metric)
+            f"{cell_label(c.cell[0], c.cell[1])} alone {_cell_word(c)}: " + comparison_text(c, finding.metric)
             for c in found.cells
         ]
         parts += [f"{cell_label(w, c)}: not measured" for w, c in found.missing_cells]
         return f"{head} ({why}); " + "; ".join(parts)
+
+
+def _cell_word(c: CellComparison) -> str:
+    if c.cell_outcome is Outcome.INCONCLUSIVE and (c.ci_low > 0 or c.ci_high < 0):
+        return "not significant after Holm"  # its own interval clears off; Holm's correction does not
+    return outcome_word(c.cell_outcome)
 
 
 def _why(found: ArmOutcome, min_effect: float) -> str:

@@ -1,0 +1,143 @@
+"""Footguns refused: each mistake a new user makes gets one clear error with its hint, never a silent
+wrong answer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mtpverdict import UnknownArmError, load_decision
+from mtpverdict.cli import app
+
+from .conftest import DATA, FIXTURES, GOLDEN, ROOT
+
+runner = CliRunner()
+
+
+def test_decision_arm_names_the_arms_that_exist() -> None:
+    decision = load_decision(GOLDEN / "synthetic-void-arm@default.json")
+    assert decision.arm("k3").name == "k3"
+    with pytest.raises(UnknownArmError) as raised:
+        decision.arm("k9")
+    message = str(raised.value)
+    assert "k9" in message and "off_A, k1, k2, k3, off_B" in message
+    assert isinstance(raised.value, KeyError)  # callers that caught KeyError still do
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--effect", "5", "--boot-sd", "2%"], "--effect 5: a bare number is a fraction (5 means +500%)"),
+        (["--effect", "5%", "--boot-sd", "2"], "--boot-sd 2: a bare number is a fraction (2 means 200%)"),
+        (["--effect", "5%", "--boot-sd", "2%", "--run-sd", "1"], "--run-sd 1: a bare number"),
+    ],
+)
+def test_plan_refuses_a_bare_number_of_one_or_more(args: list[str], fragment: str) -> None:
+    done = runner.invoke(app, ["plan", *args])
+    assert done.exit_code == 2, done.output
+    assert fragment in done.stderr and "write 5% or 0.05" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_plan_takes_a_fraction_or_a_percentage() -> None:
+    for effect, sd in (("0.05", "0.02"), ("5%", "2%"), ("+5%", "0.5%")):
+        done = runner.invoke(app, ["plan", "--effect", effect, "--boot-sd", sd])
+        assert done.exit_code == 0, done.stderr
+
+
+def _warn_only(tmp: Path, empty: bool = False) -> Path:
+    text = (ROOT / "rules" / "default.toml").read_text().replace('name = "default"', 'name = "lenient"')
+    text = text.split("[[rules]]")[0] if empty else text.replace('severity = "veto"', 'severity = "warn"')
+    path = tmp / "lenient.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["warnings-only", "no-rules"])
+def test_rules_check_warns_of_a_policy_that_cannot_veto(tmp_path: Path, empty: bool) -> None:
+    policy = _warn_only(tmp_path, empty)
+    done = runner.invoke(app, ["rules", "check", str(policy)])
+    assert done.exit_code == 0, done.output
+    assert 'cannot veto a promotion: no rule has severity = "veto"' in done.output
+    shipped = runner.invoke(app, ["rules", "check", "default"])
+    assert shipped.exit_code == 0 and "cannot veto" not in shipped.output
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["warnings-only", "no-rules"])
+def test_decide_strict_refuses_a_policy_that_cannot_veto(tmp_path: Path, empty: bool) -> None:
+    policy = _warn_only(tmp_path, empty)
+    null = str(FIXTURES / "synthetic-null")  # no depth is faster than off
+    loose = runner.invoke(app, ["decide", null, "--rules", str(policy), "--out", str(tmp_path / "d.json")])
+    assert loose.exit_code == 0 and "cannot veto a promotion" in loose.stderr
+    out = tmp_path / "strict.json"
+    strict = runner.invoke(app, ["decide", null, "--rules", str(policy), "--out", str(out), "--strict"])
+    assert strict.exit_code == 2, strict.output
+    assert strict.stderr.startswith(f"Error: {policy}: cannot veto a promotion") and not out.exists()
+
+
+def test_a_refused_resume_draws_no_progress_bar(tmp_path: Path) -> None:
+    from .collect.conftest import campaign_text
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "synthetic-null", results)  # another campaign's results
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(9))
+    done = runner.invoke(app, ["collect", str(campaign), "--out", str(results), "--resume"])
+    assert done.exit_code == 2
+    assert "differs from the campaign being written" in done.stderr
+    assert done.stdout == "", done.stdout  # was a "boots 0/None" bar
+
+
+def test_deciding_on_vllm_bench_files_says_to_import_them(tmp_path: Path) -> None:
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    shutil.copy(DATA / "vllm_bench" / "k3_detailed.json", folder)
+    done = runner.invoke(app, ["decide", str(folder)])
+    assert done.exit_code == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "campaign.json: not found" in done.stderr
+    assert f"mtpverdict import vllm-bench {folder}/*.json --arm NAME --out RESULTS" in done.stderr
+
+
+def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> None:
+    campaign = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
+    done = runner.invoke(app, ["decide", str(FIXTURES / "synthetic-null"), "--rules", str(campaign)])
+    assert done.exit_code == 2
+    assert done.stderr.count("\n") == 1, done.stderr  # was 17 unknown-key lines
+    assert "a campaign file (campaign_version), not a policy" in done.stderr
+    assert "rules/default.toml" in done.stderr and "mtpverdict collect" in done.stderr
+
+
+def test_a_crossover_points_to_schedule_mode_with_the_command(tmp_path: Path) -> None:
+    crossover = FIXTURES / "synthetic-crossover"
+    out = tmp_path / "d.json"
+    done = runner.invoke(app, ["decide", str(crossover), "--out", str(out)], env={"COLUMNS": "120"})
+    assert done.exit_code == 0
+    reasons = json.loads(out.read_text())["reasons"]
+    assert any(
+        "the best depth depends on load" in r
+        and r.endswith("mtpverdict decide RESULTS --rules default-schedule")
+        for r in reasons
+    ), reasons
+    assert f"  mtpverdict decide {crossover} --rules default-schedule" in done.stdout.splitlines()
+    schedule = runner.invoke(
+        app, ["decide", str(crossover), "--rules", "default-schedule", "--out", str(out)]
+    )
+    assert schedule.exit_code == 0
+    assert 'serve: vLLM --speculative-config \'{"method":"mtp"' in schedule.stdout
+    assert json.loads(out.read_text())["schedule"]["speculative_config"] is not None
+
+
+def test_the_schedule_policy_is_the_default_policy_in_schedule_mode() -> None:
+    default = (ROOT / "rules" / "default.toml").read_text().splitlines()
+    schedule = (ROOT / "rules" / "default-schedule.toml").read_text().splitlines()
+    changed = {i for i, (a, b) in enumerate(zip(default, schedule, strict=True)) if a != b}
+    assert {schedule[i].split(" =")[0] for i in changed if not schedule[i].startswith("#")} == {
+        "name",
+        "description",
+        "mode",
+    }

@@ -1,0 +1,93 @@
+"""A decision does not depend on how its results directory was named: `verify` reproduces it from any
+spelling of the path and from any working directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mtpverdict.cli import app
+from mtpverdict.formats.decision import fill_paths
+
+from .conftest import FIXTURES, ROOT
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # an inconclusive fixture: its decision carries a next-step command naming the results directory
+    root = tmp_path / "laptop"
+    shutil.copytree(FIXTURES / "synthetic-null", root / "results" / "null")
+    monkeypatch.chdir(root)
+    decided = runner.invoke(app, ["decide", "results/null", "--out", "decision.json"])
+    assert decided.exit_code == 0, decided.output
+    return root
+
+
+def test_the_decision_json_names_no_path(checkout: Path) -> None:
+    text = (checkout / "decision.json").read_text()
+    decision = json.loads(text)
+    assert decision["next_step"] is not None
+    assert "results/null" not in text and str(checkout) not in text
+
+
+@pytest.mark.parametrize("spelling", ["relative", "absolute", "trailing-slash", "other-cwd"])
+def test_verify_reproduces_from_every_spelling(
+    checkout: Path, spelling: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decision, results = "decision.json", "results/null"
+    if spelling == "absolute":
+        decision, results = str(checkout / decision), str(checkout / results)
+    elif spelling == "trailing-slash":
+        results += "/"
+    elif spelling == "other-cwd":
+        elsewhere = tmp_path / "ci" / "work"
+        elsewhere.mkdir(parents=True)
+        monkeypatch.chdir(elsewhere)
+        decision, results = "../../laptop/decision.json", "../../laptop/results/null/"
+    verified = runner.invoke(app, ["verify", decision, results])
+    assert verified.exit_code == 0, verified.output
+    assert "reproduces byte for byte" in verified.output
+
+
+def test_a_moved_checkout_still_verifies(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved = tmp_path / "ci-clone"
+    shutil.copytree(checkout, moved)
+    monkeypatch.chdir(moved)
+    verified = runner.invoke(app, ["verify", "decision.json", str(moved / "results" / "null")])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_the_printed_next_step_names_the_directory_as_typed(checkout: Path) -> None:
+    decided = runner.invoke(app, ["decide", str(checkout / "results" / "null"), "--out", "again.json"])
+    assert decided.exit_code == 0, decided.output
+    assert f"--out {checkout / 'results' / 'null'} --resume" in decided.output
+
+
+def test_a_policy_file_is_named_by_a_placeholder(checkout: Path) -> None:
+    text = (ROOT / "rules" / "default.toml").read_text().replace('name = "default"', 'name = "mine"')
+    (checkout / "policy").mkdir()
+    (checkout / "policy" / "mine.toml").write_text(text)
+    decided = runner.invoke(app, ["decide", "results/null", "--rules", "policy/mine.toml", "--out", "m.json"])
+    assert decided.exit_code == 0, decided.output
+    assert "--rules policy/mine.toml" in decided.output
+    step = json.loads((checkout / "m.json").read_text())["next_step"]
+    assert "--out RESULTS" in step and "--rules RULES.toml" in step
+    absolute = str(checkout / "policy" / "mine.toml")
+    verified = runner.invoke(app, ["verify", str(checkout / "m.json"), "results/null/", "--rules", absolute])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_fill_paths_quotes_and_leaves_lookalikes() -> None:
+    text = "mtpverdict collect CAMPAIGN.toml --out RESULTS --rules RULES.toml; RESULTS_X my/RESULTS"
+    filled = fill_paths(text, "a dir/x", None)
+    assert filled == (
+        "mtpverdict collect CAMPAIGN.toml --out 'a dir/x' --rules RULES.toml; RESULTS_X my/RESULTS"
+    )
