@@ -271,7 +271,9 @@ def next_step(
         return None
     shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
     policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
-    return plan.until_resolved_command("CAMPAIGN.toml", RESULTS_PLACEHOLDER, policy, max(boots), resume=resumable)
+    return plan.until_resolved_command(
+        "CAMPAIGN.toml", RESULTS_PLACEHOLDER, policy, max(boots), resume=resumable
+    )
 
 
 def floors(evidence: Evidence) -> tuple[FloorResult, ...]:
