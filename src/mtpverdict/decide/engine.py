@@ -43,7 +43,7 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     outcome = _outcome(evidence, arms, controls)
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
-    next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
+    next_step = assemble.next_step(evidence, arm_outcomes, controls, outcome.blockers) if undecided else None
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
     return Decision(
         format="mtpverdict.decision/2",
@@ -101,7 +101,8 @@ def envelope_lines(found: Sequence[ContextEnvelope]) -> list[str]:
 
 
 def campaign_controls(evidence: Evidence) -> list[ControlResult]:
-    """The floor, drift, blind-harness, disturbed-harness and failed-boot controls, in that order."""
+    """The floor, drift, blind-harness, disturbed-harness, missingness, failed-boot and partial-boot
+    controls, in that order."""
     found: list[ControlResult | None] = [
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
@@ -109,6 +110,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         ctl.harness_check(evidence),
         ctl.missingness_check(evidence),
         ctl.failed_boots_check(evidence),
+        ctl.partial_boots_check(evidence),
     ]
     return [c for c in found if c is not None]
 

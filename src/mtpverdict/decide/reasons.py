@@ -21,7 +21,7 @@ from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Arm
 
 # controls whose detail is a reason of its own (harness only when it warns)
-STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots")
+STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots", "partial_boots")
 SPEED_KINDS = ("beats_target", "faster_than_off")  # what an eligible arm's reason cites
 
 

@@ -104,6 +104,17 @@ class Tables:
 
 
 @dataclass(frozen=True, slots=True)
+class PartialBoot:
+    """A failed or interrupted boot that measured runs; they count or not by [runs] partial_boots."""
+
+    arm: str
+    boot: int
+    status: str  # failed or interrupted
+    requests: int  # measured requests it recorded
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """Per-cell spread, comparisons, floors, acceptance, KV and quality checks for every arm."""
 
@@ -132,6 +143,7 @@ class Evidence:
     arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]
     missing: tuple[MissingRow, ...] = ()  # streams completed and kept per arm, boot and cell
     refused: tuple[Refusal, ...] = ()  # (arm, cell) pairs not compared: their missingness differs
+    partial: tuple[PartialBoot, ...] = ()  # failed or interrupted boots that measured runs
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

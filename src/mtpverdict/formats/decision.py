@@ -309,6 +309,12 @@ class RefusalResult(Struct, frozen=True, forbid_unknown_fields=True):
     share: float
     versus: float
     reason: str
+    p_value: Annotated[
+        float | None,
+        Meta(
+            description="Fisher's exact test (two-sided) of the two set-aside counts; null when not recorded."
+        ),
+    ] = None
 
 
 class RegimeDepth(Struct, frozen=True, forbid_unknown_fields=True):
@@ -478,7 +484,11 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     campaign: CampaignSummary
     inputs: Inputs
     next_step: Annotated[
-        str | None, Meta(description="What would settle the unresolved arms: the collect command to run.")
+        str | None,
+        Meta(
+            description="What to run next: set whenever the decision is inconclusive (the command that "
+            "would settle it, with why); null otherwise."
+        ),
     ] = None
     missingness: Annotated[
         tuple[MissingnessResult, ...],
