@@ -23,7 +23,8 @@ EXIT_INCONCLUSIVE = 3
 EXIT_INCOMPLETE = 4
 EXIT_BOOTS_FAILED = 5  # collect ran to the end, but a boot failed or was refused
 EXIT_INTERNAL = 70  # an unexpected failure inside mtpverdict (sysexits EX_SOFTWARE): please report it
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM: collect stopped as on Ctrl-C
 MAX_ERRORS_SHOWN = 20
 
 

@@ -14,6 +14,7 @@ from mtpverdict.cli._common import (
     EXIT_BOOTS_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     RulesOption,
     echo,
     fail,
@@ -201,6 +202,9 @@ def _report(summary: CollectSummary, out: Path) -> None:
     if summary.outcome == CollectOutcome.INTERRUPTED:
         echo("interrupted: the results directory is valid; continue with --resume", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.outcome == CollectOutcome.TERMINATED:
+        echo("terminated (SIGTERM): the results directory is valid; continue with --resume", err=True)
+        raise typer.Exit(EXIT_TERMINATED)
     if summary.outcome == CollectOutcome.BOOTS_FAILED:
         for line in summary.failed:
             echo(f"failed boot: {terminal_safe(line)}", err=True)

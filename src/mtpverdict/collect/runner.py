@@ -32,6 +32,7 @@ from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
+from mtpverdict.collect.signals import Terminated, signal_number, stop_signals
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
@@ -82,6 +83,7 @@ class CollectOutcome(StrEnum):
     COMPLETE = "complete"  # every boot it ran became ready and ran to the end
     BOOTS_FAILED = "boots_failed"  # it ran to the end, but a boot failed or was refused
     INTERRUPTED = "interrupted"  # stopped (Ctrl-C) before the end; --resume continues
+    TERMINATED = "terminated"  # stopped by SIGTERM (a CI cancellation, systemd) before the end; --resume
 
 
 @dataclass(slots=True)
@@ -94,6 +96,7 @@ class CollectSummary:
     request_errors: int = 0
     records: int = 0
     interrupted: bool = False
+    signal: int | None = None  # the signal that interrupted it (SIGINT or SIGTERM)
     stopped_early: bool = False
     skipped_boots: int = 0
     per_arm: list[str] = field(default_factory=list)
@@ -102,7 +105,9 @@ class CollectSummary:
     @property
     def outcome(self) -> CollectOutcome:
         if self.interrupted:
-            return CollectOutcome.INTERRUPTED
+            return (
+                CollectOutcome.TERMINATED if self.signal == Terminated.signum else CollectOutcome.INTERRUPTED
+            )
         return CollectOutcome.BOOTS_FAILED if self.failed_boots else CollectOutcome.COMPLETE
 
 
@@ -532,20 +537,28 @@ class Collector:
 
     def run(self) -> CollectSummary:
         try:
-            for event in stop_left_over_servers(self.results):
-                self.on_event(event)
-            devices = None if self.shard is None else [self.shard.index]
-            owed, owed_records = plan_boots(
-                self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
-            )
-            for record in owed_records:
-                self._record_interrupted(record)
-            self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
-            self._run_rounds(owed)
+            with stop_signals(lambda text: self.on_event(Event("note", detail=text))):
+                try:
+                    self._run_campaign()
+                except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (collect/signals.py)
+                    self.summary.interrupted = True
+                    self.summary.signal = signal_number(exc)
         finally:
             self.writer.close()
             os.close(self._lock)
         return self.summary
+
+    def _run_campaign(self) -> None:
+        for event in stop_left_over_servers(self.results):
+            self.on_event(event)
+        devices = None if self.shard is None else [self.shard.index]
+        owed, owed_records = plan_boots(
+            self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
+        )
+        for record in owed_records:
+            self._record_interrupted(record)
+        self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+        self._run_rounds(owed)
 
     def _record_interrupted(self, record: dict[str, Any]) -> None:
         """Append the boot record of a boot a killed collect left unfinished (its start file's)."""
@@ -609,8 +622,9 @@ class Collector:
                             total=len(owed),
                         )
                     )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (collect/signals.py)
             self.summary.interrupted = True
+            self.summary.signal = signal_number(exc)
 
     def _settled(self) -> Mapping[str, str]:
         """Candidates no further boot would change the verdict of, as the campaign's callback judges them."""

@@ -1,0 +1,64 @@
+"""The signals that stop a collect: SIGTERM as Ctrl-C is, and a SIGINT a shell left ignored made live again.
+
+A CI cancellation or `systemctl stop` sends SIGTERM; Python's default for it ends the process at once,
+leaving the server listening and the boot without a record. While a collect runs, SIGTERM raises
+`Terminated`, a KeyboardInterrupt, so it takes the path Ctrl-C takes: the server is stopped, the boot
+recorded interrupted, the results directory left valid for `--resume`; the CLI exits 143 (128 + 15).
+A second SIGTERM while that happens is ignored, so the cleanup finishes (systemd follows with SIGKILL
+after its timeout in any case).
+
+A shell starts a background job (`collect ... &` in a script) with SIGINT ignored, and Python keeps an
+ignored SIGINT ignored: Ctrl-C and `kill -INT` would do nothing. A collect restores the default
+handling and says so, so SIGINT stops it as documented.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+SIGINT_RESTORED = (
+    "SIGINT was ignored when collect started (a shell's background job): collect stops on it as on Ctrl-C"
+)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached a running collect: it stops as on Ctrl-C."""
+
+    signum = int(signal.SIGTERM)
+
+
+def signal_number(exc: KeyboardInterrupt) -> int:
+    """The signal that stopped a collect: SIGTERM for Terminated, else SIGINT."""
+    return Terminated.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+
+
+@contextmanager
+def stop_signals(note: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM raises Terminated and an inherited SIGINT ignore is undone."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        note(SIGINT_RESTORED)
+    stopping = False
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise Terminated
+
+    previous_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        if previous_int == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,94 @@
+"""SIGTERM stops a collect as Ctrl-C does (exit 143), and a SIGINT a shell left ignored stops it too."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from mtpverdict.formats.results_io import load_results
+
+from ..conftest import wait_for_request
+from .conftest import campaign_text, interruptible
+
+CLI = [sys.executable, "-m", "mtpverdict"]
+EXIT_INTERRUPTED = 130  # README, Exit codes
+EXIT_TERMINATED = 143
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _ignore_sigint() -> None:
+    """preexec_fn: the disposition a shell gives a script's background job (an ignore survives exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start(campaign: Path, out: Path, preexec: Callable[[], object]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+    )
+
+
+def _stop_and_wait(proc: subprocess.Popen[bytes], sig: int) -> tuple[str, str]:
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=90)
+        return out.decode(errors="replace"), err.decode(errors="replace")
+    finally:
+        if proc.poll() is None:  # the signal did nothing: end it so no server or process is left
+            proc.kill()
+            proc.communicate()
+
+
+def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path: Path, port: int) -> None:
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(port, tps=150))
+    out = tmp_path / "results"
+    proc = _start(campaign, out, interruptible)
+    wait_for_request(out, "ngram_k2", timed=True, proc=proc)  # mid-boot: its measured runs have begun
+    _, err = _stop_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == EXIT_TERMINATED, err
+    assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
+    assert _port_free(port)  # the server was stopped, not left listening
+    before = load_results(out)
+    boots = {(b["arm"], b["boot"]): b for b in before.boots.to_dict("records")}
+    assert boots[("ngram_k2", 1)]["status"] == "interrupted"
+    kept = before.requests[before.requests["arm"] == "ngram_k2"]
+    assert len(kept) > 0
+    resumed = subprocess.run(
+        [*CLI, "collect", str(campaign), "--out", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = load_results(out)
+    ready = after.boots[after.boots["status"] == "ready"]
+    assert set(ready["arm"]) == {"off_A", "ngram_k2", "draft_random_k2", "off_B"}
+    interrupted = after.requests[(after.requests["arm"] == "ngram_k2") & (after.requests["boot"] == 1)]
+    assert len(interrupted) == len(kept)  # nothing the interrupted boot measured was lost or duplicated
+    assert _port_free(port)
+
+
+def test_an_inherited_sigint_ignore_is_undone_and_said(tmp_path: Path, port: int) -> None:
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(port, tps=150))
+    out = tmp_path / "results"
+    proc = _start(campaign, out, _ignore_sigint)
+    wait_for_request(out, "off_A", proc=proc)
+    said, err = _stop_and_wait(proc, signal.SIGINT)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "SIGINT was ignored when collect started" in said
+    assert _port_free(port)
+    (boot,) = load_results(out).boots.to_dict("records")
+    assert boot["status"] == "interrupted"
