@@ -458,8 +458,9 @@ def dry_run_report(
         allow_argv_mismatch=allow_argv_mismatch,
         until_resolved=until_resolved,
     )
-    lines = dry_run_plan(plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
-    return lines + [f"warning: {w}" for w in checked.warnings]
+    lines = dry_run_plan(checked.plan or plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
+    clock = [f"note: {checked.clock}"] if checked.clock else []
+    return lines + clock + [f"warning: {w}" for w in checked.warnings]
 
 
 class Collector:
@@ -497,6 +498,8 @@ class Collector:
             allow_argv_mismatch=allow_argv_mismatch,
             until_resolved=until_resolved is not None,
         )
+        self.plan = checked.plan or plan  # the server's clock turned on where collect could
+        self._clock_note = checked.clock
         self.mismatch = list(checked.mismatch)
         self.api_key = checked.api_key
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -549,6 +552,8 @@ class Collector:
         return self.summary
 
     def _run_campaign(self) -> None:
+        if self._clock_note:
+            self.on_event(Event("note", detail=self._clock_note))
         for event in stop_left_over_servers(self.results):
             self.on_event(event)
         devices = None if self.shard is None else [self.shard.index]

@@ -16,6 +16,7 @@ from mtpverdict.formats.results import Arm
 from mtpverdict.stats.blocked import DeviceBootValue, device_drift
 from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
 from mtpverdict.stats.procedure import BootValue
+from mtpverdict.stats.runs import clock_agreement
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
 
@@ -143,6 +144,14 @@ def missingness_check(evidence: Evidence) -> ControlResult | None:
         return None
     runs = evidence.policy.runs
     timing = "the server's own timing" if rows[0].timing == "server" else "the client's timing"
+    agreement = clock_agreement(evidence.tables.results.requests) if rows[0].timing == "server" else None
+    if agreement is not None:  # the client's clock is the second surface: compared per stream
+        ratio, kept, both = agreement
+        median = f"{ratio:.3f}x" if math.isfinite(ratio) else "-"
+        timing += (
+            f" (the client's clock beside it: decode windows {median} the server's, median over the {kept} "
+            f"of {both} streams it did not read in a burst)"
+        )
     streams = sum(r.streams for r in rows)
     aside = sum(r.set_aside for r in rows)
     if not evidence.refused:
