@@ -5,7 +5,9 @@
 # checks the measuring client against the server's own per-request timing and acceptance;
 # tests/test_real_schedule.py collects schedule-campaign.toml (fixed n-gram depths and an arm running a
 # hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
-# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it.
+# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it;
+# tests/test_real_load.py collects a small campaign beside a process burning a core, SIGTERMs collect
+# while a server starts, resumes, and decides on the server's clock (collect turns it on itself).
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -31,3 +33,4 @@ export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
