@@ -211,3 +211,14 @@ def test_an_interrupted_boots_runs_count_only_when_the_policy_says_so() -> None:
     assert {(c.arm, c.metric): c.n_boots for c in included.cells}[("k1", "decode_tps")] == 3
     (control,) = [c for c in included.controls if c.name == "partial_boots"]
     assert control.status == "warn" and "boots per cell may differ" in control.detail
+
+
+def test_the_policy_may_compare_on_the_streams_kept_and_states_the_difference() -> None:
+    campaign, records = _campaign()
+    results = results_from_records(campaign, _burst_the_slow_half(records, "k1"), label="kept")
+    decision = decide(results, _policy_with('set_aside = "compare_kept"'))
+    assert decision.refused == ()
+    assert any(c.arm == "k1" and c.metric == "decode_tps" for c in decision.comparisons)
+    (control,) = [c for c in decision.controls if c.name == "missingness"]
+    assert control.status == "warn" and "k1 at chat c=4: 50% set aside against 0%" in control.detail
+    assert control.detail in decision.reasons

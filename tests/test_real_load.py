@@ -110,7 +110,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory, burner: None) -> tuple[P
     with (work / "collect-terminated.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            seen["server"] = _wait_for_launch(out, "ngram_k2", proc, timeout=600)
+            seen["server"] = _wait_for_launch(out, "ngram_k2", proc, timeout=1200)
             time.sleep(5)  # mid-boot: the server is loading the model
             proc.send_signal(signal.SIGTERM)
             seen["returncode"] = proc.wait(timeout=120)
@@ -121,7 +121,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory, burner: None) -> tuple[P
     seen["server_gone"] = _gone(seen["server"])
     seen["log"] = (work / "collect-terminated.log").read_text(errors="replace")
     seen["records"] = (out / "records.jsonl").read_bytes()
-    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=1200, check=False)
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=1800, check=False)
     sys.stdout.write(done.stdout[-3000:])
     assert done.returncode == 0, done.stderr[-3000:]
     seen["resume"] = done.stdout

@@ -154,6 +154,22 @@ def missingness_check(evidence: Evidence) -> ControlResult | None:
         )
     streams = sum(r.streams for r in rows)
     aside = sum(r.set_aside for r in rows)
+    if evidence.differing:  # [runs] set_aside = "compare_kept": compared anyway, each difference stated
+        found = evidence.differing
+        shown = "; ".join(
+            f"{r.arm} at {r.workload} c={r.concurrency}: {r.share:.0%} set aside against {r.versus:.0%} "
+            f"(Fisher p = {r.p_value:.2g})"
+            for r in found[:4]
+        )
+        more = f"; {len(found) - 4} more" if len(found) > 4 else ""
+        return ControlResult(
+            "missingness",
+            ControlStatus.WARN,
+            f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside; compared on "
+            f'the streams kept where they differ by arm ([runs] set_aside = "compare_kept"), which the arm '
+            f"may have chosen: {shown}{more}",
+            float(len(found)),
+        )
     if not evidence.refused:
         return ControlResult(
             "missingness",

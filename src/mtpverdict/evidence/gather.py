@@ -20,7 +20,7 @@ from mtpverdict.evidence.model import (
     PartialBoot,
     Tables,
 )
-from mtpverdict.formats.policy import PartialBoots, Policy
+from mtpverdict.formats.policy import PartialBoots, Policy, SetAside
 from mtpverdict.formats.results import Campaign
 from mtpverdict.formats.results_io import Results
 from mtpverdict.stats import compare as cmp
@@ -63,6 +63,9 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     runs = run_table(counted_requests_)
     missing = missing_rows(runs, policy.include_cold)
     refused = _refusals(campaign, missing, policy)
+    differing: tuple[Refusal, ...] = ()
+    if policy.runs.set_aside is SetAside.COMPARE_KEPT:  # compared on the streams kept, the difference stated
+        refused, differing = (), refused
     measured = values_table(runs, results.summaries)
     values, withheld = _withhold(measured, refused)
     boots = boot_statistics(values, policy.include_cold)
@@ -104,6 +107,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         arm_comparison_index=_arm_comparison_index(comparisons),
         missing=missing,
         refused=refused,
+        differing=differing,
         partial=partial,
     )
 

@@ -143,6 +143,7 @@ class Evidence:
     arm_comparison_index: Mapping[tuple[str, str], tuple[tuple[str, int, CellComparison], ...]]
     missing: tuple[MissingRow, ...] = ()  # streams completed and kept per arm, boot and cell
     refused: tuple[Refusal, ...] = ()  # (arm, cell) pairs not compared: their missingness differs
+    differing: tuple[Refusal, ...] = ()  # compared on the streams kept though it differs (set_aside)
     partial: tuple[PartialBoot, ...] = ()  # failed or interrupted boots that measured runs
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 

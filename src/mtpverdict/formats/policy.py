@@ -56,6 +56,13 @@ class PartialBoots(StrEnum):
     INCLUDE = "include"
 
 
+class SetAside(StrEnum):
+    """What a cell whose streams set aside differ by arm gets: no comparison, or one on the streams kept."""
+
+    REFUSE = "refuse"
+    COMPARE_KEPT = "compare_kept"
+
+
 class FloorMode(StrEnum):
     """What comparisons do when the boot-to-boot variance is unknown."""
 
@@ -123,6 +130,14 @@ class Runs(Struct, frozen=True, forbid_unknown_fields=True):
             "only when the counts show it at this level."
         ),
     ] = 0.05
+    set_aside: Annotated[
+        SetAside,
+        Meta(
+            description="A cell where an arm's streams set aside differ from its controls' (max_missing_gap "
+            "and missing_alpha): not compared (refuse), or compared on the streams each kept with the "
+            "difference stated (compare_kept: the kept streams may be chosen by the arm)."
+        ),
+    ] = SetAside.REFUSE
     partial_boots: Annotated[
         PartialBoots,
         Meta(
