@@ -30,6 +30,7 @@ import tomlkit
 from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import load_results
 
+from .collect.conftest import free_port
 from .conftest import ROOT, VLLM_ENV, real_server
 
 pytestmark = pytest.mark.real_server
@@ -46,6 +47,7 @@ def _campaign(path: Path) -> Path:
     doc["reps"] = 2
     doc["server"]["command"] = [a for a in doc["server"]["command"] if a != FLAG]
     doc["server"]["settle_seconds"] = 0
+    doc["server"]["port"] = free_port()  # another real-server stage may hold the campaign's own port
     doc["arms"] = [a for a in doc["arms"] if a["name"] in ("off_A", "ngram_k2")]
     for key in ("coherence", "likelihood"):
         doc.pop(key, None)
