@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mtpverdict.collect.signals import SIGINT_RESTORED, Terminated, stop_signals
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
@@ -92,3 +95,28 @@ def test_an_inherited_sigint_ignore_is_undone_and_said(tmp_path: Path, port: int
     assert _port_free(port)
     (boot,) = load_results(out).boots.to_dict("records")
     assert boot["status"] == "interrupted"
+
+
+def test_the_handlers_hold_only_while_collect_runs_and_a_second_sigterm_is_ignored() -> None:
+    said: list[str] = []
+    before_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before_term = signal.getsignal(signal.SIGTERM)
+    try:
+        stopped = False
+        try:
+            with stop_signals(said.append):
+                assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(5)  # not reached: the handler raises as soon as the signal is taken
+                except Terminated:
+                    stopped = True
+                    os.kill(os.getpid(), signal.SIGTERM)  # while stopping: ignored, the cleanup goes on
+                    time.sleep(0.2)
+        except Terminated:
+            stopped = False  # the second SIGTERM must not interrupt the cleanup
+        assert stopped and said == [SIGINT_RESTORED]
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # as inherited, once collect is done
+        assert signal.getsignal(signal.SIGTERM) == before_term
+    finally:
+        signal.signal(signal.SIGINT, before_int)
