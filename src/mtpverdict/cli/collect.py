@@ -181,8 +181,12 @@ def _progress() -> tuple[Progress, Callable[[Event], None]]:
         elif event.kind == "arm_done":
             say(event.detail)
             progress.update(task, completed=event.done)
-        elif event.kind == "note":
-            say(f"note: {event.arm} boot {event.boot}: {event.detail}")
+        elif event.kind == "note":  # a note about the whole campaign names no boot
+            say(
+                f"note: {event.arm} boot {event.boot}: {event.detail}"
+                if event.arm
+                else f"note: {event.detail}"
+            )
 
     return progress, on_event
 
