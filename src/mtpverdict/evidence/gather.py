@@ -59,8 +59,8 @@ def history_from(results: Results, include_cold: bool, label: str) -> NoiseHisto
 def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Evidence:
     """Compute every statistic the rules need; pure apart from reading the loaded tables."""
     campaign = results.campaign
-    counted_requests_, partial = counted_requests(results, policy)
-    runs = run_table(counted_requests_)
+    requests, partial = counted_requests(results, policy)
+    runs = run_table(requests)
     missing = missing_rows(runs, policy.include_cold)
     refused = _refusals(campaign, missing, policy)
     differing: tuple[Refusal, ...] = ()
