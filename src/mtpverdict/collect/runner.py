@@ -32,7 +32,7 @@ from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
-from mtpverdict.collect.signals import Terminated, signal_number, stop_signals
+from mtpverdict.collect.signals import Terminated, deferred, signal_number, stop_signals
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
@@ -674,23 +674,24 @@ class Collector:
             record["note"] = INTERRUPTED_NOTE
             raise
         finally:
-            if server is not None:
-                server.stop(plan.server.grace_seconds)
-            if launch:
-                self._log_surface(arm, planned.boot, log_rel, record, self._sent)
-            if record["status"] == "failed":
-                self.summary.failed_boots += 1
-                self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
-            self._append(record)
-            atomic_write(started.with_suffix(".done"), "")
-            self.summary.per_arm.append(
-                self._arm_line(
-                    planned,
-                    record,
-                    self.summary.requests - before_requests,
-                    self.summary.request_errors - before_errors,
+            with deferred():  # a signal now waits: the server is stopped and the boot recorded first
+                if server is not None:
+                    server.stop(plan.server.grace_seconds)
+                if launch:
+                    self._log_surface(arm, planned.boot, log_rel, record, self._sent)
+                if record["status"] == "failed":
+                    self.summary.failed_boots += 1
+                    self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
+                self._append(record)
+                atomic_write(started.with_suffix(".done"), "")
+                self.summary.per_arm.append(
+                    self._arm_line(
+                        planned,
+                        record,
+                        self.summary.requests - before_requests,
+                        self.summary.request_errors - before_errors,
+                    )
                 )
-            )
 
     def _arm_line(self, planned: PlannedBoot, record: dict[str, Any], requests: int, errors: int) -> str:
         """One line per finished boot: status, ready time, requests, acceptance of this boot."""

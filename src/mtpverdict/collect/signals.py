@@ -5,7 +5,9 @@ leaving the server listening and the boot without a record. While a collect runs
 `Terminated`, a KeyboardInterrupt, so it takes the path Ctrl-C takes: the server is stopped, the boot
 recorded interrupted, the results directory left valid for `--resume`; the CLI exits 143 (128 + 15).
 A second SIGTERM while that happens is ignored, so the cleanup finishes (systemd follows with SIGKILL
-after its timeout in any case).
+after its timeout in any case). A boot's cleanup (stopping its server, appending its record) runs
+`deferred`: a SIGINT or SIGTERM arriving then waits for it to end, so no server is left running and no
+finished boot loses its record.
 
 A shell starts a background job (`collect ... &` in a script) with SIGINT ignored, and Python keeps an
 ignored SIGINT ignored: Ctrl-C and `kill -INT` would do nothing. A collect restores the default
@@ -15,6 +17,7 @@ handling and says so, so SIGINT stops it as documented.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,3 +65,30 @@ def stop_signals(note: Callable[[str], None]) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous_term)
         if previous_int == signal.SIG_IGN:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the block runs; then act on one that came, unless the block runs
+    because collect is already stopping (an exception in flight), which it then simply goes on doing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = sys.exc_info()[1] is not None
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    held = {
+        sig: signal.signal(sig, hold)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(sig) not in (signal.SIG_IGN, signal.SIG_DFL, None)
+    }
+    try:
+        yield
+    finally:
+        for sig, previous in held.items():
+            signal.signal(sig, previous)
+    if pending and not stopping:
+        raise Terminated if pending[0] == Terminated.signum else KeyboardInterrupt
