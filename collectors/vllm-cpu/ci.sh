@@ -7,7 +7,9 @@
 # server (the evidence holds) and on a server with the random draft (below break-even);
 # tests/test_real_schedule.py collects schedule-campaign.toml (fixed n-gram depths and an arm running a
 # hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
-# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it.
+# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it;
+# tests/test_real_load.py collects a small campaign beside a process burning a core, SIGTERMs collect
+# while a server starts, resumes, and decides on the server's clock (collect turns it on itself).
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -34,3 +36,4 @@ cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py \
     tests/test_real_watch.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py

@@ -15,6 +15,7 @@ from mtpverdict.cli._common import (
     EXIT_BOOTS_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     RulesOption,
     echo,
     fail,
@@ -193,8 +194,12 @@ def _progress() -> tuple[Progress, Callable[[Event], None]]:
         elif event.kind == "arm_done":
             say(event.detail)
             progress.update(task, completed=event.done)
-        elif event.kind == "note":
-            say(f"note: {event.arm} boot {event.boot}: {event.detail}")
+        elif event.kind == "note":  # a note about the whole campaign names no boot
+            say(
+                f"note: {event.arm} boot {event.boot}: {event.detail}"
+                if event.arm
+                else f"note: {event.detail}"
+            )
 
     return progress, on_event
 
@@ -214,6 +219,9 @@ def _report(summary: CollectSummary, out: Path) -> None:
     if summary.outcome == CollectOutcome.INTERRUPTED:
         echo("interrupted: the results directory is valid; continue with --resume", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.outcome == CollectOutcome.TERMINATED:
+        echo("terminated (SIGTERM): the results directory is valid; continue with --resume", err=True)
+        raise typer.Exit(EXIT_TERMINATED)
     if summary.outcome == CollectOutcome.BOOTS_FAILED:
         for line in summary.failed:
             echo(f"failed boot: {terminal_safe(line)}", err=True)

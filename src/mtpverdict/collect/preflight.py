@@ -6,16 +6,25 @@ a real run calls it before it creates or locks the results directory.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import canonical
-from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, depth_problems, parity_problems
+from mtpverdict.collect.campaign import (
+    MAX_CAMPAIGN_BYTES,
+    SPEC_PLACEHOLDER,
+    CampaignPlan,
+    depth_problems,
+    parity_problems,
+)
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -26,14 +35,23 @@ MAX_CAMPAIGN_JSON_BYTES = 4 * MAX_CAMPAIGN_BYTES
 BOOT_RECORD_MARK = b'"kind":"boot"'  # how a boot record's line reads (sorted compact keys)
 
 
+# vLLM reports each request's own timing (the last chunk's `metrics`) with this flag, from 0.32
+SERVER_CLOCK_FLAG = "--enable-per-request-metrics"
+SERVER_CLOCK_SINCE = (0, 32)
+VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)")
+
+
 @dataclass(frozen=True, slots=True)
 class Preflight:
-    """What the checks found: the campaign.json to write, the parity breaks allowed, warnings."""
+    """What the checks found: the campaign.json to write, the parity breaks allowed, warnings, and the
+    plan to run (the campaign's, with the server's clock turned on where collect could)."""
 
     campaign: dict[str, Any]
     mismatch: tuple[str, ...]
     api_key: str
     warnings: tuple[str, ...]
+    plan: CampaignPlan | None = None
+    clock: str = ""  # whose clock times decode and TTFT, and why (said once at the start)
 
 
 def preflight(
@@ -71,6 +89,7 @@ def preflight(
     api_key = os.environ.get(plan.server.api_key_env, "") if plan.server.api_key_env else ""
     if plan.server.api_key_env and not api_key:
         raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
+    plan, clock = server_clock(plan, _existing_argv(results / CAMPAIGN_FILE) if holds_campaign else None)
     campaign = _campaign_object(plan, variables, results, mismatch, until_resolved)
     warnings: list[str] = [f"harness parity not held (--allow-argv-mismatch): {m}" for m in mismatch]
     if holds_campaign:
@@ -87,7 +106,74 @@ def preflight(
         warnings.append(
             f"another collect (pid {holder}) is running on {results}: a real run would be refused"
         )
-    return Preflight(campaign, mismatch, api_key, tuple(warnings))
+    return Preflight(campaign, mismatch, api_key, tuple(warnings), plan, clock)
+
+
+def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[CampaignPlan, str]:
+    """The plan with vLLM's per-request timing turned on alike for every arm when the campaign's vLLM is
+    0.32 or later, and a sentence saying whose clock times decode and TTFT, or why not the server's.
+
+    The flag joins server.command, which every arm shares, so harness parity holds and gate, which
+    compares speculative flags only, reads the arms as before. A resume keeps what campaign.json
+    recorded (`existing`: its first arm's serve_argv), so a campaign begun without it continues so.
+    """
+    server = plan.server
+    client = "decode and TTFT on the client's clock (streams it reads in a burst are set aside)"
+    if server.engine == "llamacpp":
+        return plan, "decode and TTFT on llama.cpp's own clock (each response's timings)"
+    if server.engine != "vllm":
+        return plan, f"{client}: collect knows no per-request timing for engine {server.engine}"
+    given = [*server.command, *(a for arm in plan.arms for a in arm.serve_args)]
+    if any(SERVER_CLOCK_FLAG in part for part in given):
+        return plan, f"decode and TTFT on vLLM's own clock ({SERVER_CLOCK_FLAG} in the campaign)"
+    why = _why_not(plan, existing)
+    if why:
+        return plan, f"{client}: {why}"
+    command = list(server.command)
+    at = command.index(SPEC_PLACEHOLDER) if SPEC_PLACEHOLDER in command else len(command)
+    command.insert(at, SERVER_CLOCK_FLAG)
+    added = f"Harness flag {SERVER_CLOCK_FLAG} added by collect to every arm (the server's clock)."
+    notes = f"{plan.notes} {added}" if plan.notes else added
+    plan = dataclasses.replace(plan, server=dataclasses.replace(server, command=tuple(command)), notes=notes)
+    return plan, (
+        f"decode and TTFT on vLLM's own clock: collect added {SERVER_CLOCK_FLAG} to every arm alike "
+        "(a harness flag, not a speculative one; recorded in campaign.json); the client's clock is kept "
+        "beside it"
+    )
+
+
+def _why_not(plan: CampaignPlan, existing: Sequence[str] | None) -> str:
+    """Why collect cannot turn vLLM's per-request timing on for this campaign ("" when it can)."""
+    flag = SERVER_CLOCK_FLAG
+    if plan.server.mode != "launch":
+        return f"server.mode = {plan.server.mode}: collect does not start the server (start it with {flag})"
+    if plan.server.shell:
+        return f"shell = true: collect does not edit a shell line (add {flag} to server.command)"
+    if existing is not None and flag not in existing:
+        return f"this campaign was begun without {flag}, and a resume continues it as it was"
+    version = dict(plan.scope).get("engine_version") or ""
+    found = VERSION.match(version)
+    if found is None:
+        return (
+            f"[scope] engine_version ({version or 'not given'}) does not say which vLLM runs: state it "
+            f"(0.32 or later turns the server's clock on), or add {flag} to server.command"
+        )
+    if (int(found.group(1)), int(found.group(2))) < SERVER_CLOCK_SINCE:
+        return f"vLLM {version} is older than 0.32, which reports no per-request timing"
+    return ""
+
+
+def _existing_argv(path: Path) -> tuple[str, ...] | None:
+    """The first arm's serve_argv campaign.json recorded (None when it cannot be read or has none)."""
+    try:
+        data = loads_strict(read_regular(path, MAX_CAMPAIGN_JSON_BYTES, "campaign.json").decode("utf-8"))
+    except (NotReadable, ValueError):
+        return None  # _same_campaign reports it
+    arms = data.get("arms") if isinstance(data, dict) else None
+    argv = (
+        arms[0].get("serve_argv") if isinstance(arms, list) and arms and isinstance(arms[0], dict) else None
+    )
+    return tuple(str(a) for a in argv) if isinstance(argv, list) else ()
 
 
 def _campaign_object(

@@ -32,6 +32,7 @@ from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
+from mtpverdict.collect.signals import Terminated, deferred, signal_number, stop_signals
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import ResultsWriter, content_sha256
@@ -83,6 +84,7 @@ class CollectOutcome(StrEnum):
     COMPLETE = "complete"  # every boot it ran became ready and ran to the end
     BOOTS_FAILED = "boots_failed"  # it ran to the end, but a boot failed or was refused
     INTERRUPTED = "interrupted"  # stopped (Ctrl-C) before the end; --resume continues
+    TERMINATED = "terminated"  # stopped by SIGTERM (a CI cancellation, systemd) before the end; --resume
 
 
 @dataclass(slots=True)
@@ -95,6 +97,7 @@ class CollectSummary:
     request_errors: int = 0
     records: int = 0
     interrupted: bool = False
+    signal: int | None = None  # the signal that interrupted it (SIGINT or SIGTERM)
     stopped_early: bool = False
     skipped_boots: int = 0
     per_arm: list[str] = field(default_factory=list)
@@ -103,7 +106,9 @@ class CollectSummary:
     @property
     def outcome(self) -> CollectOutcome:
         if self.interrupted:
-            return CollectOutcome.INTERRUPTED
+            return (
+                CollectOutcome.TERMINATED if self.signal == Terminated.signum else CollectOutcome.INTERRUPTED
+            )
         return CollectOutcome.BOOTS_FAILED if self.failed_boots else CollectOutcome.COMPLETE
 
 
@@ -448,8 +453,9 @@ def dry_run_report(
         allow_argv_mismatch=allow_argv_mismatch,
         until_resolved=until_resolved,
     )
-    lines = dry_run_plan(plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
-    return lines + [f"warning: {w}" for w in checked.warnings]
+    lines = dry_run_plan(checked.plan or plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
+    clock = [f"note: {checked.clock}"] if checked.clock else []
+    return lines + clock + [f"warning: {w}" for w in checked.warnings]
 
 
 class Collector:
@@ -487,6 +493,8 @@ class Collector:
             allow_argv_mismatch=allow_argv_mismatch,
             until_resolved=until_resolved is not None,
         )
+        self.plan = checked.plan or plan  # the server's clock turned on where collect could
+        self._clock_note = checked.clock
         self.mismatch = list(checked.mismatch)
         self.api_key = checked.api_key
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -527,20 +535,30 @@ class Collector:
 
     def run(self) -> CollectSummary:
         try:
-            for event in stop_left_over_servers(self.results):
-                self.on_event(event)
-            devices = None if self.shard is None else [self.shard.index]
-            owed, owed_records = plan_boots(
-                self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
-            )
-            for record in owed_records:
-                self._record_interrupted(record)
-            self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
-            self._run_rounds(owed)
+            with stop_signals(lambda text: self.on_event(Event("note", detail=text))):
+                try:
+                    self._run_campaign()
+                except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (collect/signals.py)
+                    self.summary.interrupted = True
+                    self.summary.signal = signal_number(exc)
         finally:
             self.writer.close()
             os.close(self._lock)
         return self.summary
+
+    def _run_campaign(self) -> None:
+        if self._clock_note:
+            self.on_event(Event("note", detail=self._clock_note))
+        for event in stop_left_over_servers(self.results):
+            self.on_event(event)
+        devices = None if self.shard is None else [self.shard.index]
+        owed, owed_records = plan_boots(
+            self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
+        )
+        for record in owed_records:
+            self._record_interrupted(record)
+        self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
+        self._run_rounds(owed)
 
     def _record_interrupted(self, record: dict[str, Any]) -> None:
         """Append the boot record of a boot a killed collect left unfinished (its start file's)."""
@@ -604,8 +622,9 @@ class Collector:
                             total=len(owed),
                         )
                     )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (collect/signals.py)
             self.summary.interrupted = True
+            self.summary.signal = signal_number(exc)
 
     def _settled(self) -> Mapping[str, str]:
         """Candidates no further boot would change the verdict of, as the campaign's callback judges them."""
@@ -650,23 +669,24 @@ class Collector:
             record["note"] = INTERRUPTED_NOTE
             raise
         finally:
-            if server is not None:
-                server.stop(plan.server.grace_seconds)
-            if launch:
-                self._log_surface(arm, planned.boot, log_rel, record, self._sent)
-            if record["status"] == "failed":
-                self.summary.failed_boots += 1
-                self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
-            self._append(record)
-            atomic_write(started.with_suffix(".done"), "")
-            self.summary.per_arm.append(
-                self._arm_line(
-                    planned,
-                    record,
-                    self.summary.requests - before_requests,
-                    self.summary.request_errors - before_errors,
+            with deferred():  # a signal now waits: the server is stopped and the boot recorded first
+                if server is not None:
+                    server.stop(plan.server.grace_seconds)
+                if launch:
+                    self._log_surface(arm, planned.boot, log_rel, record, self._sent)
+                if record["status"] == "failed":
+                    self.summary.failed_boots += 1
+                    self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
+                self._append(record)
+                atomic_write(started.with_suffix(".done"), "")
+                self.summary.per_arm.append(
+                    self._arm_line(
+                        planned,
+                        record,
+                        self.summary.requests - before_requests,
+                        self.summary.request_errors - before_errors,
+                    )
                 )
-            )
 
     def _arm_line(self, planned: PlannedBoot, record: dict[str, Any], requests: int, errors: int) -> str:
         """One line per finished boot: status, ready time, requests, acceptance of this boot."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 
 from mtpverdict import plan
 from mtpverdict._logscale import change, ratio
 from mtpverdict._version import __version__
+from mtpverdict.decide import regime
+from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.comparisons import FamilyRun
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
@@ -20,6 +23,8 @@ from mtpverdict.formats.decision import (
     CampaignSummary,
     CellResult,
     ComparisonResult,
+    ControlResult,
+    ControlStatus,
     FloorResult,
     HistoryInput,
     Inputs,
@@ -33,9 +38,11 @@ from mtpverdict.formats.decision import (
     WorkloadAcceptance,
     finite,
 )
+from mtpverdict.formats.policy import SelectionMode
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
 from mtpverdict.stats.breakeven import BreakEven, Interval, conservative_bound
+from mtpverdict.stats.missingness import AFFECTED_METRICS
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them
@@ -153,7 +160,8 @@ def missingness(evidence: Evidence) -> tuple[MissingnessResult, ...]:
 def refused(evidence: Evidence) -> tuple[RefusalResult, ...]:
     """The (arm, cell) pairs not compared for missingness, with the shares and the reason."""
     return tuple(
-        RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason) for r in evidence.refused
+        RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason, finite(r.p_value))
+        for r in evidence.refused
     )
 
 
@@ -255,25 +263,90 @@ def _resolution(arm: ArmOutcome, family: FamilyOutcome) -> Resolution | None:
 
 
 def next_step(
-    evidence: Evidence, results: Sequence[ArmOutcomeResult], *, resumable: bool = True
-) -> str | None:
-    """The command that would settle the unresolved arms at the selection metric, when boots would.
+    evidence: Evidence,
+    results: Sequence[ArmOutcomeResult],
+    controls: Sequence[ControlResult] = (),
+    blockers: Sequence[str] = (),
+    *,
+    resumable: bool = True,
+) -> str:
+    """What to run next when the decision is inconclusive: always a command, whatever the reason.
 
+    In order: no evidence yet (collect it); the controls that block the decision (drift, a blind
+    harness); no candidate; streams set aside by arm at the selection metric (the server's clock or a
+    quieter client); more boots, as many as the planning model says would settle the unresolved arms,
+    else a round more; a schedule's confirmation arm (decide in schedule mode); every arm void.
     resumable: the campaign was collected with --until-resolved and has alpha left after this look
-    (decide/looks.py); otherwise the command is a new campaign."""
+    (decide/looks.py); otherwise more boots are a new campaign. Paths are placeholders (RESULTS,
+    NEW_RESULTS, RULES.toml) so the decision does not depend on how a path was typed.
+    """
+    results_dir = RESULTS_PLACEHOLDER
+    shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
+    policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
+    fresh = shlex.join(["mtpverdict", "collect", "CAMPAIGN.toml", "--out", plan.NEW_RESULTS])
+    failing = {c.name for c in controls if c.status is ControlStatus.FAIL and c.detail in blockers}
     metric = str(evidence.policy.selection.metric)
+    candidates = [a for a in evidence.campaign.arms if not a.is_control]
+    if not evidence.tables.results.measured_records:
+        return "collect the campaign's measurements: " + shlex.join(
+            ["mtpverdict", "collect", "CAMPAIGN.toml", "--out", results_dir, "--resume"]
+        )
+    if "drift" in failing:
+        return (
+            "the controls drifted: re-run on a machine nothing else loads (or with more boots, so that "
+            f"the drift can be blocked out), into a new results directory: {fresh}"
+        )
+    if "blind" in failing:
+        return (
+            "the harness cannot see batching: lower the client's load (nothing else on its cores) and "
+            f"check the concurrency levels reach the server, then: {fresh}"
+        )
+    if not candidates:
+        return f'add a candidate arm ([[arms]] role = "candidate") to CAMPAIGN.toml, then: {fresh}'
+    live = {a.name for a in candidates if ctl.void_reason(evidence, a) is None}
+    if not live:
+        return (
+            "every candidate is void (a draft head that accepts nothing: an uninitialised or mismatched "
+            f"head, a wrong speculative setting): fix the arms' serve_args in CAMPAIGN.toml, then: {fresh}"
+        )
+    if metric in AFFECTED_METRICS and any(r.arm in live for r in evidence.refused):
+        return (
+            "streams were set aside by arm (read in a burst by the client's clock): re-run on the server's "
+            "clock (vLLM >= 0.32: --enable-per-request-metrics, which collect adds when [scope] "
+            "engine_version says 0.32 or later; llama.cpp reports its timings) or with the client's load "
+            f"lowered, into a new results directory: {fresh}"
+        )
     boots = [
         r.resolution.boots_per_arm
         for r in results
-        if r.metric == metric and r.resolution is not None and r.resolution.boots_per_arm is not None
+        if r.arm in live
+        and r.metric == metric
+        and r.resolution is not None
+        and r.resolution.boots_per_arm is not None
     ]
-    if not boots:
-        return None
-    shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
-    policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
-    return plan.until_resolved_command(
-        "CAMPAIGN.toml", RESULTS_PLACEHOLDER, policy, max(boots), resume=resumable
+    if boots or any(r.arm in live and r.metric == metric and r.outcome == "inconclusive" for r in results):
+        more = max(boots) if boots else _boots_per_arm(evidence) + 1
+        return plan.until_resolved_command(
+            "CAMPAIGN.toml", results_dir, policy, max(more, 2), resume=resumable
+        )
+    if evidence.policy.selection.mode is not SelectionMode.SCHEDULE and regime.schedule_arms(evidence):
+        return (
+            'decide the schedule its confirmation arm confirms: set [selection] mode = "schedule" in the '
+            "policy, then: " + shlex.join(["mtpverdict", "decide", results_dir, "--rules", policy])
+        )
+    return (
+        "no candidate could be judged on what was measured (a rule found no evidence, or the schedule "
+        "could not be built): add the evidence the reasons above name, or more boots: "
+        + plan.until_resolved_command(
+            "CAMPAIGN.toml", results_dir, policy, _boots_per_arm(evidence) + 1, resume=resumable
+        )
     )
+
+
+def _boots_per_arm(evidence: Evidence) -> int:
+    """The most boots any arm finished: a round more is the least more boots could be."""
+    ready = [sum(1 for b in infos if b.status == "ready") for infos in evidence.boots.values()]
+    return max(ready, default=1)
 
 
 def floors(evidence: Evidence) -> tuple[FloorResult, ...]:

@@ -61,7 +61,11 @@ def decide(
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
     resumable = results.campaign.sequential_looks > 0 and (look is None or look.look.look < look.look.planned)
-    next_step = assemble.next_step(evidence, arm_outcomes, resumable=resumable) if undecided else None
+    next_step = (
+        assemble.next_step(evidence, arm_outcomes, controls, outcome.blockers, resumable=resumable)
+        if undecided
+        else None
+    )
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
     regime_map = regime.regime_map(
         evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
@@ -122,7 +126,8 @@ def envelope_lines(found: Sequence[ContextEnvelope]) -> list[str]:
 
 
 def campaign_controls(evidence: Evidence) -> list[ControlResult]:
-    """The floor, drift, blind-harness, disturbed-harness and failed-boot controls, in that order."""
+    """The floor, drift, blind-harness, disturbed-harness, missingness, failed-boot and partial-boot
+    controls, in that order."""
     found: list[ControlResult | None] = [
         *ctl.floor_checks(evidence),
         *ctl.drift_checks(evidence),
@@ -133,6 +138,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         ctl.harness_check(evidence),
         ctl.missingness_check(evidence),
         ctl.failed_boots_check(evidence),
+        ctl.partial_boots_check(evidence),
     ]
     return [c for c in found if c is not None]
 

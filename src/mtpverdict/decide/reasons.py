@@ -20,8 +20,9 @@ from mtpverdict.formats.decision import (
 from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Arm
 
-# controls whose detail is a reason of its own (harness only when it warns)
-STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots", "history")
+# controls whose detail is a reason of its own (and WARN_CONTROLS when they warn)
+STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots", "history", "partial_boots")
+WARN_CONTROLS = ("harness", "missingness")  # stated only when they warn (missingness: cells refused)
 SPEED_KINDS = ("beats_target", "faster_than_off")  # what an eligible arm's reason cites
 
 
@@ -58,7 +59,7 @@ def reasons(
     out.extend(
         c.detail
         for c in controls
-        if (c.name in STATED_CONTROLS or (c.name == "harness" and c.status is ControlStatus.WARN))
+        if (c.name in STATED_CONTROLS or (c.name in WARN_CONTROLS and c.status is ControlStatus.WARN))
         and not (c.status is ControlStatus.FAIL and c.detail in outcome.blockers)
     )
     for arm in arms:

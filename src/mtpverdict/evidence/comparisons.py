@@ -48,6 +48,12 @@ class BootValues:
     boots: Mapping[BootKey, tuple[DeviceBootValue, ...]]
     runs: Mapping[BootKey, tuple[tuple[float, ...], bool]]  # run-level logs, and whether all runs are known
     withheld: frozenset[BootKey] = frozenset()  # measured, but refused for missingness: still design cells
+    # every boot measured, refused cells included: what the controls are reported on (empty: `boots`)
+    measured: Mapping[BootKey, tuple[DeviceBootValue, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def every(self) -> Mapping[BootKey, tuple[DeviceBootValue, ...]]:
+        return self.measured or self.boots
 
     def of(self, arm: str, cell: Cell, metric: str) -> tuple[DeviceBootValue, ...]:
         return self.boots.get((arm, cell[0], cell[1], metric), ())

@@ -19,6 +19,7 @@ from mtpverdict.stats.blocked import DeviceBootValue
 from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
 from mtpverdict.stats.positions import confounded, device_position, end_positions, position_failing
 from mtpverdict.stats.procedure import BootValue
+from mtpverdict.stats.runs import clock_agreement
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
 # two boots whose every shared run agrees this closely are one measurement recorded twice: timings to the
@@ -148,15 +149,41 @@ def missingness_check(evidence: Evidence) -> ControlResult | None:
     rows = evidence.missing
     if not rows:
         return None
+    runs = evidence.policy.runs
     timing = "the server's own timing" if rows[0].timing == "server" else "the client's timing"
+    agreement = clock_agreement(evidence.tables.results.requests) if rows[0].timing == "server" else None
+    if agreement is not None:  # the client's clock is the second surface: compared per stream
+        ratio, kept, both = agreement
+        median = f"{ratio:.3f}x" if math.isfinite(ratio) else "-"
+        timing += (
+            f" (the client's clock beside it: decode windows {median} the server's, median over the {kept} "
+            f"of {both} streams it did not read in a burst)"
+        )
     streams = sum(r.streams for r in rows)
     aside = sum(r.set_aside for r in rows)
+    if evidence.differing:  # [runs] set_aside = "compare_kept": compared anyway, each difference stated
+        found = evidence.differing
+        shown = "; ".join(
+            f"{r.arm} at {r.workload} c={r.concurrency}: {r.share:.0%} set aside against {r.versus:.0%} "
+            f"(Fisher p = {r.p_value:.2g})"
+            for r in found[:4]
+        )
+        more = f"; {len(found) - 4} more" if len(found) > 4 else ""
+        return ControlResult(
+            "missingness",
+            ControlStatus.WARN,
+            f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside; compared on "
+            f'the streams kept where they differ by arm ([runs] set_aside = "compare_kept"), which the arm '
+            f"may have chosen: {shown}{more}",
+            float(len(found)),
+        )
     if not evidence.refused:
         return ControlResult(
             "missingness",
             ControlStatus.PASS,
-            f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside, in shares "
-            f"within {evidence.policy.runs.max_missing_gap:.0%} of the controls' at every cell",
+            f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside, at no cell "
+            f"in shares more than {runs.max_missing_gap:.0%} from the controls' that Fisher's exact test "
+            f"tells apart at {runs.missing_alpha:g}",
             float(aside),
         )
     shown = "; ".join(f"{r.arm} at {r.workload} c={r.concurrency}: {r.reason}" for r in evidence.refused[:4])
@@ -166,7 +193,8 @@ def missingness_check(evidence: Evidence) -> ControlResult | None:
         ControlStatus.WARN,
         f"decode and TTFT from {timing}; {aside} of {streams} completed streams set aside, by arm: not "
         f"compared where an arm's share differs from its controls' by more than "
-        f"{evidence.policy.runs.max_missing_gap:.0%} ({shown}{more})",
+        f"{runs.max_missing_gap:.0%} and Fisher's exact test tells the counts apart at "
+        f"{runs.missing_alpha:g} ({shown}{more})",
         float(len(evidence.refused)),
     )
 
@@ -180,7 +208,9 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
     and a shape significant at alpha / 2 fails whatever its size (stats/drift.py). The bound is the
     policy's max_drift, or the family's floor when that is smaller: a drift the comparisons could
     mistake for an effect. On several devices a slope and the ends of each device against its middle
-    are fitted within devices, at the same level (stats/positions.py).
+    are fitted within devices, at the same level (stats/positions.py). The control boots are read from
+    every cell measured, refused ones included (BootValues.every): a refusal withholds a comparison,
+    never the controls that tell whether the harness drifted.
     """
     out = []
     multi = len(evidence.campaign.families) > 1
@@ -219,7 +249,7 @@ def _control_values(evidence: Evidence, family: str) -> dict[tuple[str, int], li
     boots be compared: a cell one boot measured would read as no drift)."""
     names = evidence.control_names(family)
     cells: dict[tuple[str, int], list[DeviceBootValue]] = {}
-    for (arm, workload, conc, metric), values in evidence.values.boots.items():
+    for (arm, workload, conc, metric), values in evidence.values.every.items():
         if arm in names and metric == "decode_tps":
             cells.setdefault((workload, conc), []).extend(values)
     shared = {cell: values for cell, values in cells.items() if len(values) >= 2}
@@ -230,7 +260,7 @@ def _unshared(evidence: Evidence, family: str) -> int:
     """Control boots of a family that share no cell with another control boot (0 when any cell is shared)."""
     names = evidence.control_names(family)
     per_cell: dict[tuple[str, int], set[tuple[str, int]]] = {}
-    for (arm, workload, conc, metric), values in evidence.values.boots.items():
+    for (arm, workload, conc, metric), values in evidence.values.every.items():
         if arm in names and metric == "decode_tps":
             per_cell.setdefault((workload, conc), set()).update((v.arm, v.boot) for v in values)
     if any(len(boots) >= 2 for boots in per_cell.values()):
@@ -539,3 +569,23 @@ def failed_boots_check(evidence: Evidence) -> ControlResult | None:
     if not failed:
         return None
     return ControlResult("failed_boots", ControlStatus.FAIL, "failed boots: " + ", ".join(failed), None)
+
+
+def partial_boots_check(evidence: Evidence) -> ControlResult | None:
+    """Failed or interrupted boots that measured runs: left out of the cells, or counted (the policy's
+    `[runs] partial_boots`); either way the boots per cell are in the decision's `cells`."""
+    found = evidence.partial
+    if not found:
+        return None
+    listed = ", ".join(f"{p.arm} boot {p.boot} ({p.status}, {p.requests} requests)" for p in found)
+    if found[0].counted:
+        detail = (
+            f'runs of boots that did not finish count in their cells ([runs] partial_boots = "include"): '
+            f"{listed}; boots per cell may differ by arm"
+        )
+        return ControlResult("partial_boots", ControlStatus.WARN, detail, float(len(found)))
+    detail = (
+        f"runs of boots that did not finish are left out of every cell ([runs] partial_boots = "
+        f'"exclude"): {listed}'
+    )
+    return ControlResult("partial_boots", ControlStatus.PASS, detail, float(len(found)))

@@ -17,9 +17,10 @@ from mtpverdict.evidence.model import (
     Evidence,
     FamilyFloor,
     NoiseHistory,
+    PartialBoot,
     Tables,
 )
-from mtpverdict.formats.policy import Policy
+from mtpverdict.formats.policy import PartialBoots, Policy, SetAside
 from mtpverdict.formats.results import Campaign
 from mtpverdict.formats.results_io import Results
 from mtpverdict.stats import compare as cmp
@@ -36,6 +37,8 @@ from mtpverdict.stats.runs import (
     run_table,
     values_table,
 )
+
+PARTIAL_STATUSES = ("failed", "interrupted")  # boots that did not run their plan to the end
 
 
 def history_from(results: Results, include_cold: bool, label: str) -> NoiseHistory:
@@ -111,16 +114,24 @@ def seat_differences(current: Results, archived: Results) -> list[str]:
 def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = ()) -> Evidence:
     """Compute every statistic the rules need; pure apart from reading the loaded tables."""
     campaign = results.campaign
-    runs = run_table(results.requests)
+    requests, partial = counted_requests(results, policy)
+    runs = run_table(requests)
     missing = missing_rows(runs, policy.include_cold)
-    refused = _refusals(campaign, missing, policy.runs.max_missing_gap)
-    values, withheld = _withhold(values_table(runs, results.summaries), refused)
+    refused = _refusals(campaign, missing, policy)
+    differing: tuple[Refusal, ...] = ()
+    if policy.runs.set_aside is SetAside.COMPARE_KEPT:  # compared on the streams kept, the difference stated
+        refused, differing = (), refused
+    measured = values_table(runs, results.summaries)
+    values, withheld = _withhold(measured, refused)
     boots = boot_statistics(values, policy.include_cold)
     cells = {
         (c.arm, c.workload, c.concurrency, c.metric): c for c in cell_summaries(values, policy.include_cold)
     }
     counted = values if policy.include_cold else values[~values["cold"].astype(bool)]
-    boot_values = BootValues(boots=_boot_values(boots, results), runs=_run_index(counted), withheld=withheld)
+    by_boot = _boot_values(boots, results)
+    # the controls are reported on every boot measured, refused cells included (evidence/controls.py)
+    every = by_boot if not withheld else _boot_values(boot_statistics(measured, policy.include_cold), results)
+    boot_values = BootValues(boots=by_boot, runs=_run_index(counted), withheld=withheld, measured=every)
     archived = _archived(history)
     family_runs = _family_runs(campaign, policy, boot_values, archived)
     comparisons = flatten(family_runs)
@@ -153,16 +164,44 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         missing=missing,
         refused=refused,
         break_even=_break_even(campaign, windows, comparisons),
+        differing=differing,
+        partial=partial,
     )
 
 
-def _refusals(campaign: Campaign, missing: Sequence[MissingRow], max_gap: float) -> tuple[Refusal, ...]:
+def counted_requests(results: Results, policy: Policy) -> tuple[pd.DataFrame, tuple[PartialBoot, ...]]:
+    """The request records whose runs count, and the failed or interrupted boots that measured any: their
+    runs count only when the policy says `[runs] partial_boots = "include"` (docs/statistics.md)."""
+    requests, b = results.requests, results.boots
+    if requests.empty or b.empty:
+        return requests, ()
+    status = {
+        (str(arm), int(boot)): str(s)
+        for arm, boot, s in zip(b["arm"], b["boot"], b["status"], strict=True)
+        if s in PARTIAL_STATUSES
+    }
+    if not status:
+        return requests, ()
+    keys = [(str(a), int(n)) for a, n in zip(requests["arm"], requests["boot"], strict=True)]
+    hit = pd.Series([k in status for k in keys], index=requests.index)
+    measured = hit & ~requests["warmup"].astype(bool)
+    counts: dict[tuple[str, int], int] = {}
+    for key, m in zip(keys, measured, strict=True):
+        if m:
+            counts[key] = counts.get(key, 0) + 1
+    include = policy.runs.partial_boots is PartialBoots.INCLUDE
+    partial = tuple(PartialBoot(a, n, status[(a, n)], c, include) for (a, n), c in sorted(counts.items()))
+    return (requests if include else requests[~hit].reset_index(drop=True)), partial
+
+
+def _refusals(campaign: Campaign, missing: Sequence[MissingRow], policy: Policy) -> tuple[Refusal, ...]:
     """The (arm, cell) pairs refused for missingness, family by family against the family's controls."""
     out: list[Refusal] = []
+    gap, level = policy.runs.max_missing_gap, policy.runs.missing_alpha
     for family in dict.fromkeys(a.family for a in campaign.arms):
         members = {a.name for a in campaign.arms if a.family == family}
         controls = frozenset(a.name for a in campaign.arms if a.family == family and a.is_control)
-        out.extend(refusals([r for r in missing if r.arm in members], controls, max_gap))
+        out.extend(refusals([r for r in missing if r.arm in members], controls, gap, level))
     return tuple(out)
 
 

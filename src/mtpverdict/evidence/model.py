@@ -106,6 +106,17 @@ class Tables:
 
 
 @dataclass(frozen=True, slots=True)
+class PartialBoot:
+    """A failed or interrupted boot that measured runs; they count or not by [runs] partial_boots."""
+
+    arm: str
+    boot: int
+    status: str  # failed or interrupted
+    requests: int  # measured requests it recorded
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """Per-cell spread, comparisons, floors, acceptance, KV and quality checks for every arm."""
 
@@ -136,6 +147,8 @@ class Evidence:
     refused: tuple[Refusal, ...] = ()  # (arm, cell) pairs not compared: their missingness differs
     # arm -> (workload, concurrency, break-even) per decode-rate comparison cell (stats/breakeven.py)
     break_even: Mapping[str, tuple[tuple[str, int, BreakEven], ...]] = field(default_factory=dict)
+    differing: tuple[Refusal, ...] = ()  # compared on the streams kept though it differs (set_aside)
+    partial: tuple[PartialBoot, ...] = ()  # failed or interrupted boots that measured runs
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

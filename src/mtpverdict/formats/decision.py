@@ -377,6 +377,12 @@ class RefusalResult(Struct, frozen=True, forbid_unknown_fields=True):
     share: float
     versus: float
     reason: str
+    p_value: Annotated[
+        float | None,
+        Meta(
+            description="Fisher's exact test (two-sided) of the two set-aside counts; null when not recorded."
+        ),
+    ] = None
 
 
 class RegimeDepth(Struct, frozen=True, forbid_unknown_fields=True):
@@ -548,8 +554,9 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     next_step: Annotated[
         str | None,
         Meta(
-            description="What would settle the unresolved arms: the collect command to run; paths are the "
-            "placeholders RESULTS (the results directory) and RULES.toml (a policy that is not shipped)."
+            description="What to run next: set whenever the decision is inconclusive (the command that "
+            "would settle it, with why); null otherwise. Paths are the placeholders RESULTS (the results "
+            "directory), NEW_RESULTS (a fresh one) and RULES.toml (a policy that is not shipped)."
         ),
     ] = None
     missingness: Annotated[

@@ -49,6 +49,20 @@ class ColdMode(StrEnum):
     EXCLUDE = "exclude"
 
 
+class PartialBoots(StrEnum):
+    """Whether the runs of a boot that failed or was interrupted count in its cells."""
+
+    EXCLUDE = "exclude"
+    INCLUDE = "include"
+
+
+class SetAside(StrEnum):
+    """What a cell whose streams set aside differ by arm gets: no comparison, or one on the streams kept."""
+
+    REFUSE = "refuse"
+    COMPARE_KEPT = "compare_kept"
+
+
 class FloorMode(StrEnum):
     """What comparisons do when the boot-to-boot variance is unknown."""
 
@@ -104,9 +118,33 @@ class Runs(Struct, frozen=True, forbid_unknown_fields=True):
         Meta(
             description="At a cell, the largest difference between an arm's share of streams set aside "
             "(no decode measurement: read in a burst, too short) and its controls' share before the arm is "
-            "not compared there."
+            "not compared there, when Fisher's exact test on the counts also finds a difference at "
+            "missing_alpha."
         ),
     ] = 0.10
+    missing_alpha: Annotated[
+        Fraction,
+        Meta(
+            description="The level of Fisher's exact test (two-sided) on the streams set aside by an arm "
+            "and by its controls at a cell: a difference beyond max_missing_gap refuses the comparison "
+            "only when the counts show it at this level."
+        ),
+    ] = 0.05
+    set_aside: Annotated[
+        SetAside,
+        Meta(
+            description="A cell where an arm's streams set aside differ from its controls' (max_missing_gap "
+            "and missing_alpha): not compared (refuse), or compared on the streams each kept with the "
+            "difference stated (compare_kept: the kept streams may be chosen by the arm)."
+        ),
+    ] = SetAside.REFUSE
+    partial_boots: Annotated[
+        PartialBoots,
+        Meta(
+            description="The runs of a boot that failed or was interrupted: left out of every cell "
+            "(exclude), or counted like a finished boot's (include). Their acceptance counts either way."
+        ),
+    ] = PartialBoots.EXCLUDE
 
     @property
     def include_cold(self) -> bool:

@@ -91,6 +91,25 @@ def _client_timing(req: pd.DataFrame, ok: pd.Series[bool]) -> Timing:
     return streamed, decode, ttft
 
 
+def clock_agreement(requests: pd.DataFrame) -> tuple[float, int, int] | None:
+    """The client's clock against the server's, per stream: the median of client decode window / server
+    generation time over the streams the client did not read in a burst, with their count and the
+    count of streams both clocks timed (None when no stream carries the server's timing)."""
+    if requests.empty or "server_generation_ms" not in requests:
+        return None
+    req = requests[~requests["warmup"].astype(bool)]
+    ok = req["status"] == "ok"
+    generation = req["server_generation_ms"].astype(float) / 1000.0
+    window = req["t_end"].astype(float) - req["t_first"].astype(float)
+    both = ok & (generation > 0) & (window > 0) & (req["completion_tokens"].astype(float) >= 2)
+    if not both.any():
+        return None
+    streamed, _, _ = _client_timing(req, ok)
+    kept = both & streamed
+    ratios = (window / generation)[kept]
+    return (float(ratios.median()) if len(ratios) else math.nan), int(kept.sum()), int(both.sum())
+
+
 def run_table(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per measured run (warm-ups excluded) with its three metrics and error counts."""
     columns = [

@@ -1,0 +1,141 @@
+"""SIGTERM stops a collect as Ctrl-C does (exit 143), and a SIGINT a shell left ignored stops it too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mtpverdict.collect.signals import SIGINT_RESTORED, Terminated, deferred, stop_signals
+from mtpverdict.formats.results_io import load_results
+
+from ..conftest import wait_for_request
+from .conftest import campaign_text, interruptible
+
+CLI = [sys.executable, "-m", "mtpverdict"]
+EXIT_INTERRUPTED = 130  # README, Exit codes
+EXIT_TERMINATED = 143
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _ignore_sigint() -> None:
+    """preexec_fn: the disposition a shell gives a script's background job (an ignore survives exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start(campaign: Path, out: Path, preexec: Callable[[], object]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*CLI, "collect", str(campaign), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+    )
+
+
+def _stop_and_wait(proc: subprocess.Popen[bytes], sig: int) -> tuple[str, str]:
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=90)
+        return out.decode(errors="replace"), err.decode(errors="replace")
+    finally:
+        if proc.poll() is None:  # the signal did nothing: end it so no server or process is left
+            proc.kill()
+            proc.communicate()
+
+
+def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path: Path, port: int) -> None:
+    # 30 tok/s: each boot takes seconds, so the signal lands while collect still has boots to run
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(port, tps=30))
+    out = tmp_path / "results"
+    proc = _start(campaign, out, interruptible)
+    wait_for_request(out, "ngram_k2", timed=True, proc=proc)  # mid-campaign: the second arm is measuring
+    _, err = _stop_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == EXIT_TERMINATED, err
+    assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
+    assert _port_free(port)  # the server was stopped, not left listening
+    load_results(out)  # valid as the signal left it
+    written = (out / "records.jsonl").read_bytes()
+    resumed = subprocess.run(
+        [*CLI, "collect", str(campaign), "--out", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "records.jsonl").read_bytes().startswith(written)  # nothing lost or rewritten
+    after = load_results(out)  # a duplicate record or a torn line would not load
+    statuses = list(after.boots["status"])
+    assert statuses.count("interrupted") == 1 and statuses.count("failed") == 0
+    ready = after.boots[after.boots["status"] == "ready"]
+    assert set(ready["arm"]) == {"off_A", "ngram_k2", "draft_random_k2", "off_B"}
+    assert _port_free(port)
+
+
+def test_an_inherited_sigint_ignore_is_undone_and_said(tmp_path: Path, port: int) -> None:
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(campaign_text(port, tps=30))
+    out = tmp_path / "results"
+    proc = _start(campaign, out, _ignore_sigint)
+    wait_for_request(out, "off_A", proc=proc)
+    said, err = _stop_and_wait(proc, signal.SIGINT)
+    assert proc.returncode == EXIT_INTERRUPTED, err  # it ran on to the end when SIGINT stayed ignored
+    assert "SIGINT was ignored when collect started" in said
+    assert _port_free(port)
+    load_results(out)
+
+
+def test_the_handlers_hold_only_while_collect_runs_and_a_second_sigterm_is_ignored() -> None:
+    said: list[str] = []
+    before_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before_term = signal.getsignal(signal.SIGTERM)
+    try:
+        stopped = False
+        try:
+            with stop_signals(said.append):
+                assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(5)  # not reached: the handler raises as soon as the signal is taken
+                except Terminated:
+                    stopped = True
+                    os.kill(os.getpid(), signal.SIGTERM)  # while stopping: ignored, the cleanup goes on
+                    time.sleep(0.2)
+        except Terminated:
+            stopped = False  # the second SIGTERM must not interrupt the cleanup
+        assert stopped and said == [SIGINT_RESTORED]
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # as inherited, once collect is done
+        assert signal.getsignal(signal.SIGTERM) == before_term
+    finally:
+        signal.signal(signal.SIGINT, before_int)
+
+
+def test_a_signal_during_a_boots_cleanup_waits_for_it_to_end() -> None:
+    steps: list[str] = []
+    with stop_signals(steps.append):
+        try:
+            with deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                steps.append("cleanup ran to its end")  # the server stopped, the boot recorded
+        except Terminated:
+            steps.append("then stopped")
+        try:  # already stopping (an exception in flight): a signal then changes nothing
+            try:
+                raise KeyboardInterrupt
+            finally:
+                with deferred():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    steps.append("cleanup while stopping")
+        except KeyboardInterrupt as exc:
+            steps.append(type(exc).__name__)
+    assert steps == ["cleanup ran to its end", "then stopped", "cleanup while stopping", "KeyboardInterrupt"]
