@@ -55,6 +55,7 @@ MAX_BYTES = 1 << 20  # 1 MiB: a compose or argv file is a few kB; this bounds wh
 MAX_DEPTH = 32  # YAML nesting; a compose file nests about 6 levels (services.NAME.deploy.resources...)
 MAX_K = 1024  # largest depth accepted; llama.cpp bounds its ngram draft lengths to 1024 (common/arg.cpp)
 NGRAM_CACHE_K = 8  # llama.cpp's ngram-cache drafts 8 tokens (common/speculative.cpp common_speculative_n_max)
+_DECIMAL = re.compile(r"[0-9]{1,9}")  # an integer argv value
 SPEC_DEFAULT_K = 64  # llama.cpp --spec-default: ngram-mod with n_max 64 (common/arg.cpp)
 
 
@@ -984,7 +985,7 @@ def _is_depth(value: object) -> TypeGuard[int]:
 
 def _int_or_text(text: str) -> int | str:
     """An argv value as an integer when it is one (plain decimal digits), else the text."""
-    return int(text) if re.fullmatch(r"[0-9]{1,9}", text.strip()) else text
+    return int(text) if _DECIMAL.fullmatch(text.strip()) else text
 
 
 def _canonical(settings: Mapping[str, Any]) -> str:

@@ -10,6 +10,8 @@ from mtpverdict.serveconfig import ServeSpec, SpecRefusal, extract_spec, setting
 
 __all__ = ["Proposal", "ProposedSpec", "parse_spec", "resolve_proposal"]
 
+_SPEC = re.compile(r"(?:([a-z_0-9]+):)?k=(\d+)")  # METHOD:k=N or k=N
+
 
 @dataclass(frozen=True, slots=True)
 class ProposedSpec:
@@ -34,7 +36,7 @@ def parse_spec(text: str) -> ProposedSpec:
         if isinstance(spec, SpecRefusal):
             raise InputError([Problem("--proposed", spec.reasons[0])])
         return ProposedSpec(spec.method, spec.k, raw)
-    found = re.fullmatch(r"(?:([a-z_0-9]+):)?k=(\d+)", raw)
+    found = _SPEC.fullmatch(raw)
     if not found:
         raise InputError(
             [Problem("--proposed", f"{raw!r}: write off, k=N, METHOD:k=N or the speculative config JSON")]
