@@ -32,7 +32,7 @@ ATTACKS = {
     "model-named-server": "stale evidence, --model: evidence synthetic vs proposed /models/server synthetic",
     "semicolon": "services.seat.command is a string with the shell character ';'",
     # the image
-    "image-repository": "stale evidence, image repository: evidence vllm/vllm-openai vs proposed attacker.example",
+    "image-repository": "image repository: evidence vllm/vllm-openai vs proposed attacker.example/not-vllm",
 }
 
 

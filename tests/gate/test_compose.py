@@ -34,7 +34,10 @@ def _read(path: Path, resolver: Resolver | None, options: ComposeOptions | None 
     return read_compose(str(path), read_bounded(path), "seat", options or ComposeOptions(), resolver)
 
 
-SEAT = f"services:\n  seat:\n    image: {IMAGE}\n    command: [--model, synthetic, --speculative-config, '{K2}']\n"
+SEAT = (
+    f"services:\n  seat:\n    image: {IMAGE}\n"
+    f"    command: [--model, synthetic, --speculative-config, '{K2}']\n"
+)
 
 
 def test_the_resolver_is_the_binary_beside_the_package_and_it_answers(resolver: Resolver) -> None:
