@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ __all__ = [
     "read_serve_config",
     "settings_differences",
     "shell_metacharacter",
+    "shell_split",
     "spec_of",
 ]
 
@@ -245,7 +245,7 @@ def _shell_line(text: str, source: str) -> tuple[tuple[str, ...], tuple[str, ...
             [Problem(source, f"shell operator {found!r}: an argv file is one command, not a script")]
         )
     try:
-        tokens = tuple(shlex.split(lines[0]))
+        tokens = tuple(shell_split(lines[0]))
     except ValueError as exc:
         raise InputError([Problem(source, f"not a valid command line: {exc}")]) from None
     if found is not None:
@@ -305,6 +305,55 @@ def shell_metacharacter(text: str) -> str | None:
         elif c in _SHELL_METACHARACTERS:
             return c
     return None
+
+
+def _escaped(text: str, i: int, quote: str) -> tuple[str, int]:
+    """What a backslash at text[i - 1] stands for, and where reading goes on."""
+    if i >= len(text):
+        raise ValueError("No escaped character")
+    if quote == '"' and text[i] not in '$`"\\\n':
+        return "\\", i  # inside double quotes a backslash escapes only these
+    return text[i], i + 1
+
+
+def shell_split(text: str) -> list[str]:
+    """Words of a command line as a POSIX shell splits them (quotes and backslashes; no expansion),
+    in time linear in the line (shlex joins a word a character at a time). ValueError for an
+    unclosed quote or a trailing backslash."""
+    words: list[str] = []
+    word: list[str] = []
+    started = False  # a word has begun (it may be empty: '')
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        i += 1
+        if quote == "'":
+            end = text.find("'", i - 1)
+            if end < 0:
+                raise ValueError("No closing quotation")
+            word.append(text[i - 1 : end])
+            i, quote = end + 1, ""
+        elif c == "\\":
+            piece, i = _escaped(text, i, quote)
+            word.append(piece)
+            started = True
+        elif quote == '"':
+            quote = "" if c == '"' else quote
+            word.append("" if c == '"' else c)
+        elif c in "'\"":
+            quote, started = c, True
+        elif c.isspace():
+            if started or word:
+                words.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(c)
+    if quote:
+        raise ValueError("No closing quotation")
+    if started or word:
+        words.append("".join(word))
+    return words
 
 
 def load_yaml(text: str, source: str) -> Any:

@@ -13,6 +13,7 @@ __all__ = ["check_envelope", "context_limit"]
 
 CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--ctx-size", "-c")  # vLLM, SGLang, llama.cpp x2
 UNBOUNDED = ("-1", "auto", "0")  # vLLM's auto and llama.cpp's 0: the model's own (unknown) context
+_LIMIT_CHARACTERS = 24  # a context limit longer than this is no number vLLM reads (float overflow)
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
 _MULTIPLIER = {
     "": 1,
@@ -34,7 +35,7 @@ def context_limit(argv: Sequence[str]) -> tuple[str, int | None] | None:
     if given is None:
         return None
     flag, value = given[0], given[1].strip()
-    found = _HUMAN.fullmatch(value)
+    found = _HUMAN.fullmatch(value) if len(value) <= _LIMIT_CHARACTERS else None
     if value in UNBOUNDED or found is None:
         return flag, None
     return flag, int(float(found.group(1)) * _MULTIPLIER[found.group(2)])

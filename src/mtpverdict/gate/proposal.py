@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from mtpverdict.errors import InputError, Problem
@@ -10,7 +9,8 @@ from mtpverdict.serveconfig import ServeSpec, SpecRefusal, extract_spec, setting
 
 __all__ = ["Proposal", "ProposedSpec", "parse_spec", "resolve_proposal"]
 
-_SPEC = re.compile(r"(?:([a-z_0-9]+):)?k=(\d+)")  # METHOD:k=N or k=N
+_METHOD_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz_0123456789")  # METHOD in METHOD:k=N
+_DEPTH_DIGITS = 4  # k=N up to 9999 (serveconfig.MAX_K is 1024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +36,21 @@ def parse_spec(text: str) -> ProposedSpec:
         if isinstance(spec, SpecRefusal):
             raise InputError([Problem("--proposed", spec.reasons[0])])
         return ProposedSpec(spec.method, spec.k, raw)
-    found = _SPEC.fullmatch(raw)
-    if not found:
+    method, colon, rest = raw.partition(":") if ":" in raw else ("", "", raw)
+    depth = rest.removeprefix("k=")
+    if (
+        depth == rest
+        or not (depth.isascii() and depth.isdigit() and len(depth) <= _DEPTH_DIGITS)
+        or (colon and not (method and set(method) <= _METHOD_CHARACTERS))
+    ):
         raise InputError(
-            [Problem("--proposed", f"{raw!r}: write off, k=N, METHOD:k=N or the speculative config JSON")]
+            [Problem("--proposed", f"{raw!r:.80}: write off, k=N, METHOD:k=N or the speculative config JSON")]
         )
-    if found.group(1) and int(found.group(2)) == 0:
+    if method and int(depth) == 0:
         raise InputError(
             [Problem("--proposed", f"{raw!r}: a method needs k >= 1; write off for no speculation")]
         )
-    return ProposedSpec(found.group(1), int(found.group(2)), raw)
+    return ProposedSpec(method or None, int(depth), raw)
 
 
 @dataclass(frozen=True, slots=True)
