@@ -77,6 +77,9 @@ MAX_FILES = 64  # files a project may reach through extends, include and env_fil
 RESOLVE_SECONDS = 30  # Compose answers a project in about 0.1 s; this bounds a pathological one
 MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES each
 # Compose reads these from .env as if given on its command line (files, profiles, more env files)
+# Mount targets under which an image keeps its programs and libraries: a volume, config or secret
+# mounted there replaces what the image runs (a model directory, a cache or /tmp does not)
+PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
 _COMPOSE_SETTINGS = {
     "COMPOSE_FILE": "--compose-file",
     "COMPOSE_PROFILES": "--profile",
@@ -462,6 +465,55 @@ def _raw_refusals(raw: Mapping[str, Any], name: str) -> list[str]:
     return out
 
 
+def _under(path: str, directory: str) -> bool:
+    directory = directory.rstrip("/") or "/"
+    return path == directory or path.startswith(directory + "/") or directory == "/"
+
+
+def _mount_refusals(resolved: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
+    """Mounts that replace what the image runs: over its program directories, a Python package
+    directory, or a path the command itself runs."""
+    programs = [t for t in argv if t.startswith("/")]
+    out = []
+    for key in ("volumes", "configs", "secrets"):
+        for mount in resolved.get(key) or ():
+            target = str(mount.get("target") or "") if isinstance(mount, dict) else ""
+            if not target.startswith("/"):
+                continue  # a secret's default target (/run/secrets/NAME) or a relative config target
+            over = [p for p in PROGRAM_PATHS if _under(target, p)]
+            over += ["a Python package directory"] if "-packages" in target else []
+            over += [p for p in programs if _under(p, target)]
+            if over:
+                out.append(
+                    f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the "
+                    "image runs"
+                )
+    return out
+
+
+def _service_refusals(resolved: Mapping[str, Any], name: str) -> list[str]:
+    """What else a service runs or selects that the evidence cannot show: a service that never
+    starts, post_start hooks (commands run in the container), a platform (another build of the tag)."""
+    out = []
+    if _never_starts(resolved):
+        out.append(f"service {name} does not start (scale or deploy.replicas is 0)")
+    if resolved.get("post_start"):
+        out.append(f"services.{name}.post_start runs commands in the container beside the server")
+    if resolved.get("platform"):
+        out.append(
+            f"services.{name}.platform {resolved['platform']} selects a build of the image's tag the "
+            "evidence does not name"
+        )
+    return out
+
+
+def _never_starts(resolved: Mapping[str, Any]) -> bool:
+    """scale: 0, or deploy.replicas: 0."""
+    deploy = resolved.get("deploy")
+    replicas = deploy.get("replicas") if isinstance(deploy, dict) else None
+    return resolved.get("scale") == 0 or replicas == 0
+
+
 def resolve_service(
     serve_config: str, service: str | None, options: ComposeOptions, resolver: Resolver
 ) -> ResolvedService:
@@ -497,14 +549,18 @@ def resolve_service(
         )
         resolved = {}
     refusals += _raw_refusals(raw, service)
+    refusals += _service_refusals(resolved, service)
     key = f"services.{service}"
     image = resolved.get("image")
     env_files = [env_file] if os.path.lexists(env_file) else []
     env_files += [str(e.get("path")) for e in raw.get("env_file") or () if isinstance(e, dict)]
+    entrypoint = _argv_part(resolved.get("entrypoint"), serve_config, f"{key}.entrypoint")
+    command = _argv_part(resolved.get("command"), serve_config, f"{key}.command")
+    refusals += _mount_refusals(resolved, (*(entrypoint or ()), *(command or ())), service)
     return ResolvedService(
         service=service,
-        entrypoint=_argv_part(resolved.get("entrypoint"), serve_config, f"{key}.entrypoint"),
-        command=_argv_part(resolved.get("command"), serve_config, f"{key}.command"),
+        entrypoint=entrypoint,
+        command=command,
         image=_unescape(image) if isinstance(image, str) and image else None,
         builds=resolved.get("build") is not None,
         environment=_environment_of(resolved.get("environment")),
@@ -617,8 +673,20 @@ def _read_plain(source: str, text: str, service: str | None, project: str) -> Re
         resolver="",
         compose_version="",
         sha256=hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest(),
-        refusals=tuple(_raw_refusals(entry, service)),
+        refusals=tuple(_plain_refusals(entry, service)),
     )
+
+
+def _plain_refusals(entry: Mapping[str, Any], name: str) -> list[str]:
+    """_raw_refusals, mounts and a service that never starts, for a service read as written."""
+    mounts: dict[str, list[dict[str, str]]] = {}
+    for key in ("volumes", "configs", "secrets"):
+        for item in entry.get(key) or ():
+            parts = str(item).split(":")  # SOURCE:TARGET[:MODE], or an anonymous volume's TARGET
+            target = item.get("target") if isinstance(item, dict) else parts[min(1, len(parts) - 1)]
+            mounts.setdefault(key, []).append({"target": str(target)})
+    argv = [str(v) for key in ("entrypoint", "command") for v in (entry.get(key) or []) if isinstance(v, str)]
+    return _raw_refusals(entry, name) + _mount_refusals(mounts, argv, name) + _service_refusals(entry, name)
 
 
 def read_compose(

@@ -19,6 +19,7 @@ from mtpverdict.serveconfig import Engine
 
 __all__ = [
     "ENGINE_MODULES",
+    "PROGRAM_VARIABLES",
     "WRAPPERS",
     "Command",
     "Unproven",
@@ -66,6 +67,16 @@ ENGINE_MODULES: Mapping[str, tuple[Engine, bool]] = {
 # developer and warning settings); -c, a script file and anything else are not accepted.
 _PYTHON_SWITCHES = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-P", "-q", "-b", "-bb"})
 _PYTHON_VALUED = frozenset({"-X", "-W"})
+
+
+# Environment variables that change which code a process runs (the dynamic loader's preloads and
+# search path, Python's module path, home and startup file): set anywhere, what runs cannot be told.
+PROGRAM_VARIABLES = frozenset(
+    {
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+        "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.servecommand import Command, split_command
 from mtpverdict.serveconfig import (
+    FLAGS,
     Engine,
     ServeConfig,
     is_engine_variable,
@@ -106,7 +107,11 @@ def normalise_argv(
         if token.startswith("-"):
             name, eq, value = token.partition("=")
             name = normalise_flag(short.get(name, name))
-            if eq:
+            spec = FLAGS.get(name)
+            if spec is not None and spec.values == 0 and not eq:
+                flags.setdefault(name, []).append("")  # a speculative switch takes no value
+                i += 1
+            elif eq:
                 flags.setdefault(name, []).append(value)
                 i += 1
             elif i + 1 < len(settings) and not settings[i + 1].startswith("--"):
@@ -240,7 +245,7 @@ def _image_reasons(arm: ArmEvidence, evidence: GateEvidence, image: str) -> list
             f"image {image} names no engine version (a floating tag): pin the version tag the evidence "
             f"names ({recorded})"
         ]
-    if recorded.digest and proposed.digest != recorded.digest:
+    if (recorded.digest or proposed.digest) and proposed.digest != recorded.digest:
         return [f"stale evidence, image digest: evidence {recorded} vs proposed {image}"]
     if proposed.tag != recorded.tag and not (proposed.digest and proposed.digest == recorded.digest):
         return [f"stale evidence, image tag: evidence {recorded} vs proposed {image}"]

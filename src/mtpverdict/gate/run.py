@@ -17,7 +17,7 @@ from mtpverdict.gate.fresh import check_fresh
 from mtpverdict.gate.proposal import Proposal, ProposedSpec, parse_spec, resolve_proposal
 from mtpverdict.gate.schedule import data_parallel_refusal, proposed_ranges, runs_at, support_schedule
 from mtpverdict.gate.support import support
-from mtpverdict.servecommand import Unproven, split_command
+from mtpverdict.servecommand import PROGRAM_VARIABLES, Unproven, split_command
 from mtpverdict.serveconfig import ServeConfig, ServeSpec, read_serve_config, spec_of
 
 if TYPE_CHECKING:
@@ -100,6 +100,11 @@ def cannot_tell(config: ServeConfig) -> list[str]:
     """Why the gate cannot tell what a serve config runs (empty when it can): what reading it found
     (interpolation, a shell line, a project only Compose resolves) and a program it does not model."""
     found = list(config.refusals)
+    found += [
+        f"environment variable {name} changes which code the server runs"
+        for name, _ in config.env_values
+        if name in PROGRAM_VARIABLES
+    ]
     command = split_command(config.argv, names_program=config.names_program)
     if isinstance(command, Unproven):
         found.append(command.reason)
