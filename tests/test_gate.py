@@ -296,7 +296,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
     ), done.stderr
 
 
-@pytest.mark.parametrize("levels", [40, 100_000])
+@pytest.mark.parametrize("levels", [40, 60_000])  # 60,000: within the 128 KiB a compose file may be
 def test_deep_nesting_is_refused(tmp_path: Path, levels: int) -> None:
     deep = tmp_path / "compose.yaml"
     deep.write_text("services:\n  seat:\n    command: " + "[" * levels + "]" * levels + "\n")

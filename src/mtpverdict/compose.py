@@ -592,7 +592,8 @@ def _needs_resolver(
         found.append("YAML anchors or aliases (x- fragments merged into a service)")
     if isinstance(doc, dict) and doc.get("include") is not None:
         found.append("include:")
-    entry = doc.get("services", {}).get(service) if isinstance(doc, dict) else None
+    services = doc.get("services") if isinstance(doc, dict) else None
+    entry = services.get(service) if isinstance(services, dict) else None
     if isinstance(entry, dict):
         found += [f"services.{service}.{key}" for key in ("extends", "profiles", "env_file") if key in entry]
     return found

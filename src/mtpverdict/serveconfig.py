@@ -239,13 +239,14 @@ def _shell_line(text: str, source: str) -> tuple[tuple[str, ...], tuple[str, ...
                 )
             ]
         )
-    found = shell_metacharacter(lines[0])
+    line = lines[0][: _comment_start(lines[0])]
+    found = shell_metacharacter(line)
     if found is not None and found in ";&|<>()":
         raise InputError(
             [Problem(source, f"shell operator {found!r}: an argv file is one command, not a script")]
         )
     try:
-        tokens = tuple(shell_split(lines[0]))
+        tokens = tuple(shell_split(line))
     except ValueError as exc:
         raise InputError([Problem(source, f"not a valid command line: {exc}")]) from None
     if found is not None:
@@ -259,7 +260,7 @@ def _shell_line(text: str, source: str) -> tuple[tuple[str, ...], tuple[str, ...
 # --------------------------------------------------------------------------------------------------
 # text Compose or a shell would rewrite
 
-_SHELL_METACHARACTERS = frozenset(";&|<>`$(){}*?[]~!#\n")
+_SHELL_METACHARACTERS = frozenset(";&|<>`$(){}*?[]~!\n")
 
 
 def interpolation(text: str) -> str | None:
@@ -281,6 +282,25 @@ def interpolation(text: str) -> str | None:
             return text[i : end if end > i else len(text)][:60]
         i += 1
     return None
+
+
+def _comment_start(text: str) -> int:
+    """Where a `#` outside quotes at the start of a word opens a comment (len(text) when none)."""
+    quote = ""
+    escaped = False
+    for i, c in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quote:
+            quote = "" if c == quote else quote
+            escaped = c == "\\" and quote == '"'
+        elif c == "\\":
+            escaped = True
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            return i
+    return len(text)
 
 
 def shell_metacharacter(text: str) -> str | None:
@@ -672,8 +692,8 @@ def is_speculative_variable(name: str) -> bool:
     SGLANG_ENABLE_SPEC_V2, VLLM_SPEC_...)."""
     if not is_engine_variable(name):
         return False
-    words = name.split("_")
-    return any(w.startswith(("SPEC", "DRAFT")) for w in words[1:])
+    words = name.split("_")[1:]
+    return any(w == "SPEC" or w.startswith(("SPECULAT", "DRAFT")) for w in words)
 
 
 def _engine_hint(argv: Sequence[str], image: str | None) -> Engine | None:
