@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "mtpverdict._files": 0,
     "mtpverdict._describe": 0,
     "mtpverdict._text": 0,
+    "mtpverdict._shell": 0,
     "mtpverdict._logscale": 0,
     "mtpverdict.formats._check": 0,
     "mtpverdict.stats": 1,

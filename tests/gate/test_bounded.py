@@ -30,7 +30,12 @@ GATE_SECONDS = 2.0  # CPU seconds (the gate's and its Compose's) for a serve con
 
 
 def _modules() -> Iterator[ModuleType]:
-    for name in ("mtpverdict.serveconfig", "mtpverdict.compose", "mtpverdict.servecommand"):
+    for name in (
+        "mtpverdict.serveconfig",
+        "mtpverdict.compose",
+        "mtpverdict.servecommand",
+        "mtpverdict._shell",
+    ):
         yield importlib.import_module(name)
     package = importlib.import_module("mtpverdict.gate")  # the attribute mtpverdict.gate is the function
     yield package
