@@ -24,12 +24,15 @@ LAYERS: dict[str, int] = {
     "mtpverdict._files": 0,
     "mtpverdict._describe": 0,
     "mtpverdict._text": 0,
+    "mtpverdict._shell": 0,
     "mtpverdict._logscale": 0,
     "mtpverdict.formats._check": 0,
     "mtpverdict.stats": 1,
     "mtpverdict.formats": 2,
     "mtpverdict.parse": 2,
     "mtpverdict.serveconfig": 2,
+    "mtpverdict.servecommand": 2,  # the program in front of a serve command's settings
+    "mtpverdict.compose": 2,  # compose projects resolved by Compose; the collector may use it too
     "mtpverdict.importers": 3,
     "mtpverdict.collect": 3,  # beside evidence: formats, engine text and stats below it, never decide
     "mtpverdict.evidence": 3,

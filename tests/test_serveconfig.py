@@ -51,6 +51,13 @@ def _error(path: Path, service: str | None = None) -> str:
 # ---- reading ---------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _read_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the direct reader (no resolver); tests/gate/test_compose.py reads compose
+    projects through Compose."""
+    monkeypatch.setenv("MTPVERDICT_COMPOSE", "none")
+
+
 def test_compose_forms(tmp_path: Path) -> None:
     compose = tmp_path / "compose.yaml"
     compose.write_text(
@@ -98,7 +105,6 @@ def test_argv_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("x: &a [1]\nservices: {seat: {command: *a}}\n", "compose.yaml:1: a YAML anchor (&name)"),
         ("services:\n  seat: {command: [--model, m]}\n  <<: {other: 1}\n", ":3: a YAML merge key (<<)"),
         ("services:\n  seat: {command: [a]}\n  seat: {command: [b]}\n", ":3: duplicate key 'seat'"),
         ("services:\n  seat:\n    command: [a, [b]]\n", "services.seat.command[1]: must be a string"),

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +23,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from mtpverdict._shell import comment_start, interpolation, shell_metacharacter, shell_split
 from mtpverdict.errors import InputError, Problem
 
 __all__ = [
+    "ENGINE_VARIABLE_PREFIXES",
     "FLAGS",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -37,12 +38,17 @@ __all__ = [
     "ServeSpec",
     "SpecRefusal",
     "extract_spec",
+    "interpolation",
+    "is_engine_variable",
     "is_speculative_flag",
+    "is_speculative_variable",
     "load_yaml",
     "normalise_flag",
     "read_bounded",
     "read_serve_config",
     "settings_differences",
+    "shell_metacharacter",
+    "shell_split",
     "spec_of",
 ]
 
@@ -50,6 +56,7 @@ MAX_BYTES = 1 << 20  # 1 MiB: a compose or argv file is a few kB; this bounds wh
 MAX_DEPTH = 32  # YAML nesting; a compose file nests about 6 levels (services.NAME.deploy.resources...)
 MAX_K = 1024  # largest depth accepted; llama.cpp bounds its ngram draft lengths to 1024 (common/arg.cpp)
 NGRAM_CACHE_K = 8  # llama.cpp's ngram-cache drafts 8 tokens (common/speculative.cpp common_speculative_n_max)
+_DECIMAL = re.compile(r"[0-9]{1,9}")  # an integer argv value
 SPEC_DEFAULT_K = 64  # llama.cpp --spec-default: ngram-mod with n_max 64 (common/arg.cpp)
 
 
@@ -109,13 +116,23 @@ class SpecRefusal:
 
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
-    """The serve arguments of one service, its image and the environment it sets."""
+    """The serve arguments of one service, its image and the environment it sets.
+
+    `names_program`: True when the argv opens with the program that runs (compose's entrypoint, an
+    argv file that does not open with a flag), False when it is the arguments of the image's
+    entrypoint, None when unknown (read leniently). `refusals` say why what runs cannot be told.
+    `compose` is the resolved compose service (mtpverdict.compose.ResolvedService) it came from.
+    """
 
     argv: tuple[str, ...]
     image: str | None
     source: str
     environment: tuple[str, ...] = ()  # variable names the service sets
     unpinned: str | None = None  # why the engine version it runs cannot be known (a compose build)
+    env_values: tuple[tuple[str, str | None], ...] = ()  # (name, value); None: from the host
+    names_program: bool | None = None
+    refusals: tuple[str, ...] = ()
+    compose: Any = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -174,16 +191,29 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a special file")
 
 
-def read_serve_config(path: str | os.PathLike[str], service: str | None = None) -> ServeConfig:
-    """A docker compose file (YAML), a JSON argv list, or one shell command line."""
+def read_serve_config(
+    path: str | os.PathLike[str], service: str | None = None, compose: Any = None
+) -> ServeConfig:
+    """A docker compose file (YAML; `compose`: mtpverdict.compose.ComposeOptions), a JSON argv list,
+    or one shell command line."""
     source = str(path)
     text = read_bounded(path)
     stripped = text.strip()
     if stripped.startswith("["):
-        return ServeConfig(_json_argv(stripped, source), None, source)
-    if Path(path).suffix in (".yaml", ".yml") or re.search(r"(?m)^services\s*:", text):
-        return _compose(text, source, service)
-    return ServeConfig(_shell_line(text, source), None, source)
+        argv = _json_argv(stripped, source)
+        return ServeConfig(argv, None, source, names_program=not argv or not argv[0].startswith("-"))
+    if Path(path).suffix in (".yaml", ".yml") or _has_services(text):
+        from mtpverdict.compose import ComposeOptions, read_compose
+
+        return read_compose(source, text, service, compose or ComposeOptions())
+    argv, refusals = _shell_line(text, source)
+    names = not argv or not argv[0].startswith("-")
+    return ServeConfig(argv, None, source, names_program=names, refusals=refusals)
+
+
+def _has_services(text: str) -> bool:
+    """Whether a line opens with `services:` (a compose file without a .yaml name)."""
+    return any(line.startswith("services") and line[8:].strip().startswith(":") for line in text.splitlines())
 
 
 def _json_argv(text: str, source: str) -> tuple[str, ...]:
@@ -196,91 +226,36 @@ def _json_argv(text: str, source: str) -> tuple[str, ...]:
     return tuple(argv)
 
 
-def _shell_line(text: str, source: str) -> tuple[str, ...]:
-    joined = re.sub(r"\\\r?\n", " ", text)
+def _shell_line(text: str, source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The argv of one shell command line (\\ continuations, # comment lines), and a refusal when
+    the shell would expand or run anything in it ($, `, globs, operators)."""
+    joined = text.replace("\\\r\n", " ").replace("\\\n", " ")
     lines = [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if len(lines) != 1:
         raise InputError(
             [
                 Problem(
-                    source, f"holds {len(lines)} command lines; an argv file is one line (continue with \\)"
+                    source,
+                    f"holds {len(lines)} command lines; an argv file is one command (continue with \\)",
                 )
             ]
         )
-    lexer = shlex.shlex(lines[0], posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
+    line = lines[0][: comment_start(lines[0])]
+    found = shell_metacharacter(line)
+    if found is not None and found in ";&|<>()":
+        raise InputError(
+            [Problem(source, f"shell operator {found!r}: an argv file is one command, not a script")]
+        )
     try:
-        tokens = tuple(lexer)
+        tokens = tuple(shell_split(line))
     except ValueError as exc:
         raise InputError([Problem(source, f"not a valid command line: {exc}")]) from None
-    operator = next((t for t in tokens if t and all(c in "();<>|&" for c in t)), None)
-    if operator is not None:
-        raise InputError(
-            [Problem(source, f"shell operator {operator!r}: an argv file is one command, not a script")]
+    if found is not None:
+        return tokens, (
+            f"{source}: the shell character {found!r} outside single quotes: the shell would expand it "
+            "when the line runs; quote it",
         )
-    return tokens
-
-
-def _compose(text: str, source: str, service: str | None) -> ServeConfig:
-    doc = load_yaml(text, source)
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if not isinstance(services, dict) or not services:
-        raise InputError([Problem(source, "no services in the compose file", key="services")])
-    if service is None:
-        if len(services) != 1:
-            listed = ", ".join(sorted(str(s) for s in services))
-            raise InputError(
-                [Problem(source, f"several services ({listed}); pass --service NAME", key="services")]
-            )
-        service = str(next(iter(services)))
-    entry = services.get(service)
-    if not isinstance(entry, dict):
-        raise InputError([Problem(source, f"no service {service!r}", key="services")])
-    parts: list[str] = []
-    for key in ("entrypoint", "command"):
-        parts += _command_tokens(entry.get(key), source, f"services.{service}.{key}")
-    image = entry.get("image")
-    if image is not None and not isinstance(image, str):
-        raise InputError([Problem(source, "must be a string", key=f"services.{service}.image")])
-    names = _environment_names(entry.get("environment"), source, f"services.{service}.environment")
-    unpinned = None
-    if entry.get("build") is not None:  # compose builds it, and names the result after `image` if set
-        unpinned = f"service {service} builds its image (build:)"
-    return ServeConfig(tuple(parts), image or None, f"{source} service {service}", names, unpinned)
-
-
-def _command_tokens(value: object, source: str, key: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        try:
-            return shlex.split(value)
-        except ValueError as exc:
-            raise InputError([Problem(source, f"not a valid command line: {exc}", key=key)]) from None
-    if isinstance(value, list):
-        return [_scalar_text(v, source, f"{key}[{i}]") for i, v in enumerate(value)]
-    raise InputError([Problem(source, "must be a string or a list", key=key)])
-
-
-def _scalar_text(value: object, source: str, key: str) -> str:
-    """A YAML scalar as compose passes it to the container: strings as they are, numbers and booleans."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str | int | float):
-        return str(value)
-    raise InputError(
-        [Problem(source, f"must be a string, a number or a boolean, not {type(value).__name__}", key=key)]
-    )
-
-
-def _environment_names(value: object, source: str, key: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, dict):
-        return tuple(sorted(str(k) for k in value))
-    if isinstance(value, list):
-        return tuple(sorted(_scalar_text(v, source, key).split("=", 1)[0] for v in value))
-    raise InputError([Problem(source, "must be a mapping or a list", key=key)])
+    return tokens, ()
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -583,20 +558,34 @@ def _unknown(name: str, norm: str) -> str:
     return f"{name}: an unknown speculative flag; the gate cannot say what it changes"
 
 
-# llama.cpp reads every flag from LLAMA_ARG_* (common/arg.cpp set_env); SGLang's SGLANG_ENABLE_SPEC_V2
-# switches its speculative scheduler.
-_ENV_SPEC = re.compile(r"^(LLAMA_ARG_(SPEC|DRAFT)\w*|LLAMA_ARG_\w*_DRAFT\w*|SGLANG_\w*_SPEC(_\w*)?)$")
-_INTERPOLATION = re.compile(r"(?:^|[^$])(?:\$\$)*\$(?:\{|[A-Za-z_])")
+# Variables engines read as configuration: llama.cpp reads every flag from LLAMA_ARG_* (common/arg.cpp
+# set_env), vLLM its VLLM_* (vllm/envs.py), SGLang its SGLANG_* (SGLANG_ENABLE_SPEC_V2 switches its
+# speculative scheduler).
+ENGINE_VARIABLE_PREFIXES = ("LLAMA_ARG_", "VLLM_", "SGLANG_")
+
+
+def is_engine_variable(name: str) -> bool:
+    """Whether an engine reads this environment variable as configuration."""
+    return name.startswith(ENGINE_VARIABLE_PREFIXES)
+
+
+def is_speculative_variable(name: str) -> bool:
+    """An engine variable that sets speculation or drafting (LLAMA_ARG_SPEC_TYPE, ..._DRAFT_MAX,
+    SGLANG_ENABLE_SPEC_V2, VLLM_SPEC_...)."""
+    if not is_engine_variable(name):
+        return False
+    words = name.split("_")[1:]
+    return any(w == "SPEC" or w.startswith(("SPECULAT", "DRAFT")) for w in words)
 
 
 def _engine_hint(argv: Sequence[str], image: str | None) -> Engine | None:
-    """The engine named by the image or the program part of the command, when exactly one is."""
-    program = []
-    for token in argv:
-        if token.startswith("-"):
-            break
-        program.append(token)
-    words = " ".join([image or "", *program]).lower()
+    """The engine the program part of the command runs, else the one the image names."""
+    from mtpverdict.servecommand import Command, split_command
+
+    command = split_command(argv)
+    if isinstance(command, Command) and command.engine is not None:
+        return command.engine
+    words = (image or "").lower()
     named = {
         Engine.VLLM: "vllm" in words,
         Engine.SGLANG: "sglang" in words,
@@ -614,12 +603,12 @@ def extract_spec(
     reasons += [
         f"environment variable {name} sets speculation outside the command line; put it on the command line"
         for name in environment
-        if _ENV_SPEC.match(name)
+        if is_speculative_variable(name)
     ]
     reasons += [
         f"{f.given} {f.value}: uses variable interpolation, so its value is only known at deploy time"
         for f in found
-        if f.value is not None and _INTERPOLATION.search(f.value)
+        if f.value is not None and interpolation(f.value) is not None
     ]
     engines = sorted({f.engine for f in found})
     if len(engines) > 1:
@@ -947,7 +936,7 @@ def _is_depth(value: object) -> TypeGuard[int]:
 
 def _int_or_text(text: str) -> int | str:
     """An argv value as an integer when it is one (plain decimal digits), else the text."""
-    return int(text) if re.fullmatch(r"[0-9]{1,9}", text.strip()) else text
+    return int(text) if _DECIMAL.fullmatch(text.strip()) else text
 
 
 def _canonical(settings: Mapping[str, Any]) -> str:

@@ -37,11 +37,41 @@ def gate(
     ignore_arg: Annotated[
         list[str] | None, typer.Option("--ignore-arg", help="A serve flag allowed to differ (repeatable).")
     ] = None,
+    compose_file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--compose-file",
+            help="A compose file the deployment passes with -f (repeatable, in order; default: the "
+            "serve config, and the override file Compose loads beside it).",
+        ),
+    ] = None,
+    project_directory: Annotated[
+        Path | None,
+        typer.Option("--project-directory", help="Compose's project directory (default: the first file's)."),
+    ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option("--profile", help="A compose profile the deployment enables (repeatable)."),
+    ] = None,
+    env_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--env-file", help="The env file Compose interpolates from (default: the project's .env)."
+        ),
+    ] = None,
 ) -> None:
     """Gate a config promotion: exit 0 when the evidence supports it, 1 when not, 2 on bad input."""
+    from mtpverdict.compose import ComposeOptions
     from mtpverdict.formats.decision import fill_paths
     from mtpverdict.gate import gate as run_gate
     from mtpverdict.gate import write_ci_error, write_ci_files
+
+    compose = ComposeOptions(
+        files=tuple(str(f) for f in compose_file or ()),
+        project_dir=None if project_directory is None else str(project_directory),
+        profiles=tuple(profile or ()),
+        env_file=None if env_file is None else str(env_file),
+    )
 
     try:
         result = run_gate(
@@ -51,6 +81,7 @@ def gate(
             serve_config=None if serve_config is None else str(serve_config),
             service=service,
             ignore=tuple(ignore_arg or ()),
+            compose=compose,
         )
     except InputError as exc:
         try:

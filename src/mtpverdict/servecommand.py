@@ -1,0 +1,232 @@
+"""What a serve command runs: its program proved from a short allow-list, or why it cannot be told.
+
+A serve command is one argv (compose's entrypoint + command, or an argv file). In front of the
+server's settings only programs whose behaviour is fixed and modelled here are accepted: the wrappers
+`nice`, `taskset` and `numactl` with their own options, a serving executable by its file name
+(`vllm serve`, `llama-server` and its builds), and a Python interpreter running an engine's own module
+with `-m`. Anything else before the server (a shell, `env`, a `-c` script, a script file, a program
+the gate does not know) is Unproven: the gate cannot tell what runs, so it refuses rather than
+guessing. A command that opens with a setting (a flag, or the model an image's `vllm serve`
+entrypoint takes) names no program: the image's entrypoint runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mtpverdict.serveconfig import Engine
+
+__all__ = [
+    "ENGINE_MODULES",
+    "PROGRAM_VARIABLES",
+    "WRAPPERS",
+    "Command",
+    "Unproven",
+    "known_program",
+    "program_name",
+    "split_command",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    """A wrapper's options: those that take a value, those that do not, and how many positionals
+    (taskset's mask without -c) come before the wrapped command."""
+
+    valued: frozenset[str]
+    switches: frozenset[str]
+    positionals: int = 0
+    numeric_short: bool = False  # nice -10
+
+
+# Options as util-linux (taskset), coreutils (nice) and numactl 2.0 document them.
+WRAPPERS: Mapping[str, _Wrapper] = {
+    "nice": _Wrapper(frozenset({"-n", "--adjustment"}), frozenset(), numeric_short=True),
+    "taskset": _Wrapper(frozenset(), frozenset({"-a", "--all-tasks"}), positionals=1),
+    "numactl": _Wrapper(
+        frozenset(
+            {
+                "-N", "--cpunodebind", "-m", "--membind", "-C", "--physcpubind", "-i", "--interleave",
+                "-p", "--preferred", "-P", "--preferred-many", "-w", "--weighted-interleave",
+            }
+        ),
+        frozenset({"-l", "--localalloc", "-a", "--all", "-b", "--balancing"}),
+    ),
+}  # fmt: skip
+# taskset -c LIST: the list is the option's value and no mask follows
+_TASKSET_LIST = ("-c", "--cpu-list")
+
+# Engine modules an interpreter may run with -m; `serve` follows vLLM's CLI module
+ENGINE_MODULES: Mapping[str, tuple[Engine, bool]] = {
+    "vllm.entrypoints.openai.api_server": (Engine.VLLM, False),
+    "vllm.entrypoints.cli.main": (Engine.VLLM, True),
+    "sglang.launch_server": (Engine.SGLANG, False),
+}
+# CPython options that change nothing a server computes from its arguments (the -X and -W values are
+# developer and warning settings); -c, a script file and anything else are not accepted.
+_PYTHON_SWITCHES = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-P", "-q", "-b", "-bb"})
+_PYTHON_VALUED = frozenset({"-X", "-W"})
+
+
+# Environment variables that change which code a process runs (the dynamic loader's preloads and
+# search path, Python's module path, home and startup file): set anywhere, what runs cannot be told.
+PROGRAM_VARIABLES = frozenset(
+    {
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+        "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A serve command split: the program part (wrappers, the server, its `serve`) and the settings."""
+
+    program: tuple[str, ...]
+    settings: tuple[str, ...]
+    engine: Engine | None  # the engine the program runs; None when the command names no program
+
+
+@dataclass(frozen=True, slots=True)
+class Unproven:
+    """Why the gate cannot tell what a command runs."""
+
+    reason: str
+
+
+def program_name(token: str) -> str:
+    """A token's file name, without a Windows path or .exe: /b/llama-server, C:\\x\\llama-server.exe."""
+    return token.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe")
+
+
+def _is_python(name: str) -> bool:
+    """python, python3, python3.12, python3.13t (a free-threaded build)."""
+    rest = name.removeprefix("python")
+    if rest == name:
+        return False
+    rest = rest.removesuffix("t")
+    return all(c.isdigit() or c == "." for c in rest) and not rest.startswith(".")
+
+
+def _is_llama_server(name: str) -> bool:
+    """llama-server and its builds (llama-server-cuda, llama-server-b6100)."""
+    if name == "llama-server":
+        return True
+    build = name.removeprefix("llama-server-")
+    return build != name and bool(build) and all(c.isalnum() or c in "._" for c in build)
+
+
+def known_program(token: str) -> bool:
+    """Whether a token names a program the gate models (a wrapper, a server or an interpreter)."""
+    name = program_name(token)
+    return name in WRAPPERS or name == "vllm" or _is_llama_server(name) or _is_python(name)
+
+
+def _wrapper_end(argv: Sequence[str], i: int, wrapper: _Wrapper, name: str) -> int | Unproven:
+    """The index of the wrapped command after a wrapper at argv[i]."""
+    j = i + 1
+    positionals = wrapper.positionals
+    while j < len(argv) and argv[j].startswith("-") and argv[j] != "--":
+        option, eq, _ = argv[j].partition("=")
+        if name == "taskset" and option in _TASKSET_LIST:
+            positionals = 0
+            j += 1 if eq else 2
+        elif option in wrapper.valued:
+            j += 1 if eq else 2
+        elif option in wrapper.switches and not eq:
+            j += 1
+        elif wrapper.numeric_short and option[1:].isdigit():
+            j += 1
+        elif len(option) > 2 and option[:2] in wrapper.valued and not option.startswith("--"):
+            j += 1  # -N0, -n10: a short option with its value attached
+        else:
+            return Unproven(f"{name} option {argv[j]!r} is not one the gate models")
+    if j < len(argv) and argv[j] == "--":
+        j += 1
+    j += positionals
+    if j >= len(argv):
+        return Unproven(f"{name} wraps no command")
+    return j
+
+
+def _python_end(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
+    """After an interpreter at argv[i]: its options, then -m and an engine module (and `serve`)."""
+    j = i + 1
+    while j < len(argv) and argv[j] != "-m":
+        token = argv[j]
+        if token in _PYTHON_SWITCHES:
+            j += 1
+        elif token in _PYTHON_VALUED or (token[:2] in _PYTHON_VALUED and len(token) > 2):
+            j += 2 if token in _PYTHON_VALUED else 1
+        elif token.startswith("-c") or not token.startswith("-"):
+            what = "a -c script" if token.startswith("-c") else f"the script {token!r}"
+            return Unproven(f"{program_name(argv[i])} runs {what}, not an engine's module")
+        else:
+            return Unproven(f"{program_name(argv[i])} option {token!r} is not one the gate models")
+    if j + 1 >= len(argv):
+        return Unproven(f"{program_name(argv[i])} runs no module (-m)")
+    module = argv[j + 1]
+    found = ENGINE_MODULES.get(module)
+    if found is None:
+        return Unproven(f"{program_name(argv[i])} -m {module}: not an engine's own serving module")
+    engine, needs_serve = found
+    end = j + 2
+    if needs_serve:
+        if end >= len(argv) or argv[end] != "serve":
+            return Unproven(f"-m {module} without the serve subcommand")
+        end += 1
+    return end, engine
+
+
+def _program(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
+    """After the serving program at argv[i] (wrappers already skipped)."""
+    token = argv[i]
+    name = program_name(token)
+    if name == "vllm":
+        if i + 1 >= len(argv) or argv[i + 1] != "serve":
+            return Unproven(f"{token} without the serve subcommand")
+        return i + 2, Engine.VLLM
+    if _is_llama_server(name):
+        return i + 1, Engine.LLAMACPP
+    if _is_python(name):
+        return _python_end(argv, i)
+    return Unproven(f"{token!r} runs before the server: not a program the gate models")
+
+
+def split_command(argv: Sequence[str], *, names_program: bool | None = None) -> Command | Unproven:
+    """The program part and the settings of a serve command.
+
+    `names_program` True: the command must open with its program (compose's entrypoint, an argv
+    file that does not open with a setting). False: it is the arguments of the image's entrypoint
+    and must not open with a program (whether that program runs depends on the entrypoint). None:
+    read leniently, for comparing recorded evidence: a known program opens it, or it has none.
+    """
+    argv = list(argv)
+    if not argv:
+        return Command((), (), None)
+    first = argv[0]
+    opens_with_program = not first.startswith("-") and known_program(first)
+    if names_program is None:
+        names_program = opens_with_program
+    if not names_program:
+        if opens_with_program:
+            return Unproven(
+                f"the service sets no entrypoint, so the image's entrypoint decides whether {first!r} "
+                "runs: set entrypoint: to the serving program"
+            )
+        return Command((), tuple(argv), None)
+    i = 0
+    while i < len(argv) and program_name(argv[i]) in WRAPPERS:
+        name = program_name(argv[i])
+        end = _wrapper_end(argv, i, WRAPPERS[name], name)
+        if isinstance(end, Unproven):
+            return end
+        i = end
+    if i >= len(argv):
+        return Unproven("no serving program")
+    found = _program(argv, i)
+    if isinstance(found, Unproven):
+        return found
+    end, engine = found
+    return Command(tuple(argv[:end]), tuple(argv[end:]), engine)
