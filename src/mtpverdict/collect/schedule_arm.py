@@ -40,7 +40,9 @@ from mtpverdict.formats.decision import Decision, Schedule, parse_decision
 from mtpverdict.serveconfig import ServeSpec, extract_spec, normalise_flag
 
 CONFIRM_SUFFIX = "-confirm"
-SERVES = re.compile(r" ?\S+ serves the schedule of [^.]*\.")  # the note an earlier schedule-arm wrote
+# the note an earlier schedule-arm wrote ("ARM serves the schedule of FILE sha256 HEX16."); each run of
+# non-space characters is tried once (the lookbehind), so 100 KB of notes cannot backtrack
+SERVES = re.compile(r" ?(?<!\S)\S+ serves the schedule of \S+ sha256 [0-9a-f]{16}\.")
 
 
 @dataclass(frozen=True, slots=True)
