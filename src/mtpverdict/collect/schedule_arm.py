@@ -12,7 +12,9 @@ counters show). That JSON is derived, never copied: the copied arm's own specula
 method, model and every other setting, placeholders as the campaign writes them) with the depth keys
 of the decision's typed ranges. The decision's `speculative_config` must say the same (a placeholder
 of the arm's matches the value collect substituted for it), or the command is refused naming each
-key that differs: a decision edited to name another method or draft model is never served. It is placed before the campaign's last control, so off still brackets it. Arms that
+key that differs: a decision edited to name another method or draft model is never served.
+
+The arm is placed before the campaign's last control, so off still brackets it. Arms that
 ran another schedule are left out: a confirmation campaign confirms one schedule. The file is edited
 with tomlkit, so its comments and layout survive, and the result is checked as `collect` checks it.
 """
