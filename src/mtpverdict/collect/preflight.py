@@ -16,6 +16,7 @@ from typing import Any
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect.campaign import MAX_CAMPAIGN_BYTES, CampaignPlan, depth_problems, parity_problems
+from mtpverdict.collect.redact import Redactor, secret_values
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -34,6 +35,7 @@ class Preflight:
     mismatch: tuple[str, ...]
     api_key: str
     warnings: tuple[str, ...]
+    secrets: tuple[str, ...] = ()  # values redacted from everything collect writes (collect/redact.py)
 
 
 def preflight(
@@ -71,7 +73,8 @@ def preflight(
     api_key = os.environ.get(plan.server.api_key_env, "") if plan.server.api_key_env else ""
     if plan.server.api_key_env and not api_key:
         raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
-    campaign = _campaign_object(plan, variables, results, mismatch, until_resolved)
+    secrets = (api_key, *secret_values(plan, variables))
+    campaign = Redactor(secrets).value(_campaign_object(plan, variables, results, mismatch, until_resolved))
     warnings: list[str] = [f"harness parity not held (--allow-argv-mismatch): {m}" for m in mismatch]
     if holds_campaign:
         _same_campaign(results / CAMPAIGN_FILE, campaign)
@@ -87,7 +90,7 @@ def preflight(
         warnings.append(
             f"another collect (pid {holder}) is running on {results}: a real run would be refused"
         )
-    return Preflight(campaign, mismatch, api_key, tuple(warnings))
+    return Preflight(campaign, mismatch, api_key, tuple(warnings), tuple(s for s in secrets if s))
 
 
 def _campaign_object(

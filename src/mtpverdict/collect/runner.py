@@ -30,6 +30,7 @@ from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, Workl
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
+from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.errors import CollectError
@@ -494,6 +495,7 @@ class Collector:
         )
         self.mismatch = list(checked.mismatch)
         self.api_key = checked.api_key
+        self.redactor = Redactor(checked.secrets)  # in every byte collect writes (collect/redact.py)
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.clock = cl.Clock()
         self._lock = lock_results(self.results)  # held until run() ends (or this process does)
@@ -511,11 +513,11 @@ class Collector:
     # --- records -------------------------------------------------------------------------------------
 
     def _append(self, record: dict[str, Any]) -> None:
-        if self.writer.append(record):
+        if self.writer.append(self.redactor.value(record)):
             self.summary.records += 1
 
     def _redact(self, text: str) -> str:
-        return text.replace(self.api_key, "[redacted]") if self.api_key else text
+        return self.redactor.text(text)
 
     def _missing(self, note: tuple[str, str], arm: str, boot: int) -> None:
         """Say once per collect that the engine does not show a piece of evidence (never a failure)."""
@@ -635,12 +637,14 @@ class Collector:
             arm.name, planned.boot, planned.order, "ready", argv=argv or None, log=log_rel if launch else None
         ) | _device_keys(planned.device)
         started = _started_path(self.results, arm.name, planned.boot)
-        _write_started(started, planned, record, None)
-        self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
+        _write_started(self.redactor, started, planned, record, None)
+        self.on_event(
+            Event("boot", arm.name, planned.boot, self._redact(" ".join(argv)) if argv else base_url)
+        )
         server = None
         if launch:
             env = plan.server_env(self.variables, planned.device)
-            server = LaunchedServer(argv, env, self.results / log_rel, started)
+            server = LaunchedServer(argv, env, self.results / log_rel, started, self.redactor)
         self.summary.boots += 1
         self._sent = []
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
@@ -719,7 +723,7 @@ class Collector:
                     )
                     return
                 server.start()
-                _write_started(started, planned, record, server)
+                _write_started(self.redactor, started, planned, record, server)
             ready = await self._wait_ready(client, base_url, server)
             if ready is None:
                 record["status"] = "failed"
@@ -741,7 +745,9 @@ class Collector:
                 record["status"] = "failed"
                 record["error"] = refusal
                 return
-            _write_started(started, planned, record, server, self._sent)  # a resume keeps what is known
+            _write_started(
+                self.redactor, started, planned, record, server, self._sent
+            )  # a resume keeps what is known
             try:
                 await self._measure(client, base_url, model, planned, server, record)
                 await self._coherence(client, base_url, model, planned, server, record)
@@ -803,7 +809,7 @@ class Collector:
         if not text:
             return
         path = self.writer.raw_path(f"metrics/{planned.arm.name}-boot{planned.boot}-ready.prom")
-        atomic_write(path, text)
+        atomic_write(path, self._redact(text))
         try:
             snapshot = parse_metrics(text, source=str(path))
         except EngineTextError:
@@ -847,7 +853,7 @@ class Collector:
         """Keep a request group of this boot, in memory and in its start file (for a resume)."""
         self._sent.append(group)
         started = _started_path(self.results, planned.arm.name, planned.boot)
-        _write_started(started, planned, record, server, self._sent)
+        _write_started(self.redactor, started, planned, record, server, self._sent)
 
     def _learn_depth(self, arm: ArmPlan, record: dict[str, Any], snapshot: Any) -> None:
         """The depth in force from a scrape taken while measuring, until known (llama.cpp exports the
@@ -875,7 +881,7 @@ class Collector:
         fetched = await cl.fetch_text(client, base_url + "/metrics", self.headers)
         if fetched.text is None:
             return None, None, fetched.error if fetched.breached else None
-        atomic_write(self.writer.raw_path(rel), fetched.text)
+        atomic_write(self.writer.raw_path(rel), self._redact(fetched.text))
         try:
             return f"raw/{rel}", parse_metrics(fetched.text), None
         except EngineTextError:
@@ -1244,6 +1250,7 @@ def _depth_refusal(arm: ArmPlan, observed: int | None) -> str | None:
 
 
 def _write_started(
+    redactor: Redactor,
     path: Path,
     planned: PlannedBoot,
     record: dict[str, Any],
@@ -1264,7 +1271,7 @@ def _write_started(
         started.update(server.mark.as_json())
     elif server is not None and server.pid is not None:
         started["pid"] = server.pid  # it exited at once: no mark, so it is never signalled
-    atomic_write(path, json.dumps(started, sort_keys=True))
+    atomic_write(path, json.dumps(redactor.value(started), sort_keys=True))
 
 
 def _coherence_record(
