@@ -340,7 +340,8 @@ def leak_env(names: list[str]) -> None:
     for name in names:
         value = os.environ.get(name, "")
         LEAKED.append(value)
-        line = f"(APIServer pid={os.getpid()}) INFO non-default args: {{'api_key': '{value}', 'argv': {sys.argv!r}}}\n"
+        args = {"api_key": value, "argv": sys.argv}
+        line = f"(APIServer pid={os.getpid()}) INFO non-default args: {args!r}\n"
         data = line.encode()
         for start in range(0, len(data), 3):
             os.write(sys.stdout.fileno(), data[start : start + 3])

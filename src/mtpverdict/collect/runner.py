@@ -541,13 +541,33 @@ class Collector:
                 self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
             )
             for record in owed_records:
-                self._record_interrupted(record)
+                self._record_interrupted(self._rederived(record))
             self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
             self._run_rounds(owed)
         finally:
             self.writer.close()
             os.close(self._lock)
         return self.summary
+
+    def _rederived(self, found: dict[str, Any]) -> dict[str, Any]:
+        """An interrupted boot's record from what collect can derive again, not from its start file.
+
+        A start file is not evidence (anyone who can write the results directory can edit it): of its
+        record only where the boot stands is kept; the argv is the one the campaign gives that boot,
+        and what the server reported (engine version, KV pool) is read again from the boot's log.
+        """
+        plan, boot = self.plan, int(found["boot"])
+        arm = next(a for a in plan.arms if a.name == found["arm"])
+        device = plan.devices[layout.device_of(boot, plan.device_count)] if plan.devices else None
+        launch = plan.server.mode == "launch"
+        argv = plan.serve_argv(arm, self.variables, boot, str(self.results), device) if launch else None
+        log = f"raw/logs/{arm.name}-boot{boot}.log"
+        kept = log if launch and (self.results / log).is_file() else None
+        note = found.get("note") if found.get("note") == UNREADABLE_NOTE else INTERRUPTED_NOTE
+        rebuilt = boot_record(
+            arm.name, boot, int(found["order"]), INTERRUPTED, argv=argv, log=kept, note=note
+        )
+        return rebuilt | _device_keys(device)
 
     def _record_interrupted(self, record: dict[str, Any]) -> None:
         """Append the boot record of a boot a killed collect left unfinished (its start file's)."""
@@ -793,9 +813,11 @@ class Collector:
     async def _model(self, client: httpx.AsyncClient, base_url: str, record: dict[str, Any]) -> str:
         if self.plan.server.model:
             return self.plan.server.model
-        body = await cl.get_text(client, base_url + "/v1/models", self.headers)
+        fetched = await cl.fetch_text(client, base_url + "/v1/models", self.headers)
+        if fetched.text is None:  # too large, too slow or not 200: say so, not "lists no model"
+            raise CollectError(f"{self._redact(fetched.error or '')}; set server.model")
         try:
-            entry = json.loads(body or "{}")["data"][0]
+            entry = json.loads(fetched.text or "{}")["data"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             raise CollectError(f"{base_url}/v1/models lists no model; set server.model") from None
         if isinstance(entry.get("max_model_len"), int):
