@@ -52,6 +52,7 @@ class State:
         fault, _, n = (args.fault or "none:0").partition(":")
         self.fault = fault
         self.fault_n = int(n or 0)
+        self.models_asked = 0  # /v1/models answers so far (the readiness poll asks first)
 
     def count_request(self) -> int:
         with self.lock:
@@ -91,7 +92,12 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         if self.path == "/health":
             self._send(200, "")
+        elif self.path == "/v1/models" and st.fault == "huge-models" and st.models_asked >= 1:
+            self._send(
+                200, '{"object": "list", "data": [' + " " * (17 << 20) + "]}"
+            )  # 17 MiB: past the bound
         elif self.path == "/v1/models":
+            st.models_asked += 1
             self._send(
                 200,
                 json.dumps(
