@@ -1,4 +1,5 @@
-"""The low findings of the third hostile round: each refused or said plainly, never a crash or a wrong word."""
+"""The low findings of the third hostile round: each refused or said plainly, never a crash or a wrong
+word."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def test_import_refuses_an_output_no_server_could_have_written(tmp_path: Path) -
 
 
 def test_positions_that_changed_at_the_same_count_are_named() -> None:
-    before = '# TYPE vllm:spec_decode_num_draft_tokens_total counter\nvllm:spec_decode_num_draft_tokens_total{engine="0"} 10\n'
+    drafted = "vllm:spec_decode_num_draft_tokens_total"
+    before = f'# TYPE {drafted} counter\n{drafted}{{engine="0"}} 10\n'
     per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
     first = before + f'# TYPE {per_pos} counter\n{per_pos}{{engine="0",position="0"}} 5\n'
     second = first.replace('position="0"', 'position="1"').replace("} 10", "} 20")
