@@ -152,8 +152,9 @@ def test_an_interrupted_boot_takes_nothing_from_a_tampered_start_file(tmp_path: 
         "ggml_cuda" * 11_000,
         "version: " * 11_000,
         "acc per pos = (" * 6_600,
+        "SpecDecoding metrics: " * 4_500,  # 4,500 messages on one line: 55 s before (each read its prefix)
     ],
-    ids=["blocks", "worker", "equals", "ggml", "version", "per-pos"],
+    ids=["blocks", "worker", "equals", "ggml", "version", "per-pos", "many-messages"],
 )
 @pytest.mark.parametrize("engine", ["auto", "vllm", "llamacpp"])
 def test_a_100_kb_log_line_is_parsed_in_linear_time(tmp_path: Path, line: str, engine: str) -> None:

@@ -176,7 +176,9 @@ def test_merge_refuses_a_malformed_shard_file(pair: tuple[Path, Path], tmp_path:
         (pair[1] / "raw" / "shard.json").write_text("[]")
     else:
         edit_info(pair[1], change)
-    if change is not None and case.startswith("rounds"):  # both shards agree: the value itself is refused, not the difference
+    if change is not None and case.startswith(
+        "rounds"
+    ):  # both shards agree: the value itself is refused, not the difference
         edit_info(pair[0], change)
     assert_refused(merge_cli(tmp_path, *pair), *expect)
     assert not (tmp_path / "merged").exists()
