@@ -290,3 +290,31 @@ def test_collect_shard_refuses_a_negative_index_before_writing(tmp_path: Path) -
         with pytest.raises(CollectError, match="I counts from 0"):
             collect_shard(str(campaign), str(tmp_path / "out"), index, resume=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_written_with_crlf_line_ends_merges_as_validate_reads_it(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    path = pair[1] / "records.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    done = merge_cli(tmp_path, *pair)
+    assert done.returncode == 0, done.stderr
+    assert len(load_results(tmp_path / "merged").boots) == 10
+
+
+def test_a_raw_file_two_shards_fill_differently_is_named_in_both(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    for shard, text in zip(pair, ("one", "two"), strict=True):
+        (shard / "raw" / "logs").mkdir()
+        (shard / "raw" / "logs" / "x.log").write_text(text)
+    line = assert_refused(merge_cli(tmp_path, *pair), "shard-1/raw/logs/x.log", "shard-0/raw/logs/x.log")
+    assert ".merging-" not in line  # the temporary directory is never named
+    assert {p.name for p in tmp_path.iterdir()} == {"shard-0", "shard-1"}
+
+
+def test_a_boot_without_its_node_is_refused_naming_what_is_missing(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    edit_first_boot(pair[1], lambda r: json.dumps({k: v for k, v in r.items() if k != "node"}))
+    assert_refused(merge_cli(tmp_path, *pair), "(node None), not on this shard's device 'd1' (node 'n1')")

@@ -18,7 +18,6 @@ to `--out` at the end: a refusal or a full disk leaves nothing behind.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import tempfile
@@ -26,8 +25,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from mtpverdict._files import NotReadable, open_regular
 from mtpverdict._jsonio import atomic_write, record_line
@@ -42,7 +39,6 @@ from mtpverdict.formats.results_io import (
     RECORDS_FILE,
     TORN_FILE,
     Results,
-    line_digest,
     load_campaign,
     load_results,
 )
@@ -76,6 +72,7 @@ class _ShardDir:
     info: ShardFile
     campaign_sha256: str
     results: Results | None  # None: killed before its first record
+    records_stat: tuple[int, int, int] = (0, 0, 0)  # records.jsonl's (inode, size, mtime) when it was loaded
 
 
 def _refuse(source: Path | str, message: str, key: str | None = None) -> InputError:
@@ -90,8 +87,21 @@ def _read_shard(path: Path) -> _ShardDir:
     if not (path / RECORDS_FILE).exists() and not (path / RECORDS_FILE).is_symlink():
         _, campaign_sha = load_campaign(path)  # killed before its first record: its boots are owed
         return _ShardDir(path, info, campaign_sha, None)
+    before = _stat(path / RECORDS_FILE)
     results = load_results(path)
-    return _ShardDir(path, info, results.campaign_sha256, results)
+    if _stat(path / RECORDS_FILE) != before:
+        raise _refuse(
+            path / RECORDS_FILE, "changed while it was read; merge again once its collect has stopped"
+        )
+    return _ShardDir(path, info, results.campaign_sha256, results, before)
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    try:
+        found = path.stat()
+    except OSError:  # the loader says what is wrong with it
+        return (-1, -1, -1)
+    return found.st_ino, found.st_size, found.st_mtime_ns
 
 
 def _check_same_campaign(shards: Sequence[_ShardDir]) -> None:
@@ -166,7 +176,8 @@ def _own_boots(shard: _ShardDir) -> set[tuple[str, int]]:
                 "(collect it from a campaign with [[devices]])",
                 key="device",
             )
-        if device != info.device or (node if isinstance(node, str) else None) != info.node:
+        node = node if isinstance(node, str) else None  # absent: a missing value in the table
+        if device != info.device or node != info.node:
             raise _refuse(
                 where,
                 f"{arm} boot {boot} ran on {device!r} (node {node!r}), not on this shard's device "
@@ -252,8 +263,9 @@ def _owed_boots(info: ShardFile, index: int, boots: Any, missing: bool) -> Itera
             }
 
 
-def _copy_raw(shard: _ShardDir, out: Path) -> None:
-    """Copy a shard's raw/ files under the merged raw/, refusing a path two shards fill differently."""
+def _copy_raw(shard: _ShardDir, out: Path, written: dict[Path, Path]) -> None:
+    """Copy a shard's raw/ files under the merged raw/, refusing a path two shards fill differently
+    (`written`: each merged file and the shard file it came from)."""
     index = shard.info.shard
     source_root = shard.path / RAW_DIR
     for source in sorted(p for p in source_root.rglob("*") if p.is_file() and not p.is_symlink()):
@@ -263,12 +275,14 @@ def _copy_raw(shard: _ShardDir, out: Path) -> None:
         if relative.as_posix() in (SHARD_FILE, TORN_FILE):
             relative = Path(SHARDS_DIR) / f"shard-{index}-{relative.name}"
         target = out / RAW_DIR / relative
-        if target.exists():
+        if target in written:
             if not _same_bytes(target, source):
-                raise _refuse(target, f"is written by two shards with different content (also {source})")
+                why = f"differs from {written[target]}: two shards fill raw/{relative.as_posix()} differently"
+                raise _refuse(source, why)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
+        written[target] = source
 
 
 def _same_bytes(first: Path, second: Path) -> bool:
@@ -283,27 +297,26 @@ def _same_bytes(first: Path, second: Path) -> bool:
 
 
 def _copy_records(shard: _ShardDir, fh: Any) -> int:
-    """Append a validated shard's lines to the merged records as they are, refusing a file changed
-    since it was validated (its digest no longer the loader's); returns the lines copied."""
+    """Append a validated shard's lines to the merged records as they are (bounded reads), refusing a
+    file changed since it was validated (another inode, size or modification time); returns the lines
+    copied."""
     assert shard.results is not None
     source = shard.path / RECORDS_FILE
     try:
         opened = open_regular(source)
     except NotReadable as exc:
         raise _refuse(source, str(exc)) from None
-    digests = bytearray()
-    lines = 0
+    lines = copied = 0
     with opened as records:
+        found = os.fstat(records.fileno())
+        if (found.st_ino, found.st_size, found.st_mtime_ns) != shard.records_stat:
+            raise _refuse(source, "changed while it was merged; merge again")
         while line := records.readline(MAX_LINE_BYTES + 2):
-            if len(line) > MAX_LINE_BYTES + 1:
+            copied += len(line)
+            if len(line) > MAX_LINE_BYTES + 1 or copied > found.st_size:
                 raise _refuse(source, "changed while it was merged; merge again")
-            body = line if line.endswith(b"\n") else line + b"\n"
-            fh.write(body)
-            digests += line_digest(body)
+            fh.write(line if line.endswith(b"\n") else line + b"\n")
             lines += 1
-    ordered = np.sort(np.frombuffer(bytes(digests), dtype="S32")).tobytes()
-    if hashlib.sha256(ordered).hexdigest() != shard.results.records_sha256:
-        raise _refuse(source, "changed while it was merged; merge again")
     return lines
 
 
@@ -360,8 +373,9 @@ def _write_merged(read: Sequence[_ShardDir], staging: Path, target: Path) -> Mer
     present = {s.info.shard: s for s in read}
     missing: list[str] = []
     (staging / RAW_DIR).mkdir()
+    written: dict[Path, Path] = {}
     for shard in read:
-        _copy_raw(shard, staging)
+        _copy_raw(shard, staging, written)
     atomic_write(staging / CAMPAIGN_FILE, (read[0].path / CAMPAIGN_FILE).read_text(encoding="utf-8"))
     lines = owed = 0
     with (staging / RECORDS_FILE).open("wb") as fh:
