@@ -765,9 +765,8 @@ class Collector:
                 record["status"] = "failed"
                 record["error"] = refusal
                 return
-            _write_started(
-                self.redactor, started, planned, record, server, self._sent
-            )  # a resume keeps what is known
+            # a resume keeps what is known
+            _write_started(self.redactor, started, planned, record, server, self._sent)
             try:
                 await self._measure(client, base_url, model, planned, server, record)
                 await self._coherence(client, base_url, model, planned, server, record)
