@@ -139,8 +139,9 @@ def test_an_interrupted_boot_takes_nothing_from_a_tampered_start_file(tmp_path: 
     interrupted = next(r for r in records if r["kind"] == "boot" and r["status"] == "interrupted")
     assert (interrupted["arm"], interrupted["boot"]) == ("off_A", 1)
     assert interrupted["argv"] == plan.serve_argv(plan.arms[0], {}, 1, str(out))  # the campaign's own
-    for key in ("engine_version", "kv_cache_tokens", "num_blocks", "observed_k", "ready_seconds", "log"):
-        assert interrupted[key] is None, key
+    for key in ("engine_version", "kv_cache_tokens", "block_size", "num_blocks", "observed_k", "log"):
+        assert interrupted[key] is None, key  # observed_k 3 is not off_A's depth
+    assert interrupted["ready_seconds"] == 1.0  # not read by the freshness check: kept
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
-from mtpverdict.formats.results_io import ResultsWriter, content_sha256
+from mtpverdict.formats.results_io import ResultsWriter, content_sha256, record_errors
 
 HEALTH_POLL_SECONDS = 1.0
 INTERRUPTED = "interrupted"  # the boot status of a boot collect stopped before it finished
@@ -552,9 +552,11 @@ class Collector:
     def _rederived(self, found: dict[str, Any]) -> dict[str, Any]:
         """An interrupted boot's record from what collect can derive again, not from its start file.
 
-        A start file is not evidence (anyone who can write the results directory can edit it): of its
-        record only where the boot stands is kept; the argv is the one the campaign gives that boot,
-        and what the server reported (engine version, KV pool) is read again from the boot's log.
+        A start file is not evidence (anyone who can write the results directory can edit it): the argv
+        is the one the campaign gives that boot, and what the gate's freshness check and the KV
+        ceilings read (engine version, KV pool) is read again from the boot's log. Of the start file's
+        record only the ready time, the context window, the slots and a depth seen in force that is
+        the arm's own are kept.
         """
         plan, boot = self.plan, int(found["boot"])
         arm = next(a for a in plan.arms if a.name == found["arm"])
@@ -564,9 +566,16 @@ class Collector:
         log = f"raw/logs/{arm.name}-boot{boot}.log"
         kept = log if launch and (self.results / log).is_file() else None
         note = found.get("note") if found.get("note") == UNREADABLE_NOTE else INTERRUPTED_NOTE
+        invalid = record_errors(found) if note == INTERRUPTED_NOTE else []
+        if invalid:  # the start file held a record the results format refuses: nothing of it is kept
+            note = f"{INTERRUPTED_NOTE}; its start file held an invalid record ({invalid[0]})"[:500]
         rebuilt = boot_record(
             arm.name, boot, int(found["order"]), INTERRUPTED, argv=argv, log=kept, note=note
         )
+        if not invalid:
+            rebuilt |= {k: found[k] for k in ("ready_seconds", "max_model_len", "slots") if k in found}
+            if found.get("observed_k") == (arm.k or 0):
+                rebuilt["observed_k"] = found["observed_k"]
         return rebuilt | _device_keys(device)
 
     def _record_interrupted(self, record: dict[str, Any]) -> None:
