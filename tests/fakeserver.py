@@ -56,6 +56,7 @@ class State:
         fault, _, n = (args.fault or "none:0").partition(":")
         self.fault = fault
         self.fault_n = int(n or 0)
+        self.models_asked = 0  # /v1/models answers so far (the readiness poll asks first)
 
     def count_request(self) -> int:
         with self.lock:
@@ -95,7 +96,12 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         if self.path == "/health":
             self._send(200, "")
+        elif self.path == "/v1/models" and st.fault == "huge-models" and st.models_asked >= 1:
+            self._send(
+                200, '{"object": "list", "data": [' + " " * (17 << 20) + "]}"
+            )  # 17 MiB: past the bound
         elif self.path == "/v1/models":
+            st.models_asked += 1
             self._send(
                 200,
                 json.dumps(
@@ -106,7 +112,7 @@ class Handler(BaseHTTPRequestHandler):
                 ),
             )
         elif self.path == "/version":
-            self._send(200, json.dumps({"version": "0.0.0-fake"}))
+            self._send(200, json.dumps({"version": "0.0.0-fake" + "".join(LEAKED)}))
         elif self.path == "/metrics":
             if st.fault == "no-metrics":
                 self._send(404, "not found", "text/plain")
@@ -114,7 +120,8 @@ class Handler(BaseHTTPRequestHandler):
             if st.fault in ("huge-metrics", "endless-metrics") and st.requests >= st.fault_n:
                 self._hostile_metrics(st.fault == "endless-metrics")
                 return
-            self._send(200, metrics_text(st), "text/plain; version=0.0.4")
+            leaked = "".join(f"# leaked {v}\n" for v in LEAKED)
+            self._send(200, leaked + metrics_text(st), "text/plain; version=0.0.4")
         else:
             self._send(404, "{}")
 
@@ -361,6 +368,22 @@ def log_loop(st: State) -> None:
             )
 
 
+LEAKED: list[str] = []  # values --leak-env put in every answer
+
+
+def leak_env(names: list[str]) -> None:
+    """Print each value split over several writes (and reads, on the collector's side of the pipe)."""
+    for name in names:
+        value = os.environ.get(name, "")
+        LEAKED.append(value)
+        args = {"api_key": value, "argv": sys.argv}
+        line = f"(APIServer pid={os.getpid()}) INFO non-default args: {args!r}\n"
+        data = line.encode()
+        for start in range(0, len(data), 3):
+            os.write(sys.stdout.fileno(), data[start : start + 3])
+            time.sleep(0.002)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -375,6 +398,14 @@ def main() -> int:
     )
     parser.add_argument("--enable-per-request-metrics", action="store_true")
     parser.add_argument("--traffic", type=float, default=0.0, help="verify steps a second of its own traffic")
+    parser.add_argument("--token", default=None, help="ignored: a secret on the command line")
+    parser.add_argument(
+        "--leak-env",
+        action="append",
+        default=[],
+        help="print this environment variable's value (as vLLM prints its non-default args), a few bytes "
+        "per write, and put it in /version and /metrics too",
+    )
     parser.add_argument(
         "--speculative-config",
         default=None,
@@ -389,6 +420,7 @@ def main() -> int:
         print("RuntimeError: injected boot failure", flush=True)
         return 1
     time.sleep(args.boot_delay)
+    leak_env(args.leak_env)
     state = State(args)
     Handler.state = state
     print(

@@ -554,7 +554,20 @@ def test_gate_refuses_hostile_serve_configs(tmp_path: Path, how: str, expect: st
 def _shard(tmp: Path, name: str) -> Path:
     """A results directory with a shard file: enough for merge to read it before its checks."""
     results = results_copy(tmp, name)
-    document = {"format": "mtpverdict.shard/1", "shard": 0, "shards": 2, "campaign_sha256": "0" * 64}
+    campaign = json.loads((results / "campaign.json").read_text())
+    document = {
+        "format": "mtpverdict.shard/1",
+        "campaign_id": campaign["id"],
+        "campaign_sha256": "0" * 64,
+        "shard": 0,
+        "shards": 2,
+        "device": "d0",
+        "node": None,
+        "devices": [{"name": "d0", "node": None}, {"name": "d1", "node": None}],
+        "rounds": 1,
+        "arms": [arm["name"] for arm in campaign["arms"]],
+        "order_seed": None,
+    }
     (results / "raw" / "shard.json").write_text(json.dumps(document))
     return results
 

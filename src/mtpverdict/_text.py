@@ -78,7 +78,8 @@ def terminal_lines(text: str) -> str:
 # emphasis, so names like off_A stay as written.
 _MARKDOWN_INLINE = re.compile(r"[\\`*\[\]|~#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _MARKDOWN_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # raw HTML, autolinks, entities
-_MARKDOWN_BLOCK_START = re.compile(r"[-+]|\d+(?=[.)])")  # a list item when a line starts so
+# a list item when a line starts so; (?<!\d): a digit run is tried once, not at each of its digits
+_MARKDOWN_BLOCK_START = re.compile(r"[-+]|(?<!\d)\d+(?=[.)])")
 
 
 def markdown_safe(text: str, *, starts_line: bool = False) -> str:

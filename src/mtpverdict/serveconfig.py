@@ -25,6 +25,7 @@ from typing import Any, TypeGuard
 
 from mtpverdict._shell import comment_start, interpolation, shell_metacharacter, shell_split
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.formats._check import INT_RANGE_MESSAGE
 
 __all__ = [
     "ENGINE_VARIABLE_PREFIXES",
@@ -329,6 +330,14 @@ def _check_keys(root: Any, source: str) -> None:
                 stack.append(value)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode) and node.tag == _YAML_INT and len(node.value) > MAX_INT_CHARS:
+            digits = sum(c.isdigit() for c in node.value)
+            why = f"an integer of {digits} digits; {INT_RANGE_MESSAGE}"
+            raise InputError([Problem(source, why, line=node.start_mark.line + 1)])
+
+
+_YAML_INT = "tag:yaml.org,2002:int"
+MAX_INT_CHARS = 64  # an integer's text longer than this is past 2**53 in any base (binary: 0b + 53 digits)
 
 
 # --------------------------------------------------------------------------------------------------

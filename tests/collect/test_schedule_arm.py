@@ -276,3 +276,79 @@ def test_the_short_and_joined_spellings_are_replaced_and_labels_not_copied() -> 
     arm = parse_campaign(made, "new.toml").arms[3]
     assert arm.serve_args[:2] == ("--speculative-config", CONFIG) and "-sc" not in arm.serve_args
     assert dict(arm.labels) == {"confirms": "d.json sha"}
+
+
+# --- a hostile decision --------------------------------------------------------------------------------
+
+DEPTHS = '"num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,1,3],[2,1024,1]]'
+
+
+@pytest.mark.parametrize(
+    ("config", "expect"),
+    [
+        (  # another method and an attacker's draft model, at the schedule's depths
+            '{"method":"draft_model","model":"attacker/evil-draft",' + DEPTHS + "}",
+            (
+                'method = "draft_model", but arm ngram_k3 runs "ngram"',
+                '"attacker/evil-draft" is not a setting',
+            ),
+        ),
+        (  # a key the copied arm does not set
+            '{"method":"ngram",'
+            + DEPTHS
+            + ',"prompt_lookup_max":4,"prompt_lookup_min":2,"disable_logprobs":1}',
+            ("disable_logprobs = 1 is not a setting of arm ngram_k3",),
+        ),
+        (  # placeholders collect would fill in
+            '{"method":"ngram",' + DEPTHS + ',"prompt_lookup_max":"{port}","prompt_lookup_min":"{results}"}',
+            ('prompt_lookup_max = "{port}", but arm ngram_k3 runs 4',),
+        ),
+        ('{"method":"ngram",' + DEPTHS + ',"prompt_lookup_max":4}', ("prompt_lookup_min is missing",)),
+    ],
+)
+def test_a_decision_serving_other_settings_than_its_arm_is_refused(
+    config: str, expect: tuple[str, ...]
+) -> None:
+    with pytest.raises(InputError) as caught:
+        _made(decision=_decision(config=config))
+    problem = caught.value.problems[0]
+    assert problem.key == "schedule.speculative_config" and problem.source == "d.json"
+    for fragment in expect:
+        assert fragment in problem.message, problem.message
+
+
+def test_the_arm_serves_json_derived_from_its_own_settings(tmp_path: Path) -> None:
+    spaced = CONFIG.replace(",", ",\n ")  # raw newlines between the tokens: the same config
+    decision = tmp_path / "d.json"
+    decision.write_text(decision_json(_decision(config=spaced)))
+    out = tmp_path / "confirm.toml"
+    done = CliRunner().invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    arm = parse_campaign(out.read_text(), str(out)).arms[3]
+    assert arm.serve_args[:2] == ("--speculative-config", CONFIG)  # derived, canonical, one line
+
+
+def test_a_placeholder_of_the_arm_matches_the_value_collect_filled_in() -> None:
+    text = CAMPAIGN.read_text().replace(
+        '"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max"',
+        '"method":"ngram","num_speculative_tokens":3,"x":"{models}/a/{arm}.json","prompt_lookup_max"',
+        1,
+    )
+    filled = CONFIG.replace('"prompt_lookup_max"', '"x":"/srv/models/a/ngram_k3.json","prompt_lookup_max"')
+    made = schedule_arm(text, "c.toml", _decision(config=filled), "d.json", origin="d.json sha")
+    assert '"x":"{models}/a/{arm}.json"' in made.config  # served as the campaign writes it
+    wrong = filled.replace("/a/", "/b/")
+    with pytest.raises(InputError, match='x = "/srv/models/b/ngram_k3.json", but arm ngram_k3 runs'):
+        schedule_arm(text, "c.toml", _decision(config=wrong), "d.json", origin="d.json sha")
+
+
+def test_100_kb_of_notes_are_read_in_linear_time() -> None:
+    import time
+
+    notes = "v" * 50_000 + " " + "a serves the schedule of a" * 2000  # ~100 KB: a word, notes never ended
+    old = next(line for line in CAMPAIGN.read_text().splitlines() if line.startswith("notes = "))
+    text = CAMPAIGN.read_text().replace(old, f'notes = "{notes}"', 1)  # no full stop anywhere
+    start = time.process_time()
+    made, _ = _made(text)
+    assert time.process_time() - start < 2.0  # 31 s before: the notes pattern backtracked
+    assert parse_campaign(made, "n.toml").notes.startswith(notes)  # type: ignore[union-attr]

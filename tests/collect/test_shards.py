@@ -250,7 +250,10 @@ def test_merge_refuses_shards_that_do_not_belong_together(
     shutil.copytree(first, twin)
     info = json.loads((twin / "raw" / "shard.json").read_text())
     (twin / "raw" / "shard.json").write_text(json.dumps({**info, "shard": 1}))
-    with pytest.raises(InputError, match="also in"):
+    with pytest.raises(InputError, match=r"is not devices\[1\]"):
+        merge_results([first, twin], tmp_path / "d")
+    (twin / "raw" / "shard.json").write_text(json.dumps({**info, "shard": 1, "device": "d1", "node": "n1"}))
+    with pytest.raises(InputError, match="ran on 'd0'"):  # its boots name the device that ran them
         merge_results([first, twin], tmp_path / "d")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")

@@ -239,6 +239,12 @@ def merge(
         summary = merge_results(shards, out)
     except InputError as exc:
         fail_input(exc)
+    except OSError as exc:  # a full disk: the merge left nothing at OUT
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(
+            f"{out}: cannot be written ({where}{exc.strerror or exc}); nothing was left there",
+            EXIT_INCOMPLETE,
+        )
     owed = f"; {summary.owed_boots} boots never run recorded as failed" if summary.owed_boots else ""
     echo(f"{summary.shards} of {summary.expected} shards merged into {out}: {summary.records} records{owed}")
     for line in summary.missing:

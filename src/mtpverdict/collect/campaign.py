@@ -54,6 +54,7 @@ class ServerPlan:
     settle_seconds: float
     api_key_env: str | None
     engine: str
+    secrets: tuple[str, ...]
     model: str | None
 
 
@@ -464,6 +465,7 @@ def _plan(file: CampaignFile, source: str, sha256: str) -> CampaignPlan:
             settle_seconds=server.settle_seconds,
             api_key_env=server.api_key_env,
             engine=server.engine,
+            secrets=server.secrets,
             model=server.model,
         ),
         vars=tuple(sorted(file.vars.items())),

@@ -25,6 +25,7 @@ from mtpverdict.collect.campaign import (
     depth_problems,
     parity_problems,
 )
+from mtpverdict.collect.redact import Redactor, secret_values
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -52,6 +53,7 @@ class Preflight:
     warnings: tuple[str, ...]
     plan: CampaignPlan | None = None
     clock: str = ""  # whose clock times decode and TTFT, and why (said once at the start)
+    secrets: tuple[str, ...] = ()  # values redacted from everything collect writes (collect/redact.py)
 
 
 def preflight(
@@ -90,7 +92,8 @@ def preflight(
     if plan.server.api_key_env and not api_key:
         raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
     plan, clock = server_clock(plan, _existing_argv(results / CAMPAIGN_FILE) if holds_campaign else None)
-    campaign = _campaign_object(plan, variables, results, mismatch, until_resolved)
+    secrets = (api_key, *secret_values(plan, variables))
+    campaign = Redactor(secrets).value(_campaign_object(plan, variables, results, mismatch, until_resolved))
     warnings: list[str] = [f"harness parity not held (--allow-argv-mismatch): {m}" for m in mismatch]
     if holds_campaign:
         _same_campaign(results / CAMPAIGN_FILE, campaign)
@@ -106,7 +109,9 @@ def preflight(
         warnings.append(
             f"another collect (pid {holder}) is running on {results}: a real run would be refused"
         )
-    return Preflight(campaign, mismatch, api_key, tuple(warnings), plan, clock)
+    return Preflight(
+        campaign, mismatch, api_key, tuple(warnings), plan, clock, tuple(s for s in secrets if s)
+    )
 
 
 def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[CampaignPlan, str]:

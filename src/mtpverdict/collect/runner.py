@@ -30,12 +30,13 @@ from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, Workl
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
+from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.collect.signals import Terminated, deferred, signal_number, stop_signals
 from mtpverdict.errors import CollectError
 from mtpverdict.formats._check import loads_strict
-from mtpverdict.formats.results_io import ResultsWriter, content_sha256
+from mtpverdict.formats.results_io import ResultsWriter, content_sha256, record_errors
 from mtpverdict.stats import layout
 
 HEALTH_POLL_SECONDS = 1.0
@@ -497,6 +498,7 @@ class Collector:
         self._clock_note = checked.clock
         self.mismatch = list(checked.mismatch)
         self.api_key = checked.api_key
+        self.redactor = Redactor(checked.secrets)  # in every byte collect writes (collect/redact.py)
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.clock = cl.Clock()
         self._lock = lock_results(self.results)  # held until run() ends (or this process does)
@@ -514,11 +516,11 @@ class Collector:
     # --- records -------------------------------------------------------------------------------------
 
     def _append(self, record: dict[str, Any]) -> None:
-        if self.writer.append(record):
+        if self.writer.append(self.redactor.value(record)):
             self.summary.records += 1
 
     def _redact(self, text: str) -> str:
-        return text.replace(self.api_key, "[redacted]") if self.api_key else text
+        return self.redactor.text(text)
 
     def _missing(self, note: tuple[str, str], arm: str, boot: int) -> None:
         """Say once per collect that the engine does not show a piece of evidence (never a failure)."""
@@ -556,9 +558,38 @@ class Collector:
             self.plan, self.writer, retry_failed=self.retry_failed, devices=devices
         )
         for record in owed_records:
-            self._record_interrupted(record)
+            self._record_interrupted(self._rederived(record))
         self.on_event(Event("plan", detail=f"{len(owed)} boots to run", total=len(owed)))
         self._run_rounds(owed)
+
+    def _rederived(self, found: dict[str, Any]) -> dict[str, Any]:
+        """An interrupted boot's record from what collect can derive again, not from its start file.
+
+        A start file is not evidence (anyone who can write the results directory can edit it): the argv
+        is the one the campaign gives that boot, and what the gate's freshness check and the KV
+        ceilings read (engine version, KV pool) is read again from the boot's log. Of the start file's
+        record only the ready time, the context window, the slots and a depth seen in force that is
+        the arm's own are kept.
+        """
+        plan, boot = self.plan, int(found["boot"])
+        arm = next(a for a in plan.arms if a.name == found["arm"])
+        device = plan.devices[layout.device_of(boot, plan.device_count)] if plan.devices else None
+        launch = plan.server.mode == "launch"
+        argv = plan.serve_argv(arm, self.variables, boot, str(self.results), device) if launch else None
+        log = f"raw/logs/{arm.name}-boot{boot}.log"
+        kept = log if launch and (self.results / log).is_file() else None
+        note = found.get("note") if found.get("note") == UNREADABLE_NOTE else INTERRUPTED_NOTE
+        invalid = record_errors(found) if note == INTERRUPTED_NOTE else []
+        if invalid:  # the start file held a record the results format refuses: nothing of it is kept
+            note = f"{INTERRUPTED_NOTE}; its start file held an invalid record ({invalid[0]})"[:500]
+        rebuilt = boot_record(
+            arm.name, boot, int(found["order"]), INTERRUPTED, argv=argv, log=kept, note=note
+        )
+        if not invalid:
+            rebuilt |= {k: found[k] for k in ("ready_seconds", "max_model_len", "slots") if k in found}
+            if found.get("observed_k") == (arm.k or 0):
+                rebuilt["observed_k"] = found["observed_k"]
+        return rebuilt | _device_keys(device)
 
     def _record_interrupted(self, record: dict[str, Any]) -> None:
         """Append the boot record of a boot a killed collect left unfinished (its start file's)."""
@@ -649,12 +680,14 @@ class Collector:
             arm.name, planned.boot, planned.order, "ready", argv=argv or None, log=log_rel if launch else None
         ) | _device_keys(planned.device)
         started = _started_path(self.results, arm.name, planned.boot)
-        _write_started(started, planned, record, None)
-        self.on_event(Event("boot", arm.name, planned.boot, " ".join(argv) if argv else base_url))
+        _write_started(self.redactor, started, planned, record, None)
+        self.on_event(
+            Event("boot", arm.name, planned.boot, self._redact(" ".join(argv)) if argv else base_url)
+        )
         server = None
         if launch:
             env = plan.server_env(self.variables, planned.device)
-            server = LaunchedServer(argv, env, self.results / log_rel, started)
+            server = LaunchedServer(argv, env, self.results / log_rel, started, self.redactor)
         self.summary.boots += 1
         self._sent = []
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
@@ -734,7 +767,7 @@ class Collector:
                     )
                     return
                 server.start()
-                _write_started(started, planned, record, server)
+                _write_started(self.redactor, started, planned, record, server)
             ready = await self._wait_ready(client, base_url, server)
             if ready is None:
                 record["status"] = "failed"
@@ -756,7 +789,8 @@ class Collector:
                 record["status"] = "failed"
                 record["error"] = refusal
                 return
-            _write_started(started, planned, record, server, self._sent)  # a resume keeps what is known
+            # a resume keeps what is known
+            _write_started(self.redactor, started, planned, record, server, self._sent)
             try:
                 await self._measure(client, base_url, model, planned, server, record)
                 await self._coherence(client, base_url, model, planned, server, record)
@@ -802,9 +836,11 @@ class Collector:
     async def _model(self, client: httpx.AsyncClient, base_url: str, record: dict[str, Any]) -> str:
         if self.plan.server.model:
             return self.plan.server.model
-        body = await cl.get_text(client, base_url + "/v1/models", self.headers)
+        fetched = await cl.fetch_text(client, base_url + "/v1/models", self.headers)
+        if fetched.text is None:  # too large, too slow or not 200: say so, not "lists no model"
+            raise CollectError(f"{self._redact(fetched.error or '')}; set server.model")
         try:
-            entry = json.loads(body or "{}")["data"][0]
+            entry = json.loads(fetched.text or "{}")["data"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             raise CollectError(f"{base_url}/v1/models lists no model; set server.model") from None
         if isinstance(entry.get("max_model_len"), int):
@@ -818,7 +854,7 @@ class Collector:
         if not text:
             return
         path = self.writer.raw_path(f"metrics/{planned.arm.name}-boot{planned.boot}-ready.prom")
-        atomic_write(path, text)
+        atomic_write(path, self._redact(text))
         try:
             snapshot = parse_metrics(text, source=str(path))
         except EngineTextError:
@@ -862,7 +898,7 @@ class Collector:
         """Keep a request group of this boot, in memory and in its start file (for a resume)."""
         self._sent.append(group)
         started = _started_path(self.results, planned.arm.name, planned.boot)
-        _write_started(started, planned, record, server, self._sent)
+        _write_started(self.redactor, started, planned, record, server, self._sent)
 
     def _learn_depth(self, arm: ArmPlan, record: dict[str, Any], snapshot: Any) -> None:
         """The depth in force from a scrape taken while measuring, until known (llama.cpp exports the
@@ -890,7 +926,7 @@ class Collector:
         fetched = await cl.fetch_text(client, base_url + "/metrics", self.headers)
         if fetched.text is None:
             return None, None, fetched.error if fetched.breached else None
-        atomic_write(self.writer.raw_path(rel), fetched.text)
+        atomic_write(self.writer.raw_path(rel), self._redact(fetched.text))
         try:
             return f"raw/{rel}", parse_metrics(fetched.text), None
         except EngineTextError:
@@ -1259,6 +1295,7 @@ def _depth_refusal(arm: ArmPlan, observed: int | None) -> str | None:
 
 
 def _write_started(
+    redactor: Redactor,
     path: Path,
     planned: PlannedBoot,
     record: dict[str, Any],
@@ -1279,7 +1316,7 @@ def _write_started(
         started.update(server.mark.as_json())
     elif server is not None and server.pid is not None:
         started["pid"] = server.pid  # it exited at once: no mark, so it is never signalled
-    atomic_write(path, json.dumps(started, sort_keys=True))
+    atomic_write(path, json.dumps(redactor.value(started), sort_keys=True))
 
 
 def _coherence_record(

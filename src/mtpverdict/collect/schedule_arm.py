@@ -8,7 +8,13 @@ beside the fixed depths and off, and a decision in schedule mode can confirm it 
 The new arm copies the settings of the arm the schedule runs at its largest depth: its serve_args lose
 every speculative flag and gain `--speculative-config JSON` (reporting flags such as
 --per-request-spec-decode-metrics stay), its k is the schedule's largest depth (what the per-position
-counters show). It is placed before the campaign's last control, so off still brackets it. Arms that
+counters show). That JSON is derived, never copied: the copied arm's own speculative config (its
+method, model and every other setting, placeholders as the campaign writes them) with the depth keys
+of the decision's typed ranges. The decision's `speculative_config` must say the same (a placeholder
+of the arm's matches the value collect substituted for it), or the command is refused naming each
+key that differs: a decision edited to name another method or draft model is never served.
+
+The arm is placed before the campaign's last control, so off still brackets it. Arms that
 ran another schedule are left out: a confirmation campaign confirms one schedule. The file is edited
 with tomlkit, so its comments and layout survive, and the result is checked as `collect` checks it.
 """
@@ -26,6 +32,7 @@ from typing import Any
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect.campaign import (
     MAX_CAMPAIGN_BYTES,
+    PLACEHOLDER,
     REPORTING_FLAGS,
     ArmPlan,
     CampaignPlan,
@@ -40,7 +47,13 @@ from mtpverdict.formats.decision import Decision, Schedule, parse_decision
 from mtpverdict.serveconfig import ServeSpec, extract_spec, normalise_flag
 
 CONFIRM_SUFFIX = "-confirm"
-SERVES = re.compile(r" ?\S+ serves the schedule of [^.]*\.")  # the note an earlier schedule-arm wrote
+DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule sets
+SHOWN_DIFFERENCES = 5  # keys named in a refusal
+MAX_SETTING_CHARS = 4096  # a setting's value matched against a placeholder (a path, a model name)
+# the note an earlier schedule-arm wrote ("ARM serves the schedule of FILE sha256 HEX16."): each run of
+# non-space characters is tried once (the lookbehind) and the origin is bounded (a file name is at most
+# 255 bytes), so 100 KB of notes cannot backtrack
+SERVES = re.compile(r" ?(?<!\S)\S+ serves the schedule of [^\n]{1,320}?\.(?=\s|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +97,67 @@ def _inconsistent(schedule: Schedule, config: str) -> str | None:
     if not any(r.k == top and r.arm is not None for r in schedule.ranges):
         return f"no range at the largest depth k={top} names the arm that measured it"
     return None
+
+
+def derived_config(arm: ArmPlan, schedule: Schedule) -> tuple[dict[str, Any] | None, str]:
+    """The config the new arm serves: `arm`'s own speculative settings with the schedule's depths
+    (None and why, when the arm's serve_args hold no vLLM speculative config to copy)."""
+    spec = extract_spec(arm.serve_args) if arm.serve_args else None
+    if not isinstance(spec, ServeSpec) or spec.off:
+        why = "" if spec is None or isinstance(spec, ServeSpec) else f" ({'; '.join(spec.reasons)})"
+        return None, f"arm {arm.name}'s serve_args hold no vLLM speculative config to copy{why}"
+    if spec.method != arm.method:
+        return None, f"arm {arm.name} declares method {arm.method} but its serve_args run {spec.method}"
+    config = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
+    config["num_speculative_tokens"] = max(r.k for r in schedule.ranges)
+    config["num_speculative_tokens_per_batch_size"] = [[r.start, r.end, r.k] for r in schedule.ranges]
+    return config, ""
+
+
+def _same_setting(mine: Any, theirs: Any) -> bool:
+    """Equal, or a string of the arm's whose {placeholders} stand for what `theirs` holds there."""
+    if isinstance(mine, str) and isinstance(theirs, str) and PLACEHOLDER.search(mine):
+        return len(theirs) <= MAX_SETTING_CHARS and _fills(PLACEHOLDER.split(mine)[::2], theirs)
+    return bool(mine == theirs) and type(mine) is type(theirs)
+
+
+def _fills(parts: list[str], text: str) -> bool:
+    """Whether `text` is the literal `parts` in order with anything between them (a glob's `*`; the
+    leftmost find of each part is enough, so this is linear, unlike a regex of several `.*`)."""
+    first, last = parts[0], parts[-1]
+    if len(first) + len(last) > len(text) or not (text.startswith(first) and text.endswith(last)):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for part in parts[1:-1]:
+        found = text.find(part, position, end)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return True
+
+
+def _differences(mine: dict[str, Any], config: str, arm: str) -> list[str]:
+    """Each key where the decision's JSON says something else than the arm's settings."""
+    try:
+        theirs = _check.loads_strict(config)
+    except ValueError as exc:
+        return [f"is not JSON: {exc}"]
+    if not isinstance(theirs, dict):
+        return ["is not a JSON object"]
+    out = []
+    for key in sorted(set(mine) | set(theirs), key=str):
+        if key not in theirs:
+            out.append(f"{key} is missing (arm {arm} sets {mine[key]!r})")
+        elif key not in mine:
+            out.append(f"{key} = {_short(theirs[key])} is not a setting of arm {arm}")
+        elif not _same_setting(mine[key], theirs[key]):
+            out.append(f"{key} = {_short(theirs[key])}, but arm {arm} runs {_short(mine[key])}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _template(plan: CampaignPlan, schedule: Schedule, source: str) -> str:
@@ -130,11 +204,10 @@ def _inline(values: dict[str, Any]) -> Any:
     return table
 
 
-def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str) -> Any:
+def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str, config: str) -> Any:
     """The new arm as a TOML table, with `arm`'s settings and the schedule's depth and JSON."""
     import tomlkit
 
-    config = schedule.speculative_config or "{}"
     table = tomlkit.table()
     table["name"] = name
     table["role"] = "candidate"
@@ -171,15 +244,34 @@ def schedule_arm(
         raise InputError([Problem(decision_source, why, key="campaign.id")])
     _check_plan(plan, campaign_source)
     template = next(a for a in plan.arms if a.name == _template(plan, schedule, campaign_source))
+    config = _served_config(template, schedule, config, decision_source)
     arm_name = name or f"{schedule.method}_schedule"
     dropped = tuple(a.name for a in plan.arms if a is not template and _ran_a_schedule(a.serve_args))
     if arm_name in {a.name for a in plan.arms} - set(dropped):
         raise InputError([Problem("--name", f"the campaign already has an arm named {arm_name}")])
     new_id = campaign_id or (plan.id if plan.id.endswith(CONFIRM_SUFFIX) else plan.id + CONFIRM_SUFFIX)
-    table = _arm_table(template, arm_name, schedule, origin)
+    table = _arm_table(template, arm_name, schedule, origin, config)
     text = _edited(campaign_text, table, dropped, new_id, f"{arm_name} serves the schedule of {origin}.")
     _check_result(text, campaign_source, arm_name)
     return ScheduleArm(text, arm_name, template.name, config, dropped, new_id)
+
+
+def _served_config(template: ArmPlan, schedule: Schedule, decided: str, source: str) -> str:
+    """The JSON the new arm serves (derived from `template`), once the decision's says the same."""
+    if schedule.method != template.method:
+        why = (
+            f"the schedule's method is {schedule.method}, but its arm {template.name} runs {template.method}"
+        )
+        raise InputError([Problem(source, why, key="schedule.method")])
+    mine, why = derived_config(template, schedule)
+    if mine is None:
+        raise InputError([Problem(source, why, key="schedule.speculative_config")])
+    differ = _differences(mine, decided, template.name)
+    if differ:
+        shown = "; ".join(differ[:SHOWN_DIFFERENCES]) + ("; ..." if len(differ) > SHOWN_DIFFERENCES else "")
+        why = f"is not arm {template.name}'s settings with the schedule's depths: {shown}"
+        raise InputError([Problem(source, why, key="schedule.speculative_config")])
+    return json.dumps(mine, sort_keys=True, separators=(",", ":"))
 
 
 def _edited(text: str, table: Any, dropped: tuple[str, ...], new_id: str, note: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from mtpverdict.collect.ownership import ProcessMark, launch_env, mark_launched, new_token
+from mtpverdict.collect.redact import RedactingPipe, Redactor
 
 LOG_TAIL_BYTES = 4000
 
@@ -22,13 +23,23 @@ class LaunchedServer:
     per-boot token and the path of the boot's start file (`owner`) in their environment, so that
     `mark` proves later which processes are this server's (mtpverdict.collect.ownership). Stopping
     sends SIGTERM to the whole group, waits the grace period, then SIGKILLs what is left, so no child
-    (e.g. an engine core process) outlives it.
+    (e.g. an engine core process) outlives it. With secrets to keep (collect/redact.py), the output
+    reaches the log through a pipe that redacts it as it streams; without, it is appended directly.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, owner: Path) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        owner: Path,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.argv = argv
         self.log_path = log_path
         self.owner = owner
+        self._redactor = redactor
+        self._pipe: RedactingPipe | None = None
         self._log: IO[bytes] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._token = new_token()
@@ -38,16 +49,30 @@ class LaunchedServer:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
+        log = self.log_path.open("ab")
+        output: IO[bytes] | int = log
+        if self._redactor:
+            self._pipe = RedactingPipe(log, self._redactor)  # the pipe's thread owns the log from here
+            output = self._pipe.write_fd
+        else:
+            self._log = log
         self.started_at = time.monotonic()
-        self._proc = subprocess.Popen(  # noqa: S603 - an argv list from the campaign file, no shell
-            self.argv,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self._env,
-            start_new_session=True,  # its own session and process group: pgid == pid
-        )
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - an argv list from the campaign file, no shell
+                self.argv,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env,
+                start_new_session=True,  # its own session and process group: pgid == pid
+            )
+        except BaseException:
+            if self._pipe is not None:  # nothing will print into it: drain, close the log
+                self._pipe.finish()
+                self._pipe = None
+            raise
+        if self._pipe is not None:
+            self._pipe.close_child_end()  # the child holds its copy; EOF once every holder exits
         self.mark = mark_launched(self._proc.pid, self._token, self.owner)
 
     @property
@@ -77,6 +102,9 @@ class LaunchedServer:
             if self._log is not None:
                 self._log.close()
                 self._log = None
+            if self._pipe is not None:
+                self._pipe.finish()
+                self._pipe = None
         return proc.returncode
 
     def log_tail(self) -> str:

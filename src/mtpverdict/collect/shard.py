@@ -12,18 +12,85 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
 
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect.campaign import CampaignPlan
-from mtpverdict.errors import CollectError
+from mtpverdict.errors import CollectError, InputError, Problem
+from mtpverdict.formats import _check
 from mtpverdict.formats._check import loads_strict
+from mtpverdict.formats.results import Name, Sha256
 
 SHARD_FILE = "shard.json"  # under raw/
 SHARD_FORMAT = "mtpverdict.shard/1"
 MAX_SHARD_BYTES = 1 << 20  # a shard file names devices and arms: a few KB
+MAX_SHARDS = 999_999  # what `--shard I/N` can write (six digits)
+MAX_ROUNDS = 10_000  # boots per arm and device a shard file may claim; merge owes at most this per arm
 SHARD_PATTERN = re.compile(r"^(?P<index>[0-9]{1,6})/(?P<count>[0-9]{1,6})$")
+
+ShardIndex = Annotated[int, Meta(ge=0, lt=MAX_SHARDS)]
+
+
+class ShardDevice(Struct, frozen=True, forbid_unknown_fields=True):
+    """One device of the campaign as the shard file lists it."""
+
+    name: Name
+    node: Name | None
+
+
+class ShardFile(Struct, frozen=True, forbid_unknown_fields=True):
+    """raw/shard.json: which shard of which campaign a results directory holds."""
+
+    format: Literal["mtpverdict.shard/1"]
+    campaign_id: Name
+    campaign_sha256: Sha256
+    shard: ShardIndex
+    shards: Annotated[int, Meta(ge=1, le=MAX_SHARDS)]
+    device: Name
+    node: Name | None
+    devices: Annotated[tuple[ShardDevice, ...], Meta(min_length=1, max_length=MAX_SHARDS)]
+    rounds: Annotated[int, Meta(ge=1, le=MAX_ROUNDS)]
+    arms: Annotated[tuple[Name, ...], Meta(min_length=1)]
+    order_seed: _check.Int | None
+
+
+def load_shard_file(results: Path) -> ShardFile:
+    """raw/shard.json of a shard, typed and consistent; InputError naming the file and key otherwise."""
+    path = results / "raw" / SHARD_FILE
+    source = str(path)
+    if not path.exists():
+        raise InputError([Problem(source, "not found: not a shard (collect it with `collect --shard I/N`)")])
+    data = _check.read_document(path, limit=MAX_SHARD_BYTES, what="a shard file")
+    try:
+        obj = loads_strict(_check.text_of(data, source))
+    except ValueError as exc:
+        raise InputError([Problem(source, f"not a shard file: {exc}", line=_check.json_line(exc))]) from None
+    if not isinstance(obj, dict):
+        raise InputError([Problem(source, "not a shard file: must hold one JSON object")])
+    shard = _check.convert(obj, ShardFile, source)
+    problems = _shard_problems(shard)
+    if problems:
+        raise InputError([Problem(source, message, key=key) for key, message in problems])
+    return shard
+
+
+def _shard_problems(shard: ShardFile) -> list[tuple[str, str]]:
+    """What the types cannot say: the shard is one of the devices listed, each listed once."""
+    problems: list[tuple[str, str]] = []
+    if len(shard.devices) != shard.shards:
+        problems.append(("devices", f"lists {len(shard.devices)} devices for {shard.shards} shards"))
+    elif shard.shard >= shard.shards:
+        problems.append(("shard", f"is {shard.shard}, but shards count from 0 to {shard.shards - 1}"))
+    elif (shard.device, shard.node) != (shard.devices[shard.shard].name, shard.devices[shard.shard].node):
+        problems.append(("device", f"is not devices[{shard.shard}] ({shard.devices[shard.shard].name})"))
+    if len({d.name for d in shard.devices}) != len(shard.devices):
+        problems.append(("devices", "names a device twice"))
+    if len(set(shard.arms)) != len(shard.arms):
+        problems.append(("arms", "names an arm twice"))
+    return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +122,8 @@ def check_shard(plan: CampaignPlan, shard: Shard, *, until_resolved: bool) -> No
             f"{plan.source}: --shard needs a campaign laid out over devices; add [[devices]] "
             "(docs/campaign-format.md)"
         )
+    if not 0 <= shard.index < shard.count:
+        raise CollectError(f"--shard {shard}: I counts from 0 and must be below N")
     if shard.count != len(plan.devices):
         raise CollectError(
             f"{plan.source}: --shard {shard} does not match the campaign's {len(plan.devices)} devices; "

@@ -57,6 +57,13 @@ class ServerSection(Struct, frozen=True, forbid_unknown_fields=True):
     api_key_env: Annotated[
         str | None, Meta(description="Environment variable holding the API key (never recorded).")
     ] = None
+    secrets: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Variables whose values are secrets ([vars] or --var names, or environment "
+            "variables): redacted from every byte collect writes, the server's log included."
+        ),
+    ] = ()
     settle_seconds: Annotated[
         Nonneg,
         Meta(

@@ -56,6 +56,12 @@ NOTE_PREFIX = "vllm-bench"
 HASH_CHARS = 16  # of the file's SHA-256 in notes and raw file names: unique enough, short to read
 MAX_BENCH_BYTES = 256 << 20  # a detailed result of thousands of requests, generated texts included
 MAX_ERROR_CHARS = 2000  # a request's error (often a traceback) is kept up to here
+# one request's output tokens: beyond any context window served today (10M tokens), as collect bounds a
+# server's usage.completion_tokens by the request's max_tokens
+MAX_OUTPUT_TOKENS = 1 << 24
+# the bench writes NaN only for a statistic of no value (np.mean of none): there, and nowhere else, NaN
+# is read (as no value); Infinity never is
+NAN_STATISTIC = re.compile(r"(?:mean|median|std|p[0-9]{1,3}(?:\.[0-9]{1,3})?)_[a-z0-9_]{1,64}")
 MS_PER_SECOND = 1000.0
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 DETAILED_KEYS = ("ttfts", "itls", "output_lens", "input_lens", "errors")
@@ -206,6 +212,7 @@ def _read_runs(path: Path) -> Iterator[_Run]:
                 [Problem(source, f"not valid JSON ({str(exc).split(':')[0]})", line=where)]
             ) from None
         index += 1
+        _refuse_nonfinite(obj, source, line)
         if not isinstance(obj, dict):
             raise EngineTextError(
                 [Problem(source, "expected a JSON object written by `vllm bench serve --save-result`", line)]
@@ -225,6 +232,16 @@ def _read_runs(path: Path) -> Iterator[_Run]:
         yield _Run(path=source, line=line, sha16=sha16, index=index, data=obj, text=text)
     if index == 0:
         raise EngineTextError([Problem(source, "empty; expected a `vllm bench serve` result JSON")])
+
+
+def _refuse_nonfinite(obj: Any, source: str, line: int) -> None:
+    """NaN only as a top-level statistic's value (docs/security.md: no JSON read holds a non-finite)."""
+    for key in _check.nonfinite_keys(obj):
+        value = obj.get(key) if isinstance(obj, dict) else None
+        if isinstance(value, float) and math.isnan(value) and NAN_STATISTIC.fullmatch(key):
+            continue
+        why = "must be a finite number (NaN is read only as a summary statistic of no value)"
+        raise EngineTextError([Problem(source, why, line=line, key=key)])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -494,6 +511,9 @@ def _request(
     if isinstance(output, bool) or not isinstance(output, int) or output < 1:
         record.update(status="error", error=f"the bench recorded {output!r} output tokens for a success")
         return record
+    if output > MAX_OUTPUT_TOKENS:
+        why = f"entry {i} is {output} tokens, more than {MAX_OUTPUT_TOKENS} (any context window served today)"
+        raise run.problem(why, key="output_lens")
     ttft = number("ttfts", columns["ttfts"][i])
     latency = ttft + sum(number("itls", gap) for gap in itl)
     if latencies is not None:

@@ -45,7 +45,7 @@ DRAFT_RE = re.compile(
     rf"draft acceptance(?: rate)?\s*=\s*({F})\s*(%)?\s*\(\s*({I})\s+accepted\s*/\s*({I})\s+generated\s*\)"
 )
 MEAN_RE = re.compile(rf"mean (?:len|acceptance length)\s*=\s*({F})")
-PER_POS_RE = re.compile(r"(?:acc per pos|acceptance rate per position)\s*=\s*\(([^)]*)\)")
+PER_POS_RE = re.compile(r"(?:acc per pos|acceptance rate per position)\s*=\s*\(([^()]*)\)")
 STATISTICS_RE = re.compile(
     rf"statistics\s+([\w-]+):\s*#calls(?:\(b,g,a\))?\s*=\s*[\d\s]+,"
     rf"\s*#gen drafts\s*=\s*({I}),\s*#acc drafts\s*=\s*({I}),"
@@ -54,7 +54,7 @@ STATISTICS_RE = re.compile(
 )
 # "build: N (commit) with ..." (older), "build N (commit) with ..." (current), and --version's form.
 BUILD_RE = re.compile(r"\bbuild(?::|\s=)?\s*(\d+)\s*\(([0-9a-fA-F]+|unknown)\)\s+with\b")
-VERSION_RE = re.compile(r"\bversion:\s*\S+\s*\(build\s+(\d+),\s*commit\s+([0-9a-fA-F]+|unknown)\)")
+VERSION_RE = re.compile(r"\bversion:\s*[^\s(]{1,64}\s*\(build\s+(\d+),\s*commit\s+([0-9a-fA-F]+|unknown)\)")
 # Responses and /props: "system_fingerprint": "b<build>-<commit>", "build_info": "b<build>-<commit>".
 FINGERPRINT_RE = re.compile(r'"(?:system_fingerprint|build_info)"\s*:\s*"b(\d+)-([0-9a-fA-F]+|unknown)"')
 KV_SIZE_RE = re.compile(
@@ -69,7 +69,7 @@ SIDE_CONTEXT_END_RE = re.compile(r"fitting params to free memory took")
 MIB_PER_GIB = 1024
 EVIDENCE_RE = re.compile(
     r"\bslot\s+\w+: id\s+\d+ \| task\b|\bsrv\s+\w+:|\bllama_(?:model_loader|context|kv_cache|init)\b"
-    r"|main: server is listening|ggml_(?:cuda|vulkan|metal|backend)\w*:"
+    r"|main: server is listening|\bggml_(?:cuda|vulkan|metal|backend)\w*:"
 )
 
 

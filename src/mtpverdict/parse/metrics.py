@@ -221,9 +221,13 @@ def acceptance_delta(
         # exports the per-position series only from the first verified draft on.
         old_pos = dict.fromkeys(new_pos, 0)
     if set(old_pos) != set(new_pos):
+        what = (
+            f"from {len(old_pos)} to {len(new_pos)}"
+            if len(old_pos) != len(new_pos)
+            else f"from positions {_listed(old_pos)} to {_listed(new_pos)}"
+        )
         return VoidWindow(
-            f"draft positions changed from {len(old_pos)} to {len(new_pos)}: the server restarted "
-            "with another speculative depth"
+            f"draft positions changed {what}: the server restarted with another speculative depth"
         )
     per_pos: dict[int, int] = {}
     for position, new in new_pos.items():
@@ -247,6 +251,15 @@ def acceptance_delta(
         accepted_tokens=accepted,
         accepted_per_position=_contiguous(per_pos),
     )
+
+
+SHOWN_POSITIONS = 8  # positions a message lists before a count
+
+
+def _listed(positions: Mapping[int, int]) -> str:
+    ordered = sorted(positions)
+    shown = ", ".join(map(str, ordered[:SHOWN_POSITIONS]))
+    return shown + (f", ... ({len(ordered)} in all)" if len(ordered) > SHOWN_POSITIONS else "")
 
 
 def observed_k(snapshot: MetricsSnapshot) -> int | None:

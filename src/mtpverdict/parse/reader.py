@@ -68,6 +68,7 @@ EXPOSITION_LINE_RE = re.compile(
 EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
 DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
 BENCH_KEYS = ("completed", "output_throughput")
+MAX_PREFIX_CHARS = 512  # of a line before a message, read for its timestamp and rank (a prefix is ~80)
 
 SniffKind = Literal["metrics", "json", "log"]
 
@@ -292,7 +293,9 @@ class _Reader:
                 self._take(engine, item, text, segment.line)
 
     def _take(self, engine: Engine, item: Found, text: str, line: int) -> None:
-        prefix = text[: item.start]
+        # the head of the line names its moment and rank; bounded, so a line of many messages costs
+        # each message this much, not the whole line before it
+        prefix = text[: min(item.start, MAX_PREFIX_CHARS)]
         key = (engine, item.message.strip(), origin_key(prefix))
         earlier = self.recent.get(key)
         if earlier is not None and key[2] and (earlier[1] != prefix or key[2].startswith("@")):

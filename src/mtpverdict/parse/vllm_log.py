@@ -75,17 +75,18 @@ BENCH_POSITION_RE = re.compile(rf"^\s*Position (\d+):\s*({F})\s*$")
 
 VERSION_RES = (
     re.compile(r"vLLM API server version\s+v?([0-9][\w.+-]*)"),
-    # the start-up banner of recent releases: block-letter "vLLM" art, then "version <v>"
-    re.compile(r"[\u2580\u2584\u2588][\u2580\u2584\u2588 ]*\s+version\s+v?([0-9][\w.+-]*)"),
+    # the start-up banner of recent releases: block-letter "vLLM" art, then "version <v>"; the last
+    # block character is enough (a run of them is never scanned again from each of its characters)
+    re.compile(r"[\u2580\u2584\u2588]\s+version\s+v?([0-9][\w.+-]*)"),
     re.compile(r"Initializing an? (?:V1 )?LLM engine \(v?([0-9][\w.+-]*)\)"),
     # responses of servers run with a system fingerprint: "vllm-<version>-<config hash>"
     re.compile(r'"system_fingerprint"\s*:\s*"vllm-([0-9][\w.+]*)'),
 )
 EVIDENCE_RE = re.compile(
-    r"\((?:APIServer|EngineCore(?:_DP\d+)?|VllmWorker[^)]*|Worker[^)]*) pid=\d+\)"
+    r"\((?:APIServer|EngineCore(?:_DP\d+)?|VllmWorker[^()]*|Worker[^()]*) pid=\d+\)"
     r"|\bvllm\.(?:entrypoints|engine|v1|worker|executor)\b|Avg prompt throughput:"
     r"|vLLM API server version|\[(?:api_server|metrics|loggers|core|gpu_worker)\.py:\d+\]"
-    r"|=+ Serving Benchmark Result =+"
+    r"|(?<!=)=+ Serving Benchmark Result ="
 )
 
 

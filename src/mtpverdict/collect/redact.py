@@ -1,0 +1,149 @@
+"""Secrets kept out of everything collect writes: values, whole texts, and a server's output as it streams.
+
+The secrets are the value of `server.api_key_env` and of every variable `server.secrets` names (a
+`--var`/`[vars]` name or an environment variable). Records, raw files, start files, campaign.json and
+error texts pass through `Redactor.value` / `Redactor.text`; a launched server's stdout and stderr
+reach its log only through `RedactingPipe`, whose `StreamRedactor` holds back the few bytes at the end
+of each read that could begin a secret, so a key printed in pieces across reads (or split by the
+pipe) is still caught whole.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from mtpverdict.collect.campaign import CampaignPlan
+
+REDACTED = "[redacted]"
+READ_BYTES = 1 << 16  # one read of the server's output
+POLL_SECONDS = 0.1  # how often the pump looks whether it was told to stop
+STOP_SECONDS = 5.0  # how long stopping waits for the pump to drain what the server printed last
+
+
+def secret_values(plan: CampaignPlan, variables: dict[str, str]) -> tuple[str, ...]:
+    """The values of the variables `server.secrets` names: a --var, a [vars] entry (of the campaign or a
+    device) and an environment variable of that name each count."""
+    values: list[str] = []
+    tables = [variables, dict(plan.vars), *(dict(d.vars) for d in plan.devices)]
+    for name in plan.server.secrets:
+        values += [table[name] for table in tables if name in table]
+        values += [os.environ[name]] if os.environ.get(name) else []
+    return tuple(v for v in values if v)
+
+
+class Redactor:
+    """Replaces every secret (longest first, so one inside another is caught whole) by [redacted]."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets: tuple[str, ...] = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self._encoded = tuple(s.encode("utf-8") for s in self.secrets)
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def value(self, value: Any) -> Any:
+        """A JSON-like value (dicts, lists, tuples, strings) with every string redacted; keys too."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.value(k): self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.value(v) for v in value)
+        return value
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self._encoded)
+
+
+class StreamRedactor:
+    """Redacts a byte stream fed in pieces: what `feed` returns never holds a secret, whole or split."""
+
+    def __init__(self, secrets: tuple[bytes, ...]) -> None:
+        self._secrets = secrets
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The bytes that can be written now; a tail that could begin a secret is held for the next."""
+        buffer = self._held + data
+        for secret in self._secrets:
+            buffer = buffer.replace(secret, REDACTED.encode())
+        keep = self._partial_tail(buffer)
+        self._held = buffer[len(buffer) - keep :] if keep else b""
+        return buffer[: len(buffer) - keep]
+
+    def flush(self) -> bytes:
+        """What is held at the end of the stream (no secret can complete any more)."""
+        held, self._held = self._held, b""
+        return held
+
+    def _partial_tail(self, buffer: bytes) -> int:
+        """The length of the longest end of `buffer` that is the start of a secret (shorter than it)."""
+        longest = 0
+        for secret in self._secrets:
+            for size in range(min(len(secret) - 1, len(buffer)), longest, -1):
+                if buffer.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
+
+
+class RedactingPipe:
+    """A pipe for a server's output: a thread copies what it prints, redacted, into the log file.
+
+    `write_fd` goes to the child as its stdout and stderr; `close_child_end` drops the parent's copy
+    once the child holds it. `finish` waits for the server's last output (EOF once every process
+    holding the pipe has exited), or STOP_SECONDS for a process that escaped its group, then writes
+    what is held and closes the log.
+    """
+
+    def __init__(self, log: BinaryIO, redactor: Redactor) -> None:
+        self._log = log
+        self._stream = redactor.stream()
+        self._read_fd, self.write_fd = os.pipe()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, name="server-log", daemon=True)
+        self._thread.start()
+
+    def close_child_end(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def _pump(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self._read_fd], [], [], POLL_SECONDS)
+                if not ready:
+                    if self._stop.is_set():
+                        break
+                    continue
+                data = os.read(self._read_fd, READ_BYTES)
+                if not data:
+                    break
+                self._log.write(self._stream.feed(data))
+                self._log.flush()
+        finally:
+            self._log.write(self._stream.flush())
+            self._log.flush()
+
+    def finish(self) -> None:
+        """Drain and close: the log holds every byte the server printed, redacted."""
+        self.close_child_end()
+        self._stop.set()
+        self._thread.join(STOP_SECONDS)
+        if not self._thread.is_alive():
+            os.close(self._read_fd)
+            self._log.close()
