@@ -94,7 +94,8 @@ def test_rate_strategy_and_bad_requests_are_each_one_problem(tmp_path: Path) -> 
         import_files("guidellm", tmp_path / "r", [Entry(path, ArmSpec("off", 1))])
     shown = [str(p) for p in info.value.problems]
     assert shown == [
-        f"{path}: benchmarks[0].requests.successful[1].info.timings.request_start: missing or not a time in seconds",
+        f"{path}: benchmarks[0].requests.successful[1].info.timings.request_start: missing or not a time "
+        "in seconds",
         f"{path}: benchmarks[0].config.strategy.type_: strategy 'constant' has no fixed concurrency (only "
         "synchronous and concurrent map to a cell); pass the concurrency the requests ran at",
     ]

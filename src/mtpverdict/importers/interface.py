@@ -108,10 +108,10 @@ def new_campaign(
     campaign_id: str, title: str, source: str, engine: str | None, model: str | None, workload: Workload
 ) -> Campaign:
     """A campaign with no arms yet, for a results directory an import creates."""
-    from mtpverdict.formats.results import RESULTS_FORMAT, Scope
+    from mtpverdict.formats.results import Scope
 
     return Campaign(
-        format=RESULTS_FORMAT,
+        format="mtpverdict.results/1",
         id=campaign_id,
         title=title,
         scope=Scope(device=None, engine=engine, engine_version=None, model=model, claim=None),

@@ -77,7 +77,7 @@ def _csv_rows(text: str, source: str) -> list[tuple[tuple[int | None, str], dict
                 )
             ]
         )
-    rows = []
+    rows: list[tuple[tuple[int | None, str], dict[str, Any]]] = []
     for row in reader:
         cleaned = {(k or "").strip(): (v or "").strip() for k, v in row.items() if k is not None}
         if None in row:

@@ -12,6 +12,8 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+import msgspec
+
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats.results import RequestRecord
 
@@ -61,42 +63,42 @@ def records(timed: list[Timed], cell: Cell, marker: str) -> list[RequestRecord]:
 
 
 def _record(item: Timed, cell: Cell, rep: int, stream: int, marker: str) -> RequestRecord:
-    note = f"{marker} request {item.index}"
-    common = {
-        "arm": cell.arm,
-        "boot": cell.boot,
-        "workload": cell.workload,
-        "concurrency": cell.concurrency,
-        "rep": rep,
-        "stream": stream,
-        "warmup": item.warmup,
-        "t_start": item.t_start,
-        "prompt_tokens": item.prompt_tokens,
-        "note": note,
-    }
-    if item.error is not None or item.t_first is None or item.t_end is None or not item.completion_tokens:
+    ok = (
+        item.error is None
+        and item.t_first is not None
+        and item.t_end is not None
+        and bool(item.completion_tokens)
+    )
+    record = RequestRecord(
+        arm=cell.arm,
+        boot=cell.boot,
+        workload=cell.workload,
+        concurrency=cell.concurrency,
+        rep=rep,
+        stream=stream,
+        warmup=item.warmup,
+        t_start=item.t_start,
+        t_first=item.t_first if ok else None,
+        t_end=max(item.t_end, item.t_first)
+        if ok and item.t_end is not None and item.t_first is not None
+        else None,
+        prompt_tokens=item.prompt_tokens,
+        completion_tokens=item.completion_tokens if ok else None,
+        status="ok" if ok else "error",
+        note=f"{marker} request {item.index}",
+    )
+    if not ok:
         reason = (
             item.error or f"the tool recorded {item.completion_tokens!r} output tokens and no token times"
         )
-        return RequestRecord(
-            **common,
-            t_first=None,
-            t_end=None,
-            completion_tokens=None,
-            status="error",
-            error=reason[:MAX_ERROR_CHARS],
+        return msgspec.structs.replace(record, error=reason[:MAX_ERROR_CHARS])
+    if item.output is not None:
+        record = msgspec.structs.replace(
+            record, output_sha256=hashlib.sha256(item.output.encode("utf-8")).hexdigest()
         )
-    digest = None if item.output is None else hashlib.sha256(item.output.encode("utf-8")).hexdigest()
-    extra = {} if item.chunks is None else {"chunks": item.chunks}
-    return RequestRecord(
-        **common,
-        t_first=item.t_first,
-        t_end=max(item.t_end, item.t_first),
-        completion_tokens=item.completion_tokens,
-        status="ok",
-        output_sha256=digest,
-        **extra,
-    )
+    if item.chunks is not None:
+        record = msgspec.structs.replace(record, chunks=item.chunks)
+    return record
 
 
 class Problems:
