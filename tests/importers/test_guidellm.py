@@ -103,3 +103,10 @@ def test_rate_strategy_and_bad_requests_are_each_one_problem(tmp_path: Path) -> 
         "guidellm", tmp_path / "r2", [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1, concurrency=4))]
     )
     assert dict(report.written)["request"] == 12
+
+
+def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
+    bomb = tmp_path / "benchmarks.yaml"
+    bomb.write_text("a: &x [1, 2]\nb: [*x, *x]\nbenchmarks: []\n")
+    code, _, err = run("import", "guidellm", str(bomb), "--arm", "off", "--out", str(tmp_path / "r"))
+    assert code == 2 and "YAML anchor" in err

@@ -21,14 +21,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mtpverdict.errors import EngineTextError
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import Record
 from mtpverdict.importers.interface import Entry, Imported, RawFile
 from mtpverdict.importers.requests import Cell, Problems, Timed, number, records, sha16, whole
 from mtpverdict.importers.write import Held, TypedImporter, arm_orders, boot_records, imported_campaign
+from mtpverdict.serveconfig import load_yaml
 
 MAX_BENCHMARKS_BYTES = 256 << 20
 DEFAULT_WORKLOAD = "guidellm"
@@ -46,8 +45,9 @@ def _document(path: Path) -> tuple[dict[str, Any], bytes]:
     text = _check.text_of(data, source, EngineTextError)
     problems = Problems(source)
     try:
-        obj = yaml.safe_load(text) if path.suffix in YAML_SUFFIXES else _json(text)
-    except (ValueError, yaml.YAMLError) as exc:
+        # YAML through the serve-config loader: anchors and aliases (an alias bomb) refused before parsing
+        obj = load_yaml(text, source) if path.suffix in YAML_SUFFIXES else _json(text)
+    except ValueError as exc:
         problems.add(
             f"not valid {'YAML' if path.suffix in YAML_SUFFIXES else 'JSON'} ({str(exc).splitlines()[0]})"
         )
