@@ -110,3 +110,13 @@ def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
     bomb.write_text("a: &x [1, 2]\nb: [*x, *x]\nbenchmarks: []\n")
     code, _, err = run("import", "guidellm", str(bomb), "--arm", "off", "--out", str(tmp_path / "r"))
     assert code == 2 and "YAML anchor" in err
+
+
+def test_two_files_of_one_boot_share_its_boot_record(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    import_files("guidellm", out, [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1))])
+    report = import_files(
+        "guidellm", out, [Entry(GUIDELLM / "off-boot2.json", ArmSpec("off", 1, concurrency=3))]
+    )
+    assert dict(report.written) == {"request": 12}
+    assert sorted({r["concurrency"] for r in records(out) if r["kind"] == "request"}) == [2, 3]

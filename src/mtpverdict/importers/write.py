@@ -193,6 +193,9 @@ def _refuse_clashes(
     problems = []
     for record in planned:
         key = record_key(record)
+        if record["kind"] == "boot" and key not in seen:
+            seen.add(key)
+            continue  # several files may measure one boot (e.g. one per concurrency): its record is shared
         other = held.get(key)
         note = str(other.get("note") or "") if other is not None else ""
         from_us = other is not None and any(note.startswith(m) for m in markers)
