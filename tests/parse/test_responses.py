@@ -48,6 +48,18 @@ def test_vllm_sse_capture(name: str, expected: tuple[int, int, int, tuple[int, .
     assert reading.line == max(i for i, line in enumerate(lines, 1) if line.startswith("data: {"))
 
 
+@pytest.mark.parametrize("name", ["response-perreq-ngram-summary.json", "sse-perreq-ngram-summary.txt"])
+def test_vllm_summary_level_response_and_stream(name: str) -> None:
+    """A real server at --per-request-spec-decode-metrics summary: no per-step lists, the histogram only."""
+    result = parse_file(VLLM / name)
+    assert result.engine == "vllm" and result.engine_version == "0.32.0"
+    (reading,) = result.acceptance
+    assert (reading.drafts, reading.draft_tokens, reading.accepted_tokens) == (7, 14, 7)
+    assert reading.accepted_per_position == (5, 2)  # histogram [2, 3, 2]: steps accepting > p tokens
+    assert reading.acceptance_rate == 0.5 and reading.mean_acceptance_length == 2.0
+    assert not result.warnings
+
+
 def test_vllm_stream_without_per_request_metrics_has_no_reading() -> None:
     result = parse_file(VLLM / "sse-perreq-none.txt")
     assert result.acceptance == ()
