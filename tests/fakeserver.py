@@ -202,7 +202,9 @@ class Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             text = "".join(tokens)
             choice = {"message": {"content": text}} if chat else {"text": text}
-            self._send(200, json.dumps({"choices": [choice], "usage": {"completion_tokens": max_tokens}}))
+            obj = "chat.completion" if chat else "text_completion"
+            usage_block = {"completion_tokens": max_tokens}
+            self._send(200, json.dumps({"object": obj, "choices": [choice], "usage": usage_block}))
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -230,7 +232,9 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.generated += len(tokens[i - take : i])
             delta = {"delta": {"content": piece}} if chat else {"text": piece}
-            event = {"choices": [{"index": 0, **delta, "finish_reason": None}]}
+            # vLLM names the object of every chunk (AIPerf and GuideLLM skip chunks that do not)
+            obj = "chat.completion.chunk" if chat else "text_completion"
+            event = {"object": obj, "choices": [{"index": 0, **delta, "finish_reason": None}]}
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
             written.append(time.perf_counter())
@@ -247,7 +251,10 @@ class Handler(BaseHTTPRequestHandler):
         metrics = ""
         if st.args.enable_per_request_metrics:
             metrics = ', "metrics": ' + json.dumps(per_request_metrics(st.args.k, received, written, steps))
-        self.wfile.write(f'data: {{"choices": [], "usage": {usage}{metrics}}}\n\n'.encode())
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self.wfile.write(
+            f'data: {{"object": "{obj}", "choices": [], "usage": {usage}{metrics}}}\n\n'.encode()
+        )
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True

@@ -1,8 +1,9 @@
-"""Commands over engine output: `parse` engine text, `import vllm-bench` result files.
+"""Commands over engine output: `parse` engine text, `import aiperf|guidellm|vllm-bench` result files.
 
 `parse FILE...` prints a table per file, or with --json the ParseResult object of each file (one
-file: the object; several files: a JSON list of objects in argument order). `import vllm-bench`
-writes results format v1 records. Bad input prints `Error: file:line: message` and exits 2.
+file: the object; several files: a JSON list of objects in argument order). `import NAME` writes
+results format v1 records, either FILES of one arm's boot (--arm, --boot) or the files a --manifest
+names with their arms, boots and boot order. Bad input prints `Error: file:line: message` and exits 2.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mtpverdict.cli._common import fail as _fail
 
 if TYPE_CHECKING:
     from mtpverdict.errors import InputError
-    from mtpverdict.importers import ImportReport
+    from mtpverdict.importers import ArmSpec, Entry, ImportReport
     from mtpverdict.parse import ParseResult
 
 RATE_DIGITS = 3
@@ -34,6 +35,8 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     importer.command("vllm-bench")(vllm_bench)
+    importer.command("aiperf")(aiperf)
+    importer.command("guidellm")(guidellm)
     app.add_typer(importer, name="import")
 
 
@@ -70,25 +73,47 @@ def parse(
         echo(render_result(str(file), result))
 
 
+FilesArg = Annotated[
+    list[Path] | None, typer.Argument(help="Result files of one arm's boot (or use --manifest).")
+]
+ManifestOpt = Annotated[
+    Path | None,
+    typer.Option(help="TOML or CSV manifest: file, arm, boot, order (role, method, k, workload optional)."),
+]
+OutOpt = Annotated[Path, typer.Option(help="Results directory (created if absent).")]
+ArmOpt = Annotated[str | None, typer.Option(help="Arm the files belong to (added to campaign.json if new).")]
+BootOpt = Annotated[int, typer.Option(help="Boot number of the arm these files come from.")]
+RoleOpt = Annotated[
+    str | None, typer.Option(help="control or candidate (default: candidate when --method/--k given).")
+]
+MethodOpt = Annotated[str | None, typer.Option(help="Speculative method of a candidate arm.")]
+KOpt = Annotated[int | None, typer.Option(help="Speculative tokens per step of a candidate arm.")]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option(help="Requests in flight, for files that do not record it.")
+]
+
+
 def vllm_bench(
-    files: Annotated[list[Path], typer.Argument(help="`vllm bench serve --save-result` JSON files.")],
-    arm: Annotated[str, typer.Option(help="Arm the runs belong to (added to campaign.json if new).")],
-    out: Annotated[Path, typer.Option(help="Results directory (created if absent).")],
-    boot: Annotated[int, typer.Option(help="Boot number of the arm these runs come from.")] = 1,
-    role: Annotated[
-        str | None, typer.Option(help="control or candidate (default: candidate when --method/--k given).")
-    ] = None,
-    method: Annotated[str | None, typer.Option(help="Speculative method of a candidate arm.")] = None,
-    k: Annotated[int | None, typer.Option(help="Speculative tokens per step of a candidate arm.")] = None,
+    out: OutOpt,
+    files: FilesArg = None,
+    manifest: ManifestOpt = None,
+    arm: ArmOpt = None,
+    boot: BootOpt = 1,
+    role: RoleOpt = None,
+    method: MethodOpt = None,
+    k: KOpt = None,
     workload: Annotated[str, typer.Option(help="Workload id the requests belong to.")] = "vllm-bench",
-    concurrency: Annotated[
-        int | None, typer.Option(help="Requests in flight, for files without max_concurrency.")
-    ] = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
     """Import `vllm bench serve` results as request (or summary) and acceptance records."""
+    if manifest is not None:
+        _import("vllm-bench", out, files, manifest, arm, boot, role, method, k, workload, concurrency)
+        return
     from mtpverdict.errors import InputError
     from mtpverdict.importers import import_vllm_bench
 
+    if not files or arm is None:
+        _fail("give FILES with --arm, or --manifest")
     try:
         report = import_vllm_bench(
             files,
@@ -108,6 +133,115 @@ def vllm_bench(
     except OSError as exc:
         _fail(f"{exc.filename or out}: {exc.strerror or exc}")
     echo(render_import(report))
+
+
+def aiperf(
+    out: OutOpt,
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="AIPerf artifact directories, profile_export.jsonl or profile_export_aiperf.json."
+        ),
+    ] = None,
+    manifest: ManifestOpt = None,
+    arm: ArmOpt = None,
+    boot: BootOpt = 1,
+    role: RoleOpt = None,
+    method: MethodOpt = None,
+    k: KOpt = None,
+    workload: Annotated[str, typer.Option(help="Workload id the requests belong to.")] = "aiperf",
+    concurrency: ConcurrencyOpt = None,
+) -> None:
+    """Import AIPerf profile exports as request (or summary) records."""
+    _import("aiperf", out, files, manifest, arm, boot, role, method, k, workload, concurrency)
+
+
+def guidellm(
+    out: OutOpt,
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="GuideLLM benchmarks.json or benchmarks.yaml files.")
+    ] = None,
+    manifest: ManifestOpt = None,
+    arm: ArmOpt = None,
+    boot: BootOpt = 1,
+    role: RoleOpt = None,
+    method: MethodOpt = None,
+    k: KOpt = None,
+    workload: Annotated[str, typer.Option(help="Workload id the requests belong to.")] = "guidellm",
+    concurrency: ConcurrencyOpt = None,
+) -> None:
+    """Import GuideLLM benchmarks as request records, one cell per benchmark."""
+    _import("guidellm", out, files, manifest, arm, boot, role, method, k, workload, concurrency)
+
+
+def _import(
+    name: str,
+    out: Path,
+    files: list[Path] | None,
+    manifest: Path | None,
+    arm: str | None,
+    boot: int,
+    role: str | None,
+    method: str | None,
+    k: int | None,
+    workload: str,
+    concurrency: int | None,
+) -> None:
+    """Files of one arm's boot, or a manifest's rows, through the named importer."""
+    from mtpverdict.errors import InputError
+    from mtpverdict.importers import import_files, read_manifest
+
+    try:
+        if manifest is not None:
+            if files or arm is not None:
+                _fail("give FILES with --arm, or --manifest, not both")
+            entries = list(read_manifest(manifest))
+        else:
+            if not files or arm is None:
+                _fail("give FILES with --arm, or --manifest")
+            spec = _spec(arm, boot, role, method, k, workload, concurrency)
+            entries = [_entry(file, spec) for file in files]
+        report = import_files(name, out, entries)
+    except InputError as exc:
+        _fail_inputs([exc])
+    except ValueError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out}: {exc.strerror or exc}")
+    echo(render_import(report))
+
+
+def _spec(
+    arm: str,
+    boot: int,
+    role: str | None,
+    method: str | None,
+    k: int | None,
+    workload: str,
+    concurrency: int | None,
+) -> ArmSpec:
+    from mtpverdict.formats.results import Method, Role
+    from mtpverdict.importers import ArmSpec
+
+    if role is not None and role not in tuple(Role):
+        raise ValueError(f"--role must be one of {', '.join(Role)}; got {role!r}")
+    if method is not None and method not in tuple(Method):
+        raise ValueError(f"--method must be one of {', '.join(Method)}; got {method!r}")
+    return ArmSpec(
+        arm=arm,
+        boot=boot,
+        role=None if role is None else Role(role),
+        method=None if method is None else Method(method),
+        k=k,
+        workload=workload,
+        concurrency=concurrency,
+    )
+
+
+def _entry(file: Path, spec: ArmSpec) -> Entry:
+    from mtpverdict.importers import Entry
+
+    return Entry(file=file, spec=spec)
 
 
 def render_result(name: str, result: ParseResult) -> str:

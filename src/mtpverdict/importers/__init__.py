@@ -1,5 +1,36 @@
-"""Importers: turn other tools' result files into results format v1 records."""
+"""Importers: other tools' result files (AIPerf, GuideLLM, vllm bench serve) into results format v1.
 
-from mtpverdict.importers.vllm_bench import ImportReport, import_vllm_bench
+Each tool has one module exposing ``IMPORTER`` (``interface.Importer``), listed in ``registry.IMPORTERS``;
+``import_files`` runs one by name. ``read_manifest`` reads a TOML or CSV manifest naming each file's arm,
+boot and boot order.
+"""
 
-__all__ = ["ImportReport", "import_vllm_bench"]
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from mtpverdict.importers.interface import ArmSpec, Entry, Importer, ImportReport
+from mtpverdict.importers.manifest import read_manifest
+from mtpverdict.importers.vllm_bench import import_vllm_bench, import_vllm_bench_entries
+
+
+def import_files(name: str, out: str | os.PathLike[str], entries: Sequence[Entry]) -> ImportReport:
+    """Run the importer ``name`` (aiperf, guidellm, vllm-bench) over ``entries`` into ``out``."""
+    from mtpverdict.importers.registry import IMPORTERS
+
+    if name not in IMPORTERS:
+        raise ValueError(f"no importer {name!r}; choose one of {', '.join(IMPORTERS)}")
+    return IMPORTERS[name].run(out, entries)
+
+
+__all__ = [
+    "ArmSpec",
+    "Entry",
+    "ImportReport",
+    "Importer",
+    "import_files",
+    "import_vllm_bench",
+    "import_vllm_bench_entries",
+    "read_manifest",
+]

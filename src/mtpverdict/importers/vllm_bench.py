@@ -27,6 +27,9 @@ runs of c (rep = i // c + first free rep of the cell, stream = i mod c), each ke
 
 Re-importing a file is a no-op: records carry a note naming the file's SHA-256 and run, and a run
 whose records are present is completed (never duplicated) by the writer's key check.
+
+Many files at once (``import_vllm_bench_entries``, a manifest naming each file's arm, boot and order):
+the files are imported in boot order and each boot gets a boot record with its position in that order.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from typing import Any
 from mtpverdict._jsonio import atomic_write, canonical
 from mtpverdict.errors import EngineTextError, Problem, ResultsError
 from mtpverdict.formats import _check
-from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role
+from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role, as_builtins
 from mtpverdict.formats.results_io import ResultsWriter
+from mtpverdict.importers.interface import Entry, Importer, ImportReport
+from mtpverdict.importers.write import arm_orders, boot_record, check_names, held_in
 
 METHODS = tuple(m.value for m in Method)
 ROLES = tuple(r.value for r in Role)
@@ -73,17 +78,6 @@ SPEC_KEYS = (
     "spec_decode_acceptance_length",
     "spec_decode_per_position_acceptance_rates",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ImportReport:
-    """What an import wrote, what was already there, and what to know about the evidence."""
-
-    out: str
-    written: tuple[tuple[str, int], ...]  # (record kind, records written), sorted by kind
-    already_present: int
-    runs: int
-    warnings: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,3 +661,71 @@ def _distinct_outputs(data: dict[str, Any]) -> int | None:
         if isinstance(text, str) and not error
     }
     return len(kept) or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# many files at once: a manifest, and the importer-interface entry point
+
+
+def import_vllm_bench_entries(entries: Sequence[Entry], *, out: str | os.PathLike[str]) -> ImportReport:
+    """Import each entry's bench file as its arm's boot, in boot order, with a boot record per boot.
+
+    The boot records carry each boot's position in the campaign's boot order (the manifest's ``order``,
+    else after the boots already imported), which the drift check of the controls reads.
+    """
+    for entry in entries:
+        check_names(entry.spec)
+    held = held_in(out)
+    orders, _ = arm_orders([e.spec for e in entries], held.next_order)
+    ranked = sorted(zip(orders, entries, strict=True), key=lambda pair: pair[0])
+    written: dict[str, int] = {}
+    present, runs = 0, 0
+    warnings: list[str] = []
+    for order, entry in ranked:
+        spec = entry.spec
+        report = import_vllm_bench(
+            [entry.file],
+            arm=spec.arm,
+            boot=spec.boot,
+            out=out,
+            role=None if spec.role is None else str(spec.role),
+            method=None if spec.method is None else str(spec.method),
+            k=spec.k,
+            workload=spec.workload or DEFAULT_WORKLOAD,
+            concurrency=spec.concurrency,
+        )
+        boot = _write_boot(out, spec.arm, spec.boot, order, f"{NOTE_PREFIX} {entry.file.name}")
+        for kind, n in (*report.written, *((("boot", 1),) if boot else ())):
+            written[kind] = written.get(kind, 0) + n
+        present += report.already_present + (0 if boot else 1)
+        runs += report.runs
+        warnings.extend(w for w in report.warnings if "no control arm" not in w)
+    return ImportReport(
+        out=str(out),
+        written=tuple(sorted(written.items())),
+        already_present=present,
+        runs=runs,
+        warnings=tuple(dict.fromkeys(warnings)),
+    )
+
+
+def _write_boot(out: str | os.PathLike[str], arm: str, boot: int, order: int, note: str) -> bool:
+    """Append the boot's record (False when one is present already)."""
+    root = Path(out)
+    data = _check.read_document(root / CAMPAIGN_FILE, what="campaign.json", error=ResultsError)
+    campaign = _check.loads_strict(_check.text_of(data, str(root / CAMPAIGN_FILE), ResultsError))
+    with ResultsWriter(root, campaign) as writer:
+        return writer.append(as_builtins(boot_record(arm, boot, order, note)))
+
+
+class VllmBench(Importer):
+    """`vllm bench serve --save-result` JSON files, one arm boot each."""
+
+    name = "vllm-bench"
+    tool = "vllm bench serve --save-result [--save-detailed] JSON"
+
+    def run(self, out: str | os.PathLike[str], entries: Sequence[Entry]) -> ImportReport:
+        return import_vllm_bench_entries(entries, out=out)
+
+
+IMPORTER = VllmBench()

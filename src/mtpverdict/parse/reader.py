@@ -22,7 +22,14 @@ from typing import Literal
 from mtpverdict._files import NotReadable, open_regular
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
-from mtpverdict.parse import llamacpp_log, llamacpp_response, sglang_log, vllm_log
+from mtpverdict.parse import (
+    llamacpp_log,
+    llamacpp_response,
+    sglang_log,
+    sglang_response,
+    vllm_log,
+    vllm_response,
+)
 from mtpverdict.parse.metrics import parse_metrics
 from mtpverdict.parse.model import (
     ENGINE_CHOICES,
@@ -61,12 +68,18 @@ UNRECOGNISED = (
     "no vLLM, SGLang or llama.cpp output recognised; parse reads engine logs, /metrics scrapes and "
     "response JSON (docs/engine-formats.md)"
 )
+RESPONSE_MODULES = {"vllm": vllm_response, "sglang": sglang_response, "llamacpp": llamacpp_response}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
 )
 EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
 DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
+RESPONSE_KEY_RES = {
+    "vllm": re.compile(r'"speculative_decoding"\s*:\s*\{'),
+    "sglang": re.compile(r'"meta_info"\s*:\s*\{'),
+}
+VLLM_FINGERPRINT_RE = re.compile(r'"system_fingerprint"\s*:\s*"vllm-([0-9][0-9A-Za-z.+-]*?)-[0-9a-f]{6,}"')
 BENCH_KEYS = ("completed", "output_throughput")
 MAX_PREFIX_CHARS = 512  # of a line before a message, read for its timestamp and rank (a prefix is ~80)
 
@@ -182,6 +195,11 @@ def _whole_document(
             kv_capacity=snapshot.kv_capacity,
             warnings=tuple(warnings) + snapshot.warnings,
         )
+    return _json_document(text, choice, source, warnings)
+
+
+def _json_document(text: str, choice: EngineChoice, source: str, warnings: list[str]) -> ParseResult | None:
+    """A whole JSON document: a bench result, or per-request spec fields of one engine's responses."""
     try:
         document = loads_strict(text)
     except LimitError as exc:  # one document naming a key twice, nested or sized past the limits
@@ -191,6 +209,11 @@ def _whole_document(
     if isinstance(document, dict) and all(key in document for key in BENCH_KEYS):
         warnings.append("this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`")
         return ParseResult(_named(choice) or "vllm", None, (), (), tuple(warnings))
+    for engine in ("vllm", "sglang"):
+        if choice in ("auto", engine):
+            held = _response_document(engine, document, text, warnings)
+            if held is not None:
+                return held
     if choice not in ("auto", "llamacpp"):
         warnings.append(f"a JSON document holds no {ENGINE_NAMES[choice]} surface this parser reads")
         return ParseResult(_named(choice), None, (), (), tuple(warnings))
@@ -204,11 +227,33 @@ def _whole_document(
     fingerprint = llamacpp_log.FINGERPRINT_RE.search(text)
     version = f"{fingerprint.group(1)} ({fingerprint.group(2)})" if fingerprint else None
     if not readings:
-        warnings.append("a JSON document without llama.cpp timings.draft_n (no drafting, or another engine)")
+        warnings.append(
+            "a JSON document without llama.cpp timings.draft_n, vLLM metrics.speculative_decoding or "
+            "SGLang meta_info spec fields (no drafting, or another surface)"
+        )
         return ParseResult(
             _named(choice) or ("llamacpp" if version else None), version, (), (), tuple(warnings)
         )
     return ParseResult("llamacpp", version, readings, (), tuple(warnings))
+
+
+def _response_document(
+    engine: Engine, document: object, text: str, warnings: list[str]
+) -> ParseResult | None:
+    """vLLM or SGLang per-request spec fields of a saved response; None when it holds none."""
+    found = list(RESPONSE_MODULES[engine].readings(document, None))
+    if not found:
+        return None
+    marker = RESPONSE_KEY_RES[engine]
+    lines = [text.count("\n", 0, m.start()) + 1 for m in marker.finditer(text)]
+    if len(lines) != len(found):
+        lines = [0] * len(found)
+    readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
+    for _, notes in found:
+        warnings.extend(notes)
+    fingerprint = VLLM_FINGERPRINT_RE.search(text) if engine == "vllm" else None
+    version = fingerprint.group(1) if fingerprint else None
+    return ParseResult(engine, version, readings, (), tuple(warnings))
 
 
 _GAUGE_NOTE = "gauge readings cover the engine's latest logging interval only and cannot be differenced"
@@ -279,8 +324,7 @@ class _Reader:
             text = text.replace("\x00", "")
         for engine in self.engines:
             found = LINE_MODULES[engine].find(text, segment.line)
-            if engine == "llamacpp":
-                found += llamacpp_response.find(text, segment.line)
+            found += RESPONSE_MODULES[engine].find(text, segment.line)
             found = [
                 item for item in found if item.block != "fills" or self._block_open(engine, segment.line)
             ]
