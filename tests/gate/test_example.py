@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import FIXTURES, ROOT
+from ..conftest import FIXTURES, ROOT
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
 POLICY = ROOT / "rules" / "default.toml"

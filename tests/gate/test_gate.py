@@ -26,7 +26,7 @@ from mtpverdict.gate import (
 )
 from mtpverdict.serveconfig import ServeConfig
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 WIN = FIXTURES / "synthetic-clean-win"  # decision: promote k2 (mtp k=2) under the default policy
 K2 = '{"method":"mtp","num_speculative_tokens":2}'

@@ -15,7 +15,7 @@ from mtpverdict.formats.decision import ContextEnvelope, Schedule, ScheduleRange
 from mtpverdict.gate import ArmEvidence, GateEvidence, context_limit, differences, evaluate, parse_spec
 from mtpverdict.serveconfig import ServeConfig
 
-from .conftest import FIXTURES, ROOT
+from ..conftest import FIXTURES, ROOT
 
 CROSSOVER = FIXTURES / "synthetic-crossover"
 BASE = ("--model", "synthetic")
