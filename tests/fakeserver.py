@@ -10,6 +10,10 @@ huge-metrics (a 200 MB /metrics), endless-metrics (a /metrics that never ends), 
 a server should never send, a different one per request: see BAD_USAGE).
 
     python tests/fakeserver.py --port P [--speculative-config JSON] [--tps T] [--kv TOKENS] [--fault F:N]
+        [--hold-until PATH]
+
+--hold-until PATH keeps the server from listening until PATH exists: a test holds a collect in its
+boot (its results directory locked) for exactly as long as it needs, on a machine however busy.
 """
 
 from __future__ import annotations
@@ -340,6 +344,7 @@ def main() -> int:
     parser.add_argument("--kv", type=int, default=100_000)
     parser.add_argument("--boot-delay", type=float, default=0.2)
     parser.add_argument("--fault", default=None)
+    parser.add_argument("--hold-until", default=None, help="listen only once this path exists")
     parser.add_argument(
         "--eos-after", type=int, default=0, help="end a request without ignore_eos after this many tokens"
     )
@@ -358,6 +363,8 @@ def main() -> int:
         print("RuntimeError: injected boot failure", flush=True)
         return 1
     time.sleep(args.boot_delay)
+    while args.hold_until and not os.path.exists(args.hold_until):
+        time.sleep(0.05)
     state = State(args)
     Handler.state = state
     print(

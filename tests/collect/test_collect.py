@@ -175,20 +175,24 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
 def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=interruptible,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline and not (
-        (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
-    ):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    ) as proc:
+        try:
+            deadline = time.time() + 120
+            while time.time() < deadline and not (
+                (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
+            ):
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     assert "--resume" in err and "Traceback" not in err
     load_results(out)

@@ -104,15 +104,19 @@ def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
 def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(30)))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=interruptible,
-    )
-    _wait_for_server(out)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    ) as proc:
+        try:
+            _wait_for_server(out)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     [boot] = _boots(out)
     assert boot["status"] == "interrupted" and boot["ready_seconds"] is None
