@@ -12,6 +12,7 @@ from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.gather import gather
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
+    DECISION_FORMAT,
     ArmDecision,
     ContextEnvelope,
     ControlResult,
@@ -46,7 +47,7 @@ def decide(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
     next_step = assemble.next_step(evidence, arm_outcomes) if undecided else None
     envelopes = envelope.envelopes(evidence, _promoted(evidence, outcome))
     return Decision(
-        format="mtpverdict.decision/2",
+        format=DECISION_FORMAT,
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
         provisional=outcome.provisional,
