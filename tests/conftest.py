@@ -6,8 +6,10 @@ import gc
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,50 @@ def regen_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--regen-golden"))
 
 
+# --- commands in process ---------------------------------------------------------------------------------
+# A command runs in this process (a subprocess costs an interpreter start and the imports, ~1 s of CPU
+# each, more on a busy machine); a test needs a subprocess only for what a process is: signals, locks,
+# a memory or time limit on hostile input, a real server, an environment read at import.
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """A command's outcome, named as subprocess.CompletedProcess names it."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str | Path, env: Mapping[str, str] | None = None, input: str | None = None) -> Ran:
+    """`mtpverdict ARGS` in this process through the console entry (mtpverdict.cli.main: its error
+    mapping and exit codes), stdout and stderr apart; `env` is laid over os.environ for the run."""
+    from typer.testing import CliRunner
+
+    from mtpverdict.cli import main
+
+    argv = tuple(str(a) for a in args)
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
+        try:
+            main(argv, prog_name="mtpverdict")
+            code = 0
+        except SystemExit as exc:  # what the interpreter makes of sys.exit(code)
+            if isinstance(exc.code, str):
+                sys.stderr.write(exc.code + "\n")
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return Ran(argv, code, out.getvalue().decode(), err.getvalue().decode("utf-8", "backslashreplace"))
+
+
+@pytest.fixture
+def cli() -> Callable[..., Ran]:
+    """run_cli, for a test that takes it as a fixture."""
+    return run_cli
+
+
 # --- no test leaves an open file or a child process behind ---------------------------------------------
 # A leak used to surface in a later test (a pipe's ResourceWarning at garbage collection, under warnings
 # as errors) or as a server still holding a port; the test that leaked now fails, naming what it left.
@@ -45,14 +91,23 @@ def regen_golden(request: pytest.FixtureRequest) -> bool:
 PROC_SELF = Path("/proc/self")
 
 
+# a library's own data files (matplotlib's fonts), which its caches hold open for the process's life
+LIBRARY_DATA = tuple(
+    os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, "/usr/share", "/usr/lib"}
+)
+
+
 def open_descriptors() -> dict[int, str]:
-    """This process's open file descriptors and what each points at (Linux: /proc/self/fd)."""
+    """This process's open file descriptors and what each points at (Linux: /proc/self/fd), but for
+    the files of installed libraries their caches keep open."""
     found = {}
     for name in os.listdir(PROC_SELF / "fd"):
         try:
-            found[int(name)] = os.readlink(PROC_SELF / "fd" / name)
+            target = os.readlink(PROC_SELF / "fd" / name)
         except OSError:  # the listing's own descriptor, closed by now
             continue
+        if not target.startswith(LIBRARY_DATA):
+            found[int(name)] = target
     return found
 
 
