@@ -227,10 +227,11 @@ def test_an_os_error_without_a_message_still_says_what_failed(
 
     from mtpverdict.cli import app
 
-    def no_message(self: object) -> None:
+    def no_message(self: object, owed: object) -> None:
         raise OSError()
 
-    monkeypatch.setattr("mtpverdict.collect.runner.Collector.run", no_message)
+    # inside run(), as a real failure would be: run's own cleanup closes the lock and records files
+    monkeypatch.setattr("mtpverdict.collect.runner.Collector._run_rounds", no_message)
     campaign = _write(tmp_path, small_campaign(port))
     result = CliRunner().invoke(app, ["collect", str(campaign), "--out", str(tmp_path / "r")])
     assert result.exit_code == 4
