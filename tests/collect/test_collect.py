@@ -63,6 +63,7 @@ def _start_collect(campaign: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow
 def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port: int) -> None:
     out = tmp_path / "results"
     # the fake model emits EOS after 3 tokens unless told to ignore it: the identity probe must ignore it
@@ -114,6 +115,7 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
@@ -140,6 +142,7 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_again(
     tmp_path: Path, port: int
 ) -> None:
@@ -172,6 +175,7 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, tps=150))
     out = tmp_path / "results"
@@ -216,6 +220,7 @@ def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int)
         ("malformed:3", "malformed SSE"),
     ],
 )
+@pytest.mark.slow
 def test_server_faults_are_recorded_and_the_campaign_goes_on(
     tmp_path: Path, port: int, fault: str, expect: str
 ) -> None:
@@ -270,6 +275,7 @@ def test_missing_metrics_and_a_failed_boot(tmp_path: Path, port: int) -> None:
     assert "injected boot failure" in str(boots.loc["draft_random_k2", "error"])
 
 
+@pytest.mark.slow
 def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path: Path, port: int) -> None:
     text = campaign_text(port, reps=1, concurrency="[1]").replace("grace_seconds = 5", "grace_seconds = 1")
     out = tmp_path / "results"
@@ -285,6 +291,7 @@ def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path
     assert results.requests.empty
 
 
+@pytest.mark.slow
 def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) -> None:
     text = campaign_text(port, faults={"ngram_k2": "5xx:1000"}, reps=1, concurrency="[1]")
     campaign = _write(tmp_path, text)
@@ -298,6 +305,7 @@ def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) ->
     assert boot["status"] == "failed" and "does not match the arm (k=3)" in boot["error"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_cleanly_and_resume_completes(
     tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -358,6 +366,7 @@ def test_the_api_key_is_never_written(tmp_path: Path, port: int) -> None:
     assert secret not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_and_bad_campaigns(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port))
     dry = subprocess.run(
@@ -394,6 +403,7 @@ def test_collect_refuses_an_undefined_placeholder(tmp_path: Path, port: int) -> 
     assert argv[-2] == "--speculative-config"  # {spec} spliced the arm's speculative arguments
 
 
+@pytest.mark.slow
 def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, boots=3, reps=2, concurrency="[1, 4]"))
     out = tmp_path / "results"
@@ -410,6 +420,7 @@ def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) ->
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_raising_boots_and_resuming_continues_the_campaign(tmp_path: Path, port: int) -> None:
     """What an inconclusive decision's next step says: set a larger `boots`, then collect --resume. The
     edited file has another hash (campaign.json's `source`), and under --until-resolved another number
@@ -431,6 +442,7 @@ def test_raising_boots_and_resuming_continues_the_campaign(tmp_path: Path, port:
     assert other.returncode == 2 and "differs from the campaign being written" in other.stderr
 
 
+@pytest.mark.slow
 def test_an_adaptive_campaign_resumes_with_more_looks_never_fewer(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, boots=2, reps=1, concurrency="[1]"))
     out = tmp_path / "results"

@@ -123,6 +123,7 @@ def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path:
     assert "interrupted" in boot["note"]
 
 
+@pytest.mark.slow
 def test_a_killed_collect_leaves_a_boot_that_resume_records_as_interrupted(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(2)))
     out = tmp_path / "results"
@@ -197,6 +198,7 @@ def test_dry_run_refuses_an_unset_api_key_variable(tmp_path: Path, port: int) ->
     assert dry.returncode == 2 and "MTPVERDICT_TEST_UNSET_KEY is not set" in dry.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_on_an_existing_results_directory(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port))
     out = tmp_path / "results"

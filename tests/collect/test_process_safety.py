@@ -143,6 +143,7 @@ def test_resume_never_signals_a_process_named_by_a_forged_boot_file(
     assert f"pid {victim.pid}" in said and "not signalled" in said, said
 
 
+@pytest.mark.slow
 def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port: int) -> None:
     # the first collect's server listens only once `release` exists: the first holds the directory for
     # as long as the checks take, however slowly the second collects start on a busy machine
