@@ -75,6 +75,7 @@ def _mutate(data: st.DataObject, text: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_fuzz_results_loader(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
@@ -166,6 +167,7 @@ def _decide_text(fixture: Path, env: dict[str, str], out: Path) -> bytes:
     return out.read_bytes()
 
 
+@pytest.mark.slow
 def test_decisions_are_byte_identical_across_reruns_hash_seeds_and_locales(tmp_path: Path) -> None:
     fixture = FIXTURES / "synthetic-clean-win"
     envs = [{"PYTHONHASHSEED": str(seed)} for seed in (0, 1, 12345)]

@@ -76,6 +76,7 @@ def test_campaign_lookups_by_family_keep_boot_order() -> None:
         campaign.arm("no-such-arm")
 
 
+@pytest.mark.slow
 def test_a_report_of_many_arms_skips_the_per_arm_plots_and_tables_every_arm(tmp_path: Path) -> None:
     results = _campaign(tmp_path / "results", MANY)
     out = tmp_path / "report"

@@ -212,6 +212,7 @@ RESULTS_CASES = {
 
 
 @pytest.mark.parametrize("case", RESULTS_CASES.values(), ids=RESULTS_CASES.keys())
+@pytest.mark.slow
 def test_results_directories_are_refused(tmp_path: Path, case: Case) -> None:
     assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
 
@@ -278,6 +279,7 @@ POLICY_CASES = {
 
 
 @pytest.mark.parametrize("case", POLICY_CASES.values(), ids=POLICY_CASES.keys())
+@pytest.mark.slow
 def test_policy_files_are_refused(tmp_path: Path, case: Case) -> None:
     assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
 
@@ -366,6 +368,7 @@ CAMPAIGN_FILE_CASES = {
 
 
 @pytest.mark.parametrize("case", CAMPAIGN_FILE_CASES.values(), ids=CAMPAIGN_FILE_CASES.keys())
+@pytest.mark.slow
 def test_campaign_files_are_refused(tmp_path: Path, case: Case) -> None:
     assert_refused(run_cli(*case.build(tmp_path)), *case.expect)
 
@@ -416,6 +419,7 @@ def _decision_file(tmp: Path, text: str, how: str) -> Path:
 
 @pytest.mark.parametrize("how", [*DECISION_EDITS, *DECISION_FILES])
 @pytest.mark.parametrize("command", ["verify", "report"])
+@pytest.mark.slow
 def test_decision_files_are_refused(
     tmp_path: Path, decided: tuple[Path, str], how: str, command: str
 ) -> None:
@@ -571,6 +575,7 @@ def _shard(tmp: Path, name: str) -> Path:
         ("raw/shard.json", "duplicate", "not a shard"),
     ],
 )
+@pytest.mark.slow
 def test_merge_refuses_hostile_shards(tmp_path: Path, file: str, how: str, expect: str) -> None:
     first = _shard(tmp_path, "a")
     path = first / file
@@ -698,6 +703,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     return results, policy, decision
 
 
+@pytest.mark.slow
 def test_decide_and_validate_print_data_escaped(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
     results, policy, _ = hostile
     done = run_cli("decide", results, "--rules", policy, "--out", tmp_path / "d.json")
@@ -721,6 +727,7 @@ def test_rules_print_policy_text_escaped(hostile: tuple[Path, Path, Path]) -> No
         assert not [line for line in done.stdout.splitlines() if line.startswith("## Decision")]
 
 
+@pytest.mark.slow
 def test_verify_and_gate_print_data_escaped(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
     results, policy, decision = hostile
     verified = run_cli("verify", decision, results, "--rules", policy)
@@ -763,6 +770,7 @@ def _headings(text: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_report_escapes_data_in_markdown_and_html(hostile: tuple[Path, Path, Path], tmp_path: Path) -> None:
     results, _, decision = hostile
     out = tmp_path / "report"
