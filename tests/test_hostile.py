@@ -291,6 +291,7 @@ def test_the_hostile_policy_is_valid_as_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
+@pytest.mark.slow
 def test_a_non_finite_target_never_reaches_decide(tmp_path: Path, value: str) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY.replace("target = 50.0", f"target = {value}"))
@@ -541,6 +542,7 @@ def test_simulate_refuses_hostile_settings(tmp_path: Path, how: str, expect: str
         ("dev-zero", "character device"),
     ],
 )
+@pytest.mark.slow
 def test_gate_refuses_hostile_serve_configs(tmp_path: Path, how: str, expect: str) -> None:
     path = tmp_path / "compose.yaml"
     path.write_text("services:\n  seat:\n    command: [vllm, serve, m]\n")

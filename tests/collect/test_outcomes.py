@@ -80,6 +80,7 @@ BAD_START_FILES = {
 
 
 @pytest.mark.parametrize("bad", list(BAD_START_FILES))
+@pytest.mark.slow
 def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
     tmp_path: Path, port: int, bad: str
 ) -> None:

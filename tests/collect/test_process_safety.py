@@ -117,6 +117,7 @@ FORGERIES: dict[str, tuple[Callable[[Path], dict[str, str]], Forgery]] = {
 
 
 @pytest.mark.parametrize("forgery", list(FORGERIES))
+@pytest.mark.slow
 def test_resume_never_signals_a_process_named_by_a_forged_boot_file(
     tmp_path: Path,
     port: int,

@@ -287,6 +287,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("levels", [40, 100_000])
+@pytest.mark.slow
 def test_deep_nesting_is_refused(tmp_path: Path, levels: int) -> None:
     deep = tmp_path / "compose.yaml"
     deep.write_text("services:\n  seat:\n    command: " + "[" * levels + "]" * levels + "\n")
