@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,6 +44,137 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def regen_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--regen-golden"))
+
+
+# --- commands in process ---------------------------------------------------------------------------------
+# A command runs in this process (a subprocess costs an interpreter start and the imports, ~1 s of CPU
+# each, more on a busy machine); a test needs a subprocess only for what a process is: signals, locks,
+# a memory or time limit on hostile input, a real server, an environment read at import.
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """A command's outcome, named as subprocess.CompletedProcess names it."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str | Path, env: Mapping[str, str] | None = None, input: str | None = None) -> Ran:
+    """`mtpverdict ARGS` in this process through the console entry (mtpverdict.cli.main: its error
+    mapping and exit codes), stdout and stderr apart; `env` is laid over os.environ for the run."""
+    from typer.testing import CliRunner
+
+    from mtpverdict.cli import main
+
+    argv = tuple(str(a) for a in args)
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
+        try:
+            main(argv, prog_name="mtpverdict")
+            code = 0
+        except SystemExit as exc:  # what the interpreter makes of sys.exit(code)
+            if isinstance(exc.code, str):
+                sys.stderr.write(exc.code + "\n")
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return Ran(argv, code, out.getvalue().decode(), err.getvalue().decode("utf-8", "backslashreplace"))
+
+
+@pytest.fixture
+def cli() -> Callable[..., Ran]:
+    """run_cli, for a test that takes it as a fixture."""
+    return run_cli
+
+
+# --- no test leaves an open file or a child process behind ---------------------------------------------
+# A leak used to surface in a later test (a pipe's ResourceWarning at garbage collection, under warnings
+# as errors) or as a server still holding a port; the test that leaked now fails, naming what it left.
+
+PROC_SELF = Path("/proc/self")
+
+
+# a library's own data files (matplotlib's fonts), which its caches hold open for the process's life
+LIBRARY_DATA = tuple(
+    os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix, "/usr/share", "/usr/lib"}
+)
+
+
+def open_descriptors() -> dict[int, str]:
+    """This process's open file descriptors and what each points at (Linux: /proc/self/fd), but for
+    the files of installed libraries their caches keep open."""
+    found = {}
+    for name in os.listdir(PROC_SELF / "fd"):
+        try:
+            target = os.readlink(PROC_SELF / "fd" / name)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if not target.startswith(LIBRARY_DATA):
+            found[int(name)] = target
+    return found
+
+
+def child_processes() -> dict[int, str]:
+    """The live (or unreaped) children of this process, each with its command name."""
+    found = {}
+    for children in (PROC_SELF / "task").glob("*/children"):
+        try:
+            pids = [int(pid) for pid in children.read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+        for pid in pids:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:  # reaped meanwhile
+                continue
+            found[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
+    return found
+
+
+def _stop(pid: int) -> None:
+    """Kill a leaked child (its whole group when it leads one of its own) and reap it."""
+    try:
+        if os.getpgid(pid) == pid != os.getpgrp():
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError, PermissionError):
+        pass
+
+
+def leaks(descriptors: dict[int, str], children: dict[int, str]) -> list[str]:
+    """What is open or running now that was not at the time of (descriptors, children); leaked children
+    are stopped, so one leak does not fail the tests after it."""
+    now = open_descriptors()
+    if any(descriptors.get(fd) != target for fd, target in now.items()):
+        gc.collect()  # an unreferenced file closes here, and its ResourceWarning fails this test
+        now = open_descriptors()
+    found = [f"file descriptor {fd} ({t})" for fd, t in now.items() if descriptors.get(fd) != t]
+    stray = {pid: name for pid, name in child_processes().items() if pid not in children}
+    for pid, name in stray.items():
+        found.append(f"child process {pid} ({name})")
+        _stop(pid)
+    if stray:
+        gc.collect()  # an unreferenced Popen of a stopped child warns here, not in a later test
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Fail a test that leaves a file descriptor open or a child process behind (after its own fixtures'
+    teardown; what a wider-scoped fixture holds is there before the test and stays out of the count)."""
+    if not (PROC_SELF / "task").is_dir():  # not Linux: nothing to read the process from
+        yield
+        return
+    descriptors, children = open_descriptors(), child_processes()
+    yield
+    left = leaks(descriptors, children)
+    if left:
+        pytest.fail("the test left behind: " + "; ".join(left), pytrace=False)
 
 
 def wait_for_request(

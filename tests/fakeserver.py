@@ -12,7 +12,10 @@ traffic of its own, R verify steps a second (R tokens a second without speculati
 watcher sees a good drafter (fake_accept near 1), a void one (fake_accept 0) or no drafting at all.
 
     python tests/fakeserver.py --port P [--speculative-config JSON] [--tps T] [--kv TOKENS] [--fault F:N]
-        [--traffic R]
+        [--traffic R] [--hold-until PATH]
+
+--hold-until PATH keeps the server from listening until PATH exists: a test holds a collect in its
+boot (its results directory locked) for exactly as long as it needs, on a machine however busy.
 """
 
 from __future__ import annotations
@@ -400,6 +403,7 @@ def main() -> int:
     parser.add_argument("--kv", type=int, default=100_000)
     parser.add_argument("--boot-delay", type=float, default=0.2)
     parser.add_argument("--fault", default=None)
+    parser.add_argument("--hold-until", default=None, help="listen only once this path exists")
     parser.add_argument(
         "--eos-after", type=int, default=0, help="end a request without ignore_eos after this many tokens"
     )
@@ -428,6 +432,8 @@ def main() -> int:
         return 1
     time.sleep(args.boot_delay)
     leak_env(args.leak_env)
+    while args.hold_until and not os.path.exists(args.hold_until):
+        time.sleep(0.05)
     state = State(args)
     Handler.state = state
     print(

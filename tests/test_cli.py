@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mtpverdict.cli import app
 
-from .conftest import DATA, FIXTURES, ROOT
+from .conftest import DATA, FIXTURES, ROOT, Ran, run_cli
 
 runner = CliRunner()
 
@@ -48,10 +48,8 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.output.startswith("mtpverdict ")
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mtpverdict", *args], capture_output=True, text=True, check=False
-    )
+def _run(*args: str) -> Ran:
+    return run_cli(*args)
 
 
 def test_validate_and_decide_exit_codes(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ def test_fixture_validates_and_has_readme(directory: Path) -> None:
 
 
 @pytest.mark.parametrize("script", ["transcribe.py", "synthesize.py"])
+@pytest.mark.slow
 def test_fixture_scripts_reproduce_the_committed_bytes(script: str, tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(FIXTURES / script), "--out", str(tmp_path)], check=True)
     made = sorted(p for p in tmp_path.iterdir() if p.is_dir())

@@ -20,7 +20,7 @@ from mtpverdict.formats.results_io import load_results
 from mtpverdict.gate import read_serve_config
 from mtpverdict.rules import parse_rules as parse_policy
 
-from .conftest import DATA, FIXTURES, ROOT
+from .conftest import DATA, FIXTURES, ROOT, run_cli
 
 INVALID = DATA / "invalid"
 CAMPAIGN_FILE_CASES: dict[str, tuple[str | None, str]] = {
@@ -75,6 +75,7 @@ def _mutate(data: st.DataObject, text: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_fuzz_results_loader(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
@@ -166,6 +167,7 @@ def _decide_text(fixture: Path, env: dict[str, str], out: Path) -> bytes:
     return out.read_bytes()
 
 
+@pytest.mark.slow
 def test_decisions_are_byte_identical_across_reruns_hash_seeds_and_locales(tmp_path: Path) -> None:
     fixture = FIXTURES / "synthetic-clean-win"
     envs = [{"PYTHONHASHSEED": str(seed)} for seed in (0, 1, 12345)]
@@ -194,26 +196,17 @@ def test_verify_detects_a_changed_record(tmp_path: Path) -> None:
     results = tmp_path / "results"
     shutil.copytree(FIXTURES / "synthetic-void-arm", results)
     decision = tmp_path / "decision.json"
-    run = [sys.executable, "-m", "mtpverdict"]
-    subprocess.run(
-        [*run, "decide", str(results), "--out", str(decision), "-q"], check=True, capture_output=True
-    )
-    ok = subprocess.run(
-        [*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False
-    )
+    assert run_cli("decide", results, "--out", decision, "-q").returncode == 0
+    ok = run_cli("verify", decision, results)
     assert ok.returncode == 0 and "reproduces byte for byte" in ok.stdout
     lines = (results / "records.jsonl").read_text().splitlines()
     record = json.loads(lines[5])
     record["t_end"] = record["t_end"] - 0.001  # a faster run, slipped in after the decision
     lines[5] = json.dumps(record)
     (results / "records.jsonl").write_text("\n".join(lines) + "\n")
-    bad = subprocess.run(
-        [*run, "verify", str(decision), str(results)], capture_output=True, text=True, check=False
-    )
+    bad = run_cli("verify", decision, results)
     assert bad.returncode == 1 and "records_sha256: differs" in bad.stdout and "MISMATCH" in bad.stdout
     not_decision = tmp_path / "x.json"
     not_decision.write_text("{}")
-    refused = subprocess.run(
-        [*run, "verify", str(not_decision), str(results)], capture_output=True, text=True, check=False
-    )
+    refused = run_cli("verify", not_decision, results)
     assert refused.returncode == 2 and "not a mtpverdict.decision/2 file" in refused.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +14,7 @@ from mtpverdict.report import load_report_data
 from mtpverdict.report.data import DecisionIndex
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, run_cli
 
 MANY = 70  # arms: past the report's MAX_PLOTTED_ARMS (64)
 
@@ -78,16 +76,11 @@ def test_campaign_lookups_by_family_keep_boot_order() -> None:
         campaign.arm("no-such-arm")
 
 
+@pytest.mark.slow
 def test_a_report_of_many_arms_skips_the_per_arm_plots_and_tables_every_arm(tmp_path: Path) -> None:
     results = _campaign(tmp_path / "results", MANY)
     out = tmp_path / "report"
-    done = subprocess.run(
-        [sys.executable, "-m", "mtpverdict", "report", str(results), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = run_cli("report", results, "--out", out)
     assert done.returncode == 0, done.stderr
     skipped = [line for line in done.stdout.splitlines() if line.startswith("not plotted:")]
     for title in ("Throughput by depth", "Acceptance per draft position", "KV pool and concurrency ceiling"):

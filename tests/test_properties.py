@@ -7,6 +7,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -92,6 +93,7 @@ def _identical_arms(seed: int) -> tuple[dict[str, object], list[dict[str, object
     return campaign, out + boots
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10_000))
 def test_identical_arms_never_promote(seed: int) -> None:

@@ -6,7 +6,9 @@ import json
 import os
 import random
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,7 @@ def small_campaign(
     reps: int = 1,
     server_extra: str = "",
     top_extra: str = "",
+    boot_timeout: int = 30,
 ) -> str:
     """A short campaign on the fake server: the given (name, serve_args TOML) arms, one workload at c=1.
 
@@ -165,7 +168,7 @@ mode = "launch"
 command = {command}
 shell = {"true" if shell else "false"}
 port = {port}
-boot_timeout = 30
+boot_timeout = {boot_timeout}
 grace_seconds = 5
 stall_seconds = 5
 {server_extra}
@@ -197,3 +200,27 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def wait_for_server(
+    out: Path,
+    name: str = "off_A-boot1.json",
+    *,
+    proc: subprocess.Popen[Any] | None = None,
+    timeout: float = 120,
+) -> int:
+    """The pid of the server a collect launched, once its start file under out/raw/boots names one; fail
+    when `proc` (the collect) ends first or the time runs out."""
+    path = out / "raw" / "boots" / name
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid = json.loads(path.read_text()).get("pid")
+        except (OSError, ValueError):
+            pid = None
+        if isinstance(pid, int):
+            return pid
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"collect ended (exit {proc.returncode}) before it launched a server")
+        time.sleep(0.05)
+    pytest.fail(f"no server pid in {path} within {timeout} s")

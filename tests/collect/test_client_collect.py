@@ -88,6 +88,7 @@ def collect_watched(tmp: Path, fault: str, port: int, reps: int) -> Path:
         ("endless-line:1", "an SSE event longer than"),
     ],
 )
+@pytest.mark.slow
 def test_a_hostile_stream_is_an_error_record_and_collect_goes_on(
     tmp_path: Path, port: int, fault: str, reason: str
 ) -> None:
@@ -103,6 +104,7 @@ def test_a_hostile_stream_is_an_error_record_and_collect_goes_on(
 
 
 @pytest.mark.parametrize("fault", ["huge-metrics:0", "endless-metrics:0"])
+@pytest.mark.slow
 def test_a_hostile_metrics_endpoint_voids_its_windows_in_bounded_memory(
     tmp_path: Path, port: int, fault: str
 ) -> None:
@@ -137,6 +139,7 @@ def bad_usage(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "usage.completion_tokens is 1000000000000000, outside 1..24",
     ],
 )
+@pytest.mark.slow
 def test_a_server_chosen_value_out_of_type_or_range_makes_its_request_an_error(
     bad_usage: Path, reason: str
 ) -> None:

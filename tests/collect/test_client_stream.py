@@ -472,26 +472,31 @@ async def endless_comments(writer: asyncio.StreamWriter, body: dict[str, Any]) -
         await write_chunk(writer, b": " + b"x" * 60000 + b"\n\n")
 
 
-FAST = cl.StreamLimits(stall_seconds=0.5, slowest_tokens_per_second=1000.0)
+# Each case's reason must be the first bound it meets on any machine, however loaded: the stall cases
+# have a total bound (0.5 s + 16 tokens at 2 tok/s = 8.5 s) a late event loop cannot reach before the
+# 0.5 s stall (at 1000 tok/s it was 0.516 s, which a busy scheduler's late wake-up beat), and the slow
+# stream's 1 s stall leaves its content every 0.1 s ten times the room it needs.
+STALL = cl.StreamLimits(stall_seconds=0.5, slowest_tokens_per_second=2.0)
+SLOW = cl.StreamLimits(stall_seconds=1.0, slowest_tokens_per_second=1000.0)
 
 
 @pytest.mark.parametrize(
-    ("script", "max_tokens", "reason"),
+    ("script", "limits", "max_tokens", "reason"),
     [
-        (endless_content, 16, "more than max_tokens (16) content deltas"),
-        (keepalive_forever, 16, "stalled: no content for 0.5 s"),
-        (endless_line, 16, "an SSE event longer than"),
-        (slow_progress, 1000, "took longer than 1.5 s, the bound for max_tokens 1000"),
-        (never_answers, 16, "stalled: no content for 0.5 s"),
-        (endless_comments, 16, "the response passed"),
+        (endless_content, STALL, 16, "more than max_tokens (16) content deltas"),
+        (keepalive_forever, STALL, 16, "stalled: no content for 0.5 s"),
+        (endless_line, STALL, 16, "an SSE event longer than"),
+        (slow_progress, SLOW, 500, "took longer than 1.5 s, the bound for max_tokens 500"),
+        (never_answers, STALL, 16, "stalled: no content for 0.5 s"),
+        (endless_comments, STALL, 16, "the response passed"),
     ],
 )
 def test_a_hostile_stream_ends_as_an_error_in_bounded_time_and_memory(
-    script: Script, max_tokens: int, reason: str
+    script: Script, limits: cl.StreamLimits, max_tokens: int, reason: str
 ) -> None:
-    r, seconds, peak = bounded(script, FAST, max_tokens)
+    r, seconds, peak = bounded(script, limits, max_tokens)
     assert r.status == "error" and r.error is not None and reason in r.error, r.error
-    assert seconds < FAST.total_seconds(max_tokens) - FAST.connect_seconds + 2.0
+    assert seconds < limits.total_seconds(max_tokens) - limits.connect_seconds + 2.0
     assert peak < 8 * MIB, peak
 
 

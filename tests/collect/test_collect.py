@@ -64,6 +64,7 @@ def _start_collect(campaign: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow
 def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port: int) -> None:
     out = tmp_path / "results"
     # the fake model emits EOS after 3 tokens unless told to ignore it: the identity probe must ignore it
@@ -115,6 +116,7 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
@@ -141,6 +143,7 @@ def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_again(
     tmp_path: Path, port: int
 ) -> None:
@@ -173,23 +176,28 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, tps=150))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=interruptible,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline and not (
-        (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
-    ):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    ) as proc:
+        try:
+            deadline = time.time() + 120
+            while time.time() < deadline and not (
+                (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
+            ):
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     assert "--resume" in err and "Traceback" not in err
     load_results(out)
@@ -213,6 +221,7 @@ def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int)
         ("malformed:3", "malformed SSE"),
     ],
 )
+@pytest.mark.slow
 def test_server_faults_are_recorded_and_the_campaign_goes_on(
     tmp_path: Path, port: int, fault: str, expect: str
 ) -> None:
@@ -267,6 +276,7 @@ def test_missing_metrics_and_a_failed_boot(tmp_path: Path, port: int) -> None:
     assert "injected boot failure" in str(boots.loc["draft_random_k2", "error"])
 
 
+@pytest.mark.slow
 def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path: Path, port: int) -> None:
     text = campaign_text(port, reps=1, concurrency="[1]").replace("grace_seconds = 5", "grace_seconds = 1")
     out = tmp_path / "results"
@@ -282,6 +292,7 @@ def test_a_busy_port_fails_the_boot_instead_of_measuring_another_server(tmp_path
     assert results.requests.empty
 
 
+@pytest.mark.slow
 def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) -> None:
     text = campaign_text(port, faults={"ngram_k2": "5xx:1000"}, reps=1, concurrency="[1]")
     campaign = _write(tmp_path, text)
@@ -295,6 +306,7 @@ def test_harness_parity_and_k_mismatch_are_refused(tmp_path: Path, port: int) ->
     assert boot["status"] == "failed" and "does not match the arm (k=3)" in boot["error"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_cleanly_and_resume_completes(
     tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -355,6 +367,7 @@ def test_the_api_key_is_never_written(tmp_path: Path, port: int) -> None:
     assert secret not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_and_bad_campaigns(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port))
     dry = subprocess.run(
@@ -391,6 +404,7 @@ def test_collect_refuses_an_undefined_placeholder(tmp_path: Path, port: int) -> 
     assert argv[-2] == "--speculative-config"  # {spec} spliced the arm's speculative arguments
 
 
+@pytest.mark.slow
 def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, boots=3, reps=2, concurrency="[1, 4]"))
     out = tmp_path / "results"
@@ -412,6 +426,7 @@ def test_until_resolved_stops_booting_settled_arms(tmp_path: Path, port: int) ->
     assert _port_free(port)
 
 
+@pytest.mark.slow
 def test_raising_boots_and_resuming_continues_the_campaign(tmp_path: Path, port: int) -> None:
     """What an inconclusive decision's next step says: set a larger `boots`, then collect --resume. The
     edited file has another hash (campaign.json's `source`), and under --until-resolved another number
@@ -433,6 +448,7 @@ def test_raising_boots_and_resuming_continues_the_campaign(tmp_path: Path, port:
     assert other.returncode == 2 and "differs from the campaign being written" in other.stderr
 
 
+@pytest.mark.slow
 def test_an_adaptive_campaign_resumes_with_more_looks_never_fewer(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, boots=2, reps=1, concurrency="[1]"))
     out = tmp_path / "results"

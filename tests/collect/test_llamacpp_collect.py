@@ -110,6 +110,7 @@ def _boots(out: Path) -> dict[str, dict[str, Any]]:
     return {b["arm"]: b for b in _records(out, "boot")}
 
 
+@pytest.mark.slow
 def test_a_llamacpp_campaign_records_depth_kv_timing_and_acceptance_on_every_surface(
     tmp_path: Path, port: int
 ) -> None:
@@ -232,6 +233,7 @@ def test_what_llamacpp_does_not_show_is_said_once_and_fails_nothing(tmp_path: Pa
     assert log and all(r["scoped"] == "run" for r in log)  # per-request lines print at level 3
 
 
+@pytest.mark.slow
 def test_a_killed_collect_resumes_with_the_interrupted_boots_lines_in_their_runs(
     tmp_path: Path, port: int
 ) -> None:

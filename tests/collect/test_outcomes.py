@@ -80,6 +80,7 @@ BAD_START_FILES = {
 
 
 @pytest.mark.parametrize("bad", list(BAD_START_FILES))
+@pytest.mark.slow
 def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
     tmp_path: Path, port: int, bad: str
 ) -> None:
@@ -104,21 +105,26 @@ def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
 def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(30)))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=interruptible,
-    )
-    _wait_for_server(out)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    ) as proc:
+        try:
+            _wait_for_server(out)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     [boot] = _boots(out)
     assert boot["status"] == "interrupted" and boot["ready_seconds"] is None
     assert "interrupted" in boot["note"]
 
 
+@pytest.mark.slow
 def test_a_killed_collect_leaves_a_boot_that_resume_records_as_interrupted(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(2)))
     out = tmp_path / "results"
@@ -193,6 +199,7 @@ def test_dry_run_refuses_an_unset_api_key_variable(tmp_path: Path, port: int) ->
     assert dry.returncode == 2 and "MTPVERDICT_TEST_UNSET_KEY is not set" in dry.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_on_an_existing_results_directory(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port))
     out = tmp_path / "results"
@@ -223,10 +230,11 @@ def test_an_os_error_without_a_message_still_says_what_failed(
 
     from mtpverdict.cli import app
 
-    def no_message(self: object) -> None:
+    def no_message(self: object, owed: object) -> None:
         raise OSError()
 
-    monkeypatch.setattr("mtpverdict.collect.runner.Collector.run", no_message)
+    # inside run(), as a real failure would be: run's own cleanup closes the lock and records files
+    monkeypatch.setattr("mtpverdict.collect.runner.Collector._run_rounds", no_message)
     campaign = _write(tmp_path, small_campaign(port))
     result = CliRunner().invoke(app, ["collect", str(campaign), "--out", str(tmp_path / "r")])
     assert result.exit_code == 4

@@ -17,8 +17,7 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
-from ..conftest import wait_for_request
-from .conftest import small_campaign
+from .conftest import FAKE, interruptible, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 TOKEN_ENV = "MTPVERDICT_BOOT_TOKEN"  # what a launched server carries in its environment
@@ -118,6 +117,7 @@ FORGERIES: dict[str, tuple[Callable[[Path], dict[str, str]], Forgery]] = {
 
 
 @pytest.mark.parametrize("forgery", list(FORGERIES))
+@pytest.mark.slow
 def test_resume_never_signals_a_process_named_by_a_forged_boot_file(
     tmp_path: Path,
     port: int,
@@ -144,27 +144,38 @@ def test_resume_never_signals_a_process_named_by_a_forged_boot_file(
     assert f"pid {victim.pid}" in said and "not signalled" in said, said
 
 
+@pytest.mark.slow
 def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port: int) -> None:
+    # the first collect's server listens only once `release` exists: the first holds the directory for
+    # as long as the checks take, however slowly the second collects start on a busy machine
+    release = tmp_path / "release"
+    command = json.dumps(
+        [sys.executable, str(FAKE), "--port", "{port}", "--hold-until", str(release), "{spec}"]
+    )
     campaign = tmp_path / "campaign.toml"
-    campaign.write_text(small_campaign(port, tps=30, reps=3))
+    campaign.write_text(small_campaign(port, command=command, boot_timeout=600))
     out = tmp_path / "results"
-    first = subprocess.Popen(
+    with subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_request(out, "off_A", proc=first)
-        second = _collect(campaign, out, "--resume")
-        assert second.returncode == 2, second.stderr
-        assert f"another collect (pid {first.pid})" in second.stderr and "Traceback" not in second.stderr
-        dry = _collect(campaign, out, "--resume", "--dry-run")
-        assert dry.returncode == 0 and f"another collect (pid {first.pid}) is running" in dry.stdout
-        _, err = first.communicate(timeout=120)
-        assert first.returncode == 0, err  # the running collect and its server were left alone
-    finally:
-        if first.poll() is None:
-            first.send_signal(signal.SIGINT)
-            first.wait(timeout=60)
+        text=True,
+        preexec_fn=interruptible,
+    ) as first:
+        try:
+            wait_for_server(out, proc=first)
+            second = _collect(campaign, out, "--resume")
+            assert second.returncode == 2, second.stderr
+            assert f"another collect (pid {first.pid})" in second.stderr and "Traceback" not in second.stderr
+            dry = _collect(campaign, out, "--resume", "--dry-run")
+            assert dry.returncode == 0 and f"another collect (pid {first.pid}) is running" in dry.stdout
+            release.touch()
+            _, err = first.communicate(timeout=120)
+            assert first.returncode == 0, err  # the running collect and its server were left alone
+        finally:
+            release.touch()
+            if first.poll() is None:
+                first.send_signal(signal.SIGINT)
+                first.wait(timeout=60)
     boots = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if '"boot"' in x]
     assert [(b["arm"], b["status"]) for b in boots if b["kind"] == "boot"] == [("off_A", "ready")]

@@ -167,6 +167,7 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, 
     return campaign, root / "shard-0", root / "shard-1", ports
 
 
+@pytest.mark.slow
 def test_each_shard_is_an_ordinary_results_directory_of_its_device(
     shards: tuple[Path, Path, Path, list[int]],
 ) -> None:
@@ -262,6 +263,7 @@ def test_merge_refuses_shards_that_do_not_belong_together(
     assert not any((tmp_path / name).exists() for name in "abcd")  # nothing written on a refusal
 
 
+@pytest.mark.slow
 def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     ports = _two_ports()
     campaign = tmp_path / "campaign.toml"
@@ -293,6 +295,7 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     assert merged.owed_boots == 0 and len(merged.results.boots) == 9
 
 
+@pytest.mark.slow
 def test_collect_refuses_a_shard_the_campaign_does_not_have(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text([8001, 8002]))

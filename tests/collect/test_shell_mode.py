@@ -26,6 +26,7 @@ def _shell_command(spec: str) -> str:
 
 
 @pytest.mark.parametrize("spec", [" {spec}", ""], ids=["spec-placeholder", "spec-appended"])
+@pytest.mark.slow
 def test_shell_mode_quotes_substitutions_and_passes_the_arm_args(
     tmp_path: Path, port: int, spec: str
 ) -> None:

@@ -89,6 +89,7 @@ def test_missing_file_is_an_engine_text_error(tmp_path: Path) -> None:
         parse_file(tmp_path)
 
 
+@pytest.mark.slow
 def test_large_log_streams_with_overlong_lines(tmp_path: Path) -> None:
     path = tmp_path / "big.log"
     noise = "x" * 4096 + "\n"

@@ -89,6 +89,7 @@ def test_every_campaign_with_records_is_covered() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CAMPAIGNS))
+@pytest.mark.slow
 def test_report_files(built: dict[str, tuple[Path, Decision]], name: str) -> None:
     out, decision = built[name]
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -125,6 +126,7 @@ def test_report_files(built: dict[str, tuple[Path, Decision]], name: str) -> Non
     assert len(skipped) == md.count("not plotted:") == page.count('class="skipped"')
 
 
+@pytest.mark.slow
 def test_plots_per_campaign(reports: dict[str, Path]) -> None:
     def plots(name: str) -> set[str]:
         return {p.stem for p in (reports[name] / "plots").glob("*.png")}
@@ -149,12 +151,14 @@ def _files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_rerun_is_byte_identical(reports: dict[str, Path], tmp_path: Path) -> None:
     name = "synthetic-clean-win"
     again = _files(_report(name, tmp_path / name))
     assert again == _files(reports[name])
 
 
+@pytest.mark.slow
 def test_report_of_a_decision_file(tmp_path: Path) -> None:
     from mtpverdict.decide import decide_directory
 

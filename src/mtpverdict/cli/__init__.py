@@ -15,6 +15,7 @@ interrupted; 143 collect stopped by SIGTERM.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -53,12 +54,13 @@ def _root(
     """Decide whether a serving seat should run MTP / speculative decoding, and at which depth."""
 
 
-def main() -> None:
-    """Console-script entry: run the app; a library error is one line and exit 2, anything else exit 70."""
+def main(args: Sequence[str] | None = None, prog_name: str | None = None) -> None:
+    """Console-script entry: run the app on `args` (default: the command line); a library error is one
+    line and exit 2, anything else exit 70. The tests run commands in process through it."""
     from mtpverdict.errors import printable
 
     try:
-        app(standalone_mode=True)
+        app(args=args, prog_name=prog_name, standalone_mode=True)
     except MtpverdictError as exc:  # a library error that a command did not map: still one line
         typer.echo(f"Error: {printable(str(exc))}", err=True)
         sys.exit(EXIT_BAD_INPUT)

@@ -721,33 +721,6 @@ async def complete(
     return Completion(text if isinstance(text, str) else "", None, found)
 
 
-async def complete_text(
-    client: httpx.AsyncClient,
-    base_url: str,
-    *,
-    model: str,
-    prompt: str,
-    max_tokens: int,
-    chat: bool,
-    headers: dict[str, str],
-    limits: StreamLimits | None = None,
-    ignore_eos: bool = False,
-) -> tuple[str | None, str | None]:
-    """A non-streamed greedy completion: (text, error); with ignore_eos, max_tokens long."""
-    done = await complete(
-        client,
-        base_url,
-        model=model,
-        prompt=prompt,
-        max_tokens=max_tokens,
-        chat=chat,
-        headers=headers,
-        limits=limits,
-        ignore_eos=ignore_eos,
-    )
-    return done.text, done.error
-
-
 async def prompt_nll(
     client: httpx.AsyncClient, base_url: str, *, model: str, text: str, headers: dict[str, str]
 ) -> tuple[int, float] | str:

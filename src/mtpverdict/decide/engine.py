@@ -13,6 +13,7 @@ from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.gather import gather
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
+    DECISION_FORMAT,
     ArmDecision,
     ContextEnvelope,
     ControlResult,
@@ -72,7 +73,7 @@ def decide(
     )
     promoted = outcome.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE)
     return Decision(
-        format="mtpverdict.decision/2",
+        format=DECISION_FORMAT,
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
         provisional=outcome.provisional or (look is not None and bool(look.unrecorded)),

@@ -29,7 +29,6 @@ from mtpverdict.stats.procedure import (
     ArchivedVariance,
     ArmOutcome,
     CellComparison,
-    FamilyOutcome,
     Outcome,
     VarianceMethod,
     Why,
@@ -283,8 +282,3 @@ def flatten(runs: Sequence[FamilyRun]) -> dict[BootKey, CellComparison]:
     return {
         (c.arm, c.cell[0], c.cell[1], run.metric): c for run in runs for arm in run.arms for c in arm.cells
     }
-
-
-def family_of(runs: Sequence[FamilyRun], family: str, metric: str) -> FamilyOutcome | None:
-    found = next((r for r in runs if r.family == family and r.metric == metric), None)
-    return None if found is None else found.outcome.family

@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -24,7 +24,7 @@ from mtpverdict.formats import _check
 from mtpverdict.formats.policy import Severity
 from mtpverdict.formats.results import Spec
 
-DECISION_FORMAT = "mtpverdict.decision/2"
+DECISION_FORMAT: Final = "mtpverdict.decision/2"  # Final: its type is the Literal of Decision.format
 OLDER_FORMATS = ("mtpverdict.decision/1",)  # read by no one: decide again with this version
 
 # A decision is a function of the inputs' contents, never of where they lie or how their path was typed,

@@ -96,13 +96,6 @@ class Spec(Struct, frozen=True, forbid_unknown_fields=True):
     def off(self) -> bool:
         return self.method is None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "method": None if self.method is None else str(self.method),
-            "k": self.k,
-            "config": self.config,
-        }
-
     def label(self) -> str:
         if self.off:
             return "off"

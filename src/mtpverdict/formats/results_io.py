@@ -994,9 +994,6 @@ class ResultsWriter:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def has(self, record: dict[str, Any]) -> bool:
-        return record_key(record) in self.keys
-
     def append(self, record: dict[str, Any]) -> bool:
         """Validate and durably append one record; return False when an identical key is present."""
         found = record_errors(record)

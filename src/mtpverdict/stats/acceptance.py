@@ -56,27 +56,10 @@ class ArmAcceptance:
     cells: tuple[tuple[CellKey, Surface], ...] = ()
 
     @property
-    def sample_size(self) -> int | None:
-        return None if self.primary is None else self.primary.draft_tokens
-
-    @property
     def wasted_fraction(self) -> float | None:
         if self.primary is None or self.primary.rate is None:
             return None
         return 1.0 - self.primary.rate
-
-    @property
-    def last_position_rate(self) -> float | None:
-        found = self._positions()
-        return None if found is None else found.per_position_rate[-1]  # type: ignore[index]
-
-    @property
-    def last_position_high(self) -> float | None:
-        """The upper bound of the last position's rate, when counted."""
-        found = self._positions()
-        if found is None or not found.per_position_high:
-            return None
-        return found.per_position_high[-1]
 
     @property
     def per_position_rate(self) -> tuple[float, ...] | None:

@@ -3,7 +3,7 @@ numbers as scipy.stats and statsmodels, without scipy.stats' per-call argument c
 against 1 us) or its import (0.6 s against 0.3 s), which dominated a typical decide.
 
 scipy.stats.t computes cdf, sf and ppf with special.stdtr / stdtrit, and scipy.stats.nct its cdf with
-special.nctdtr; tests/test_stats_tdist.py checks the results are identical on a grid.
+special.nctdtr; tests/stats/test_tdist.py checks the results are identical on a grid.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _limit(found: Any, x: ArrayLike, nc: ArrayLike, upper: bool) -> Any:
 def clopper_pearson(count: ArrayLike, nobs: ArrayLike, alpha: float) -> tuple[Any, Any]:
     """Two-sided 1 - alpha Clopper-Pearson interval of count / nobs (counts may be fractional, as an
     effective sample size makes them): the beta quantiles statsmodels' proportion_confint(method="beta")
-    takes, by special.betaincinv / betainccinv, 0 and 1 at the ends. tests/test_stats_tdist.py checks
+    takes, by special.betaincinv / betainccinv, 0 and 1 at the ends. tests/stats/test_tdist.py checks
     they are identical to statsmodels'."""
     count, nobs = np.asarray(count, dtype=float), np.asarray(nobs, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):

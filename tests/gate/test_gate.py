@@ -26,7 +26,7 @@ from mtpverdict.gate import (
 )
 from mtpverdict.serveconfig import ServeConfig
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES, Ran, run_cli
 
 WIN = FIXTURES / "synthetic-clean-win"  # decision: promote k2 (mtp k=2) under the default policy
 K2 = '{"method":"mtp","num_speculative_tokens":2}'
@@ -36,20 +36,25 @@ IMAGE = f"vllm/vllm-openai:v{ENGINE}"  # the image the seat's evidence (_seat) r
 # A hostile serve config that the reader would expand stops at this much memory instead of the
 # machine's; the gate itself needs well under 1 GiB.
 MEMORY_LIMIT = 2 << 30
-HOSTILE_SECONDS = 60  # a FIFO that hangs the reader fails the test instead of hanging it
+HOSTILE_SECONDS = 180  # a FIFO that hangs the reader fails the test instead of hanging it (room for load)
 
 
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def _gate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _gate(*args: str, env: dict[str, str] | None = None) -> Ran:
+    return run_cli("gate", *args, env=env)
+
+
+def _gate_guarded(*args: str) -> subprocess.CompletedProcess[str]:
+    """The gate in a process of its own under a memory and a time limit: for the hostile serve
+    configs, whose failure (a hang, a blow-up) must fail the test, not take the test run with it."""
     return subprocess.run(
         [sys.executable, "-m", "mtpverdict", "gate", *args],
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, **(env or {})},
         preexec_fn=_limit_memory,
         timeout=HOSTILE_SECONDS,
     )
@@ -262,7 +267,7 @@ def test_ci_outputs_are_written(tmp_path: Path) -> None:
 def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
     link = tmp_path / "compose.yaml"
     link.symlink_to("/dev/zero")
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(link))
+    done = _gate_guarded(str(WIN), "--proposed", "k=2", "--serve-config", str(link))
     assert done.returncode == 2, done.stderr[-400:]
     assert "is a character device, not a regular file" in done.stderr and "1048576 bytes" in done.stderr
 
@@ -270,14 +275,14 @@ def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> 
 def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     fifo = tmp_path / "compose.yaml"
     os.mkfifo(fifo)
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(fifo))
+    done = _gate_guarded(str(WIN), "--proposed", "k=2", "--serve-config", str(fifo))
     assert done.returncode == 2 and "is a FIFO, not a regular file" in done.stderr
 
 
 def test_an_oversized_serve_config_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "serve.argv"
     big.write_text("--model synthetic " + "#" * (2 << 20) + "\n")
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(big))
+    done = _gate_guarded(str(WIN), "--proposed", "k=2", "--serve-config", str(big))
     assert done.returncode == 2 and "at most 1048576 bytes" in done.stderr
 
 
@@ -287,7 +292,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
     lines += ["services:", "  seat:", "    command: [--model, synthetic, *a19]"]
     bomb = tmp_path / "compose.yaml"
     bomb.write_text("\n".join(lines) + "\n")
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(bomb), "--service", "seat")
+    done = _gate_guarded(str(WIN), "--proposed", "k=2", "--serve-config", str(bomb), "--service", "seat")
     assert done.returncode == 2, done.stderr[-400:]
     # with Compose to resolve it, anchors are allowed but their expansion is bounded; without, refused
     assert (
@@ -297,10 +302,11 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("levels", [40, 60_000])  # 60,000: within the 128 KiB a compose file may be
+@pytest.mark.slow
 def test_deep_nesting_is_refused(tmp_path: Path, levels: int) -> None:
     deep = tmp_path / "compose.yaml"
     deep.write_text("services:\n  seat:\n    command: " + "[" * levels + "]" * levels + "\n")
-    done = _gate(str(WIN), "--proposed", "k=2", "--serve-config", str(deep), "--service", "seat")
+    done = _gate_guarded(str(WIN), "--proposed", "k=2", "--serve-config", str(deep), "--service", "seat")
     assert done.returncode == 2, done.stderr[-400:]
     assert "Traceback" not in done.stderr
     # ours at 32 levels; libyaml's own limit (1000) can stop a deeper document while it scans ahead

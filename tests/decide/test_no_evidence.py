@@ -12,7 +12,7 @@ from mtpverdict.cli import app
 from mtpverdict.decide import decide_directory
 from mtpverdict.rules import shipped_policies
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from mtpverdict.errors import PolicyError
 from mtpverdict.rules import RULE_KINDS, load_policy, shipped_policies
 from mtpverdict.rules import parse_rules as parse_policy
 
-from .conftest import DATA, ROOT
+from ..conftest import DATA, ROOT
 
 INVALID = DATA / "invalid" / "rules"
 

@@ -10,7 +10,7 @@ import pytest
 
 from mtpverdict.formats.schemas import SCHEMAS, render_schema
 
-from .conftest import FIXTURES, GOLDEN
+from ..conftest import FIXTURES, GOLDEN
 
 
 def _schema(name: str) -> dict[str, object]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, calibrate
 
@@ -19,6 +21,7 @@ def _null(boots: int) -> Scenario:
     )
 
 
+@pytest.mark.slow
 def test_default_policy_false_promotion_rate_is_at_most_alpha() -> None:
     policy = load_policy("default")
     result = calibrate(_null(3), policy, NULL_CAMPAIGNS, seed=11)
@@ -29,12 +32,14 @@ def test_default_policy_false_promotion_rate_is_at_most_alpha() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_single_pair_design_never_promotes_noise() -> None:
     # one off_A/off_B pair and single boots: one degree of freedom, a huge floor, no promotion
     result = calibrate(_null(1), load_policy("default"), 60, seed=12)
     assert result.promotions <= 3
 
 
+@pytest.mark.slow
 def test_a_real_effect_is_found() -> None:
     scenario = Scenario(
         name="effect",
@@ -61,6 +66,7 @@ def _seed_shaped(workloads: tuple[str, ...], k2_effect: float) -> Scenario:
     )
 
 
+@pytest.mark.slow
 def test_thor_policy_keeps_its_reference_under_the_null_and_switches_for_a_clear_win() -> None:
     policy = load_policy("thor-c21")
     null = calibrate(_seed_shaped(("code",), 0.0), policy, 20, seed=14)
@@ -74,6 +80,7 @@ def test_thor_policy_keeps_its_reference_under_the_null_and_switches_for_a_clear
     assert win.correct_promotions >= 18
 
 
+@pytest.mark.slow
 def test_arc_policy_judges_campaigns_with_its_context_workloads() -> None:
     policy = load_policy("arc-b70")
     workloads = ("ctx115k", "ctx32k", "ctx4k", "ctx64k", "ctx80k")

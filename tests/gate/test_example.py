@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from mtpverdict.cli import app
 
-from .conftest import ROOT
+from ..conftest import FIXTURES, ROOT
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
 POLICY = ROOT / "rules" / "default.toml"
@@ -209,6 +209,7 @@ def test_the_shipped_placeholder_pin_stops_the_job_with_what_to_do(tmp_path: Pat
         f"--model synthetic --speculative-config '{K2}'",
     ],
 )
+@pytest.mark.slow
 def test_a_pull_request_turning_on_the_selected_depth_passes(
     tmp_path: Path, command: list[str] | str
 ) -> None:

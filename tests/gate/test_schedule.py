@@ -5,8 +5,6 @@ in which a promotion holds."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from mtpverdict.formats.decision import ContextEnvelope, Schedule, ScheduleRange
 from mtpverdict.gate import ArmEvidence, GateEvidence, context_limit, differences, evaluate, parse_spec
 from mtpverdict.serveconfig import ServeConfig
 
-from .conftest import FIXTURES, ROOT
+from ..conftest import FIXTURES, ROOT, run_cli
 
 CROSSOVER = FIXTURES / "synthetic-crossover"
 BASE = ("--model", "synthetic")
@@ -177,13 +175,7 @@ def test_the_arc_seed_states_its_envelope_and_the_gate_enforces_it(tmp_path: Pat
     argv.write_text(
         json.dumps(["vllm", "serve", "q", "--speculative-config", spec, "--max-model-len", "128k"])
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "mtpverdict", "gate", str(FIXTURES / "arc-b70-qwen36"), "--rules", str(rules)]
-        + ["--serve-config", str(argv)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli("gate", FIXTURES / "arc-b70-qwen36", "--rules", rules, "--serve-config", argv)
     assert done.returncode == 1
     assert "a3b_mtp1 holds only below 34,819 prompt tokens (shown up to 6,146; not between)" in done.stdout
     assert "allows 128,000 tokens (--max-model-len): set it below 34,819 tokens" in done.stdout
@@ -200,10 +192,10 @@ def test_the_crossover_fixtures_schedule_passes_the_gate(tmp_path: Path) -> None
             "num_speculative_tokens_per_batch_size": [[1, 2, 2], [3, 1024, 0]],
         }
     )
-    run = [sys.executable, "-m", "mtpverdict", "gate", str(CROSSOVER), "--rules", str(rules), "--proposed"]
-    ok = subprocess.run([*run, spec], capture_output=True, text=True, check=False)
+    run = ("gate", CROSSOVER, "--rules", rules, "--proposed")
+    ok = run_cli(*run, spec)
     assert ok.returncode == 0, ok.stdout
-    wrong = subprocess.run([*run, "k=2"], capture_output=True, text=True, check=False)
+    wrong = run_cli(*run, "k=2")
     assert wrong.returncode == 1
     assert "batch sizes 3 and above: proposing k=2, but the evidence runs k=0 there" in wrong.stdout
 

@@ -112,6 +112,7 @@ def test_tost_matches_statsmodels_when_variance_comes_from_the_two_samples() -> 
     assert mine.p_better == pytest.approx(t.pvalue, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_holm_matches_statsmodels() -> None:
     rng = np.random.default_rng(3)
     for _ in range(50):

@@ -10,7 +10,7 @@ import pytest
 from mtpverdict.errors import ResultsError
 from mtpverdict.formats.results_io import load_results
 
-from .conftest import DATA
+from ..conftest import DATA
 
 INVALID = DATA / "invalid"
 

@@ -112,6 +112,7 @@ def test_a_single_arm_at_its_largest_p_is_better_when_below_alpha() -> None:
     assert arrays.outcome[0, 0] == 0  # better
 
 
+@pytest.mark.slow
 def test_holm_along_matches_statsmodels() -> None:
     rng = np.random.default_rng(3)
     p = rng.random((20, 5)) ** 3

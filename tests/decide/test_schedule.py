@@ -21,7 +21,7 @@ from mtpverdict.report.terminal import render_summary
 from mtpverdict.rules.registry import parse_rules
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 DEFAULT = (ROOT / "rules" / "default.toml").read_text()
 
@@ -367,7 +367,7 @@ def test_a_depth_better_everywhere_is_the_default_and_the_schedule_does_not_wand
     difference resolved at a concurrency departs from it."""
     from mtpverdict.decide import decide_directory
 
-    from .conftest import FIXTURES
+    from ..conftest import FIXTURES
 
     policy = _policy()
     d = decide(decide_directory(FIXTURES / "synthetic-void-arm").results, policy)

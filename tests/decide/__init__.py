@@ -1,0 +1,1 @@
+"""Tests of the decision engine (src/mtpverdict/decide/): schedules, labels, calibration, no evidence."""

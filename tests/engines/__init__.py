@@ -1,0 +1,1 @@
+"""Tests of what each engine provides: serve configs and their speculative flags."""

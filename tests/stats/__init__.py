@@ -1,0 +1,1 @@
+"""Tests of the pure statistics (src/mtpverdict/stats/), one file per module or procedure."""
