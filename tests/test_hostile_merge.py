@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mtpverdict.collect.layout import boot_number
+from mtpverdict.stats.layout import boot_number
 from typer.testing import CliRunner
 
 from mtpverdict.cli import app

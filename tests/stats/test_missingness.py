@@ -18,7 +18,7 @@ from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
 from mtpverdict.stats.missingness import MissingRow, fisher_exact, refusals
 from mtpverdict.stats.runs import run_table
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 CONTROLS = frozenset({"off_A", "off_B"})
 
