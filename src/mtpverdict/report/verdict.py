@@ -420,7 +420,8 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
         lines.append(f"serve: vLLM --speculative-config {shlex.quote(decision.schedule.speculative_config)}")
     if next_step:  # a command is never cut: the terminal wraps it where it must
         first, then, command = next_step.partition("mtpverdict ")
-        lines += [terminal_safe(f"next: {first.rstrip()}" if then else f"next: {next_step}")]
+        why = terminal_safe(f"next: {first.rstrip()}" if then else f"next: {next_step}")
+        lines += _wrapped(why, width, "  ") if then and first else [why]
         lines += [terminal_safe(f"  mtpverdict {command}")] if then and first else []
     return lines
 
