@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ("fixtures", "rules", "examples")  # what a session may read, copied from the checkout
 FENCE = re.compile(r"^(`{3,}|~{3,})")
+DEMO_MARK = "<!-- demo: begin"  # the README's demo session, owned by tests/test_readme_demo.py
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 PROMPT = "$ "
 ELLIPSIS = "..."
@@ -91,6 +92,9 @@ def blocks(path: Path) -> list[Block]:
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith(opening.group(1)))
         marker = NOT_RUN.match(lines[i - 1].strip()) if i else None
+        if i and lines[i - 1].startswith(DEMO_MARK):  # tests/test_readme_demo.py writes and checks it
+            i = end + 1
+            continue
         block = Block(path, i, lines[i + 1 : end], marker.group("reason") if marker else None)
         if block.is_session and block.not_run is None:
             block.commands = _commands(block)
