@@ -300,3 +300,57 @@ def test_a_huge_exposition_is_refused_at_the_bound(fake: Fake, monkeypatch: pyte
     result = asyncio.run(w.watch_url(_ref(), fake.url, w.WatchOptions(0.2, 1.0, 2), seen.append))
     assert result.status is w.Status.UNREACHABLE
     assert "more than 1048576 bytes" in (seen[0].note or "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# how a watch ends when windows failed without a confirmed streak, or when nothing was judged
+
+BELOW = (4000, (3600, 3200, 2800))  # rate 0.8, length 3.4: below the evidence, above break-even
+
+
+def test_failing_windows_of_different_statuses_make_one_streak_ending_with_the_most_severe() -> None:
+    result, seen = _run(_cumulative(VOID, BELOW, VOID, BELOW), w.WatchOptions(60, 240, 2))
+    assert [s.status for s in seen][:2] == [w.Status.BELOW_BREAK_EVEN, w.Status.BELOW_EVIDENCE]
+    assert result.status is w.Status.BELOW_BREAK_EVEN and result.streak == 2 and result.confirmed
+
+
+def test_a_watch_whose_last_windows_failed_unconfirmed_does_not_hold() -> None:
+    result, _ = _run(_cumulative(GOOD, GOOD, VOID), w.WatchOptions(60, 180, 2))
+    assert result.status is w.Status.BELOW_BREAK_EVEN and result.streak == 1 and not result.confirmed
+    one, _ = _run(_cumulative(VOID), w.WatchOptions(1, 1, 1))
+    assert one.status is w.Status.BELOW_BREAK_EVEN
+
+
+def test_a_watch_that_judged_no_window_is_not_judged() -> None:
+    idle = _cumulative((0, (0, 0, 0)), (0, (0, 0, 0)))
+    assert _run(idle, w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    assert _run(["", "", ""], w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    node = [f'node_cpu_seconds_total{{cpu="0"}} {i}\n' for i in range(3)]
+    assert _run(list(node), w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    resets = [_text(10**6 - 100 * i, (0, 0, 0), 10**6 - 100 * i) for i in range(4)]
+    assert _run(resets, w.WatchOptions(60, 180, 2))[0].status is w.Status.NOT_JUDGED
+    flaky: list[str | None] = [ZERO, None, ZERO, None, ZERO]
+    assert _run(flaky, w.WatchOptions(60, 240, 2))[0].status is w.Status.NOT_JUDGED
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mtpverdict", "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_confirm_above_the_number_of_windows_is_refused() -> None:
+    done = _cli("http://127.0.0.1:1", "--decision", str(DECISION), "--window", "1s", "--for", "1s")
+    assert done.returncode == 2 and "--confirm" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "notaurl", "ftp://x/", "http://h:99999", "http://"])
+def test_a_bad_url_is_bad_input_in_one_line(url: str) -> None:
+    done = _cli(url, "--decision", str(DECISION), "--window", "1s", "--for", "2s")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (
+        done.stderr
+    )

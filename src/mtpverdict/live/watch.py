@@ -14,10 +14,14 @@ window is one cluster of draft rounds: stats/acceptance_ci.py) and the live mean
 - unreachable: /metrics did not answer 200 within the bounds, or its text was not an exposition;
 - holds, or idle (no token generated: nothing to judge) and reset (a counter went down).
 
-A failing status seen in `confirm` consecutive judged windows ends the watch with its exit code; idle
-and reset windows neither extend nor break a streak. Otherwise the watch ends after `duration`
-seconds with the evidence holding. Memory is bounded: the previous scrape and the current streak are
-all that is kept; every scrape is bounded in bytes and time like collect's.
+Failing windows in a row make one streak, whatever their failing statuses; the streak's status is the
+most severe one in it (below_break_even, no_drafting, below_evidence, unreachable, in that order). A
+streak of `confirm` windows ends the watch with that status; idle and reset windows neither extend nor
+break a streak, and an answer after a streak of unreachable windows only ends it. When `duration` runs
+out, a streak still open (the last windows failed, fewer than `confirm` of them) ends the watch with its
+status, unconfirmed; a watch that judged no window (every one idle, reset or unreachable, with no open
+streak) ends not_judged; otherwise the evidence held. Memory is bounded: the previous scrape and the
+current streak are all that is kept; every scrape is bounded in bytes and time like collect's.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from mtpverdict.errors import EngineTextError
+from mtpverdict.errors import EngineTextError, InputError, Problem, printable
 from mtpverdict.live.reference import Reference
 from mtpverdict.parse.metrics import MetricsSnapshot, acceptance_delta, parse_metrics
 from mtpverdict.parse.model import AcceptanceReading, VoidWindow
@@ -54,13 +58,16 @@ class Status(StrEnum):
     BELOW_EVIDENCE = "below_evidence"
     NO_DRAFTING = "no_drafting"
     UNREACHABLE = "unreachable"
+    NOT_JUDGED = "not_judged"  # an outcome only: the watch ended without judging any window
 
     @property
     def failing(self) -> bool:
         return self in FAILING
 
 
-FAILING = (Status.BELOW_BREAK_EVEN, Status.BELOW_EVIDENCE, Status.NO_DRAFTING, Status.UNREACHABLE)
+FAILING = (Status.BELOW_BREAK_EVEN, Status.NO_DRAFTING, Status.BELOW_EVIDENCE, Status.UNREACHABLE)
+"""The failing statuses, most severe first: a streak's status is the first of them it holds."""
+JUDGED = (Status.HOLDS, Status.BELOW_BREAK_EVEN, Status.NO_DRAFTING, Status.BELOW_EVIDENCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +94,14 @@ class WindowReport:
 
 @dataclass(frozen=True, slots=True)
 class WatchResult:
-    """How the watch ended: the status that ended it (holds when the duration ran out) and the windows."""
+    """How the watch ended: its status (module docstring), the windows, and whether a streak confirmed it."""
 
     status: Status
     windows: int
     streak: int
     last: WindowReport | None
+    confirmed: bool = False
+    judged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +196,29 @@ class WatchOptions:
     duration: float = DEFAULT_DURATION_SECONDS
     confirm: int = DEFAULT_CONFIRM
 
+    @property
+    def windows(self) -> int:
+        """How many windows the watch judges at most."""
+        return max(1, math.ceil(self.duration / self.window))
+
+
+def check_watch(options: WatchOptions) -> None:
+    """Refuse a --confirm no watch of this length can reach (InputError naming --confirm)."""
+    if options.confirm > options.windows:
+        raise InputError(
+            [
+                Problem(
+                    "watch",
+                    f"--confirm {options.confirm} is more than the {options.windows} windows of --for "
+                    f"{options.duration:g} s at --window {options.window:g} s: no streak could confirm",
+                    key="--confirm",
+                )
+            ]
+        )
+
 
 class _Streak:
-    """The current run of one failing status (idle and reset windows pass through it)."""
+    """The current run of failing windows and its most severe status (idle and reset pass through it)."""
 
     def __init__(self) -> None:
         self.status: Status | None = None
@@ -203,10 +232,10 @@ class _Streak:
             return
         if not status.failing:
             self.clear()
-        elif status is self.status:
-            self.count += 1
-        else:
-            self.status, self.count = status, 1
+            return
+        self.count += 1
+        if self.status is None or FAILING.index(status) < FAILING.index(self.status):
+            self.status = status
 
 
 async def watch(
@@ -222,8 +251,9 @@ async def watch(
     `sleep_until(t)` waits until t seconds after the start (injected: tests need no wall clock);
     `report` receives every window as it is judged.
     """
-    windows = max(1, math.ceil(options.duration / options.window))
+    windows = options.windows
     streak = _Streak()
+    judged = 0
     previous: MetricsSnapshot | None = None
     last: WindowReport | None = None
     for index in range(windows + 1):  # scrape 0 is the baseline; windows 1..n are judged
@@ -242,10 +272,13 @@ async def watch(
             last = judge(ref, index, previous, snapshot, ref.alpha)
             previous = snapshot
         report(last)
+        judged += last.status in JUDGED
         streak.add(last.status)
         if streak.status is not None and streak.count >= options.confirm:
-            return WatchResult(streak.status, index, streak.count, last)
-    return WatchResult(Status.HOLDS, windows, 0, last)
+            return WatchResult(streak.status, index, streak.count, last, confirmed=True, judged=judged)
+    if streak.status is not None:
+        return WatchResult(streak.status, windows, streak.count, last, judged=judged)
+    return WatchResult(Status.HOLDS if judged else Status.NOT_JUDGED, windows, 0, last, judged=judged)
 
 
 async def _snapshot(scrape: Callable[[], Awaitable[Scrape]]) -> tuple[MetricsSnapshot | None, str | None]:
@@ -259,10 +292,24 @@ async def _snapshot(scrape: Callable[[], Awaitable[Scrape]]) -> tuple[MetricsSna
 
 
 def metrics_url(url: str) -> str:
-    """The /metrics URL of a server: a bare base URL gets /metrics, a URL with a path is kept."""
+    """The /metrics URL of a server: a bare base URL gets /metrics, a URL with a path is kept.
+
+    InputError (key URL) for anything but an http(s) URL with a host and a valid port.
+    """
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # ValueError when out of range or not a number
+        bad = None
+        if parts.scheme not in ("http", "https"):
+            bad = "is not an http:// or https:// URL"
+        elif not parts.hostname:
+            bad = "names no host"
+    except ValueError as exc:
+        bad = f"is not a valid URL ({exc})"
+    if bad is not None:
+        raise InputError([Problem("watch", f"{printable(url)!r} {bad}", key="URL")])
     if parts.path in ("", "/"):
         return url.rstrip("/") + "/metrics"
     return url
