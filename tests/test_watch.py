@@ -325,9 +325,9 @@ def test_a_watch_that_judged_no_window_is_not_judged() -> None:
     idle = _cumulative((0, (0, 0, 0)), (0, (0, 0, 0)))
     assert _run(idle, w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
     assert _run(["", "", ""], w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
-    node = [f'node_cpu_seconds_total{{cpu="0"}} {i}\n' for i in range(3)]
-    assert _run(list(node), w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
-    resets = [_text(10**6 - 100 * i, (0, 0, 0), 10**6 - 100 * i) for i in range(4)]
+    node: list[str | None] = [f'node_cpu_seconds_total{{cpu="0"}} {i}\n' for i in range(3)]
+    assert _run(node, w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    resets: list[str | None] = [_text(10**6 - 100 * i, (0, 0, 0), 10**6 - 100 * i) for i in range(4)]
     assert _run(resets, w.WatchOptions(60, 180, 2))[0].status is w.Status.NOT_JUDGED
     flaky: list[str | None] = [ZERO, None, ZERO, None, ZERO]
     assert _run(flaky, w.WatchOptions(60, 240, 2))[0].status is w.Status.NOT_JUDGED
