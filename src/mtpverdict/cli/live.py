@@ -27,6 +27,7 @@ from mtpverdict.cli._common import (
     EXIT_NOT_JUDGED,
     EXIT_UNREACHABLE,
     echo,
+    fail,
     fail_input,
 )
 from mtpverdict.errors import InputError
@@ -76,6 +77,8 @@ def alerts(
         text = rules_yaml(ref, options)
     except InputError as exc:
         fail_input(exc)
+    if not out.parent.is_dir():
+        fail(f"{out}: the directory {out.parent} does not exist (alerts creates no directory)")
     try:
         atomic_write(out, text)
     except OSError as exc:
