@@ -148,6 +148,12 @@ def _series(instance: str, accepted_per_draft: float, *, drafting: bool = True) 
     return [{"series": f"{name}{{{labels}}}", "values": f"0+{step}x40"} for name, step in per_minute.items()]
 
 
+def _plain(instance: str, minutes: int = 40) -> list[dict[str, str]]:
+    """A server without speculation: it generates tokens and exports no spec-decode counter."""
+    labels = f'engine="0",instance="{instance}",model_name="qwen"'
+    return [{"series": f"vllm:generation_tokens_total{{{labels}}}", "values": f"0+2000x{minutes}"}]
+
+
 VALUE = '{{ $value | printf "%.3f" }}'
 
 
@@ -189,6 +195,7 @@ def test_promtool_fires_each_alert_where_its_threshold_is_crossed_and_none_where
         *_series("evidence", below_evidence),
         *_series("breakeven", below_break_even),
         *_series("stopped", 0.0, drafting=False),
+        *_plain("plain"),  # a seat that never speculated: not this decision's, no alert
     ]
 
     def accepted(per_draft: float) -> float:
@@ -343,3 +350,38 @@ def test_alerts_refuses_an_out_file_in_a_missing_directory(tmp_path: Path) -> No
     done = runner.invoke(app, ["alerts", str(PROMOTED), "--out", str(out)])
     assert done.exit_code == 2 and "does not exist" in done.output, done.output
     assert not (tmp_path / "none").exists()
+
+
+def test_drafting_stopped_fires_where_the_counters_vanished_and_never_on_a_seat_that_never_drafted(
+    tmp_path: Path,
+) -> None:
+    """A seat restarted without speculation loses its spec-decode counters: the alert fires there, and
+    not on servers of the same model that never drafted (they match the rules as much)."""
+    promtool = _promtool()
+    ref = _ref()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules_yaml(ref, OPTIONS))
+    labels = 'engine="0",instance="vanished",model_name="qwen"'
+    vanished = [
+        {"series": f"vllm:spec_decode_num_drafts_total{{{labels}}}", "values": "0+600x10 _x50"},
+        {"series": f"vllm:spec_decode_num_draft_tokens_total{{{labels}}}", "values": "0+1800x10 _x50"},
+        {"series": f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}}", "values": "0+1700x10 _x50"},
+        {"series": f"vllm:generation_tokens_total{{{labels}}}", "values": "0+2000x60"},
+    ]
+    checks = [
+        {
+            "eval_time": "45m",
+            "alertname": "MtpverdictDraftingStopped",
+            "exp_alerts": [
+                {
+                    "exp_labels": _labels(ref, "vanished", "critical"),
+                    "exp_annotations": _annotations(ref, "MtpverdictDraftingStopped", 2000 / 60),
+                }
+            ],
+        }
+    ]
+    cases = [{"interval": "1m", "input_series": [*vanished, *_plain("plain", 60)], "alert_rule_test": checks}]
+    spec = tmp_path / "test.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": cases}))
+    done = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

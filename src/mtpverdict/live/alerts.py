@@ -10,7 +10,9 @@ sha256), so rules of several decisions can be loaded side by side. Three alerts 
   bound (speculation now costs throughput at the arm's most demanding measured cell);
 - MtpverdictAcceptanceBelowEvidence: the acceptance rate below the low end of the campaign's measured
   interval (traffic or drafter differ from the evidence);
-- MtpverdictDraftingStopped: tokens generated while nothing is drafted (or the counters vanished).
+- MtpverdictDraftingStopped: tokens generated while nothing is drafted (or the counters vanished), on
+  series that drafted within the last DRAFTED_LOOKBACK: a server of the same model that never
+  speculated is not this decision's seat, so it never fires there (with or without --match).
 
 A window without traffic has no rate (0 / 0): no alert fires on an idle seat.
 
@@ -57,6 +59,7 @@ _ESCAPE = re.compile(  # PromQL string escapes (promql/parser/lex.go), the last 
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _NOT_RE2 = re.compile(r"\(\?<?[=!]|(?<!\\)(?:\\\\)*\\[1-9]")  # lookaround, backreference
 DEFAULT_WINDOW = "5m"
+DRAFTED_LOOKBACK = "1d"  # DraftingStopped watches series whose drafted-token rate existed this recently
 DEFAULT_FOR = "10m"
 SHOWN_DIGITS = 6  # significant digits of a threshold, as the decision file writes them
 
@@ -274,12 +277,14 @@ def _alerts(
         )
     stopped = _alert(
         "MtpverdictDraftingStopped",
-        f"({record['generated']}{mine} > 0) unless ({record['drafted']}{mine} > 0)",
+        f"(({record['generated']}{mine} > 0) unless ({record['drafted']}{mine} > 0)) and "
+        f"present_over_time({record['drafted']}{mine}[{DRAFTED_LOOKBACK}])",
         options.hold,
         {**labels, "severity": "critical"},
         "tokens are generated but nothing is drafted",
         f"The seat generates tokens while no draft token was proposed over {options.window} (or the "
-        f"spec-decode counters are gone): speculation is off or broken, against {about}.",
+        f"spec-decode counters are gone) on a seat that drafted within {DRAFTED_LOOKBACK}: speculation "
+        f"is off or broken, against {about}.",
     )
     return [below_break_even, below_evidence, stopped]
 
