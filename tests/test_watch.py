@@ -354,3 +354,16 @@ def test_a_bad_url_is_bad_input_in_one_line(url: str) -> None:
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (
         done.stderr
     )
+
+
+def test_acceptance_above_the_measured_interval_is_flagged_but_not_a_failure() -> None:
+    ref = replace(_ref(), rate_high=0.9)  # the live drafter below accepts 1125/1200 = 0.94 [0.92, 0.95]
+    got = _judge(ZERO, _text(400, (390, 375, 360), 1600), ref)
+    assert got.status is w.Status.ABOVE_EVIDENCE and not got.status.failing
+
+
+def test_a_seat_drafting_another_depth_than_the_decisions_is_warned_about() -> None:
+    ref = replace(_ref(), drafted_per_step=1.0)  # a k=1 decision against this k=3 seat
+    got = _judge(ZERO, _text(400, (390, 375, 360), 1600), ref)
+    assert got.note is not None and "per step" in got.note and "3.00" in got.note
+    assert _judge(ZERO, _text(400, (390, 375, 360), 1600)).note is None

@@ -208,4 +208,5 @@ def _window_line(w: WindowReport) -> str:
     if w.length_low is not None and w.length_high is not None:
         length += f" [{w.length_low:.3f}, {w.length_high:.3f}]"
     counts = f"{w.accepted_tokens}/{w.draft_tokens} tokens"
-    return f"window {w.window}: {w.status}: acceptance {w.rate:.3f}{interval}{length} ({counts})"
+    note = "" if w.note is None else f"; {w.note}"
+    return f"window {w.window}: {w.status}: acceptance {w.rate:.3f}{interval}{length} ({counts}){note}"

@@ -10,9 +10,16 @@ window is one cluster of draft rounds: stats/acceptance_ci.py) and the live mean
   and below the measured length's low end (an arm whose evidence was already below break-even is
   judged by the second part, so only a departure from the evidence counts);
 - below_evidence: the live rate's upper end is below the low end of the campaign's measured interval;
+- above_evidence: the live rate's low end is above the high end of the measured interval (the traffic
+  is easier than the evidence's, or the seat is another configuration): flagged, not a failure, since
+  speculation pays more there than the decision measured;
 - no_drafting: tokens were generated but nothing was drafted (or the counters are gone);
 - unreachable: /metrics did not answer 200 within the bounds, or its text was not an exposition;
 - holds, or idle (no token generated: nothing to judge) and reset (a counter went down).
+
+A judged window whose drafted tokens per step differ from the decision arm's by more than
+DRAFTED_PER_STEP_TOLERANCE carries a warning note: the seat may not run the decision's configuration
+(a k=1 decision judged against a k=3 server), and its break-even bound is then not the seat's.
 
 Failing windows in a row make one streak, whatever their failing statuses; the streak's status is the
 most severe one in it (below_break_even, no_drafting, below_evidence, unreachable, in that order). A
@@ -46,6 +53,7 @@ DEFAULT_DURATION_SECONDS = 600.0
 DEFAULT_CONFIRM = 2  # consecutive failing windows before the watch ends: one noisy window is not a trend
 MAX_SCRAPE_BYTES = 16 * 1024 * 1024  # as collect's bound on a /metrics answer (collect/client.py)
 MAX_SCRAPE_SECONDS = 60.0  # and never longer than a window
+DRAFTED_PER_STEP_TOLERANCE = 0.5  # tokens per step: more apart than this is another configuration
 
 
 class Status(StrEnum):
@@ -56,6 +64,7 @@ class Status(StrEnum):
     RESET = "reset"
     BELOW_BREAK_EVEN = "below_break_even"
     BELOW_EVIDENCE = "below_evidence"
+    ABOVE_EVIDENCE = "above_evidence"
     NO_DRAFTING = "no_drafting"
     UNREACHABLE = "unreachable"
     NOT_JUDGED = "not_judged"  # an outcome only: the watch ended without judging any window
@@ -67,7 +76,13 @@ class Status(StrEnum):
 
 FAILING = (Status.BELOW_BREAK_EVEN, Status.NO_DRAFTING, Status.BELOW_EVIDENCE, Status.UNREACHABLE)
 """The failing statuses, most severe first: a streak's status is the first of them it holds."""
-JUDGED = (Status.HOLDS, Status.BELOW_BREAK_EVEN, Status.NO_DRAFTING, Status.BELOW_EVIDENCE)
+JUDGED = (
+    Status.HOLDS,
+    Status.ABOVE_EVIDENCE,
+    Status.BELOW_BREAK_EVEN,
+    Status.NO_DRAFTING,
+    Status.BELOW_EVIDENCE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +171,20 @@ def _judged(
         length = 1.0 + accepted / delta.drafts
         if low is not None and high is not None:
             length_low, length_high = 1.0 + k_bar * low, 1.0 + k_bar * high
-    status = _status(ref, rate if high is None else high, length if length_high is None else length_high)
+    status = _status(
+        ref,
+        rate if low is None else low,
+        rate if high is None else high,
+        length if length_high is None else length_high,
+    )
+    note = None
+    if delta.drafts and ref.drafted_per_step is not None:
+        live = drafted / delta.drafts
+        if abs(live - ref.drafted_per_step) > DRAFTED_PER_STEP_TOLERANCE:
+            note = (
+                f"warning: the seat drafts {live:.2f} tokens per step, the decision's arm "
+                f"{ref.drafted_per_step:.2f}: is it the decision's configuration?"
+            )
     return WindowReport(
         index,
         status,
@@ -170,15 +198,18 @@ def _judged(
         length,
         length_low,
         length_high,
+        note,
     )
 
 
-def _status(ref: Reference, rate_high: float, length_high: float | None) -> Status:
+def _status(ref: Reference, rate_low: float, rate_high: float, length_high: float | None) -> Status:
     if length_high is not None and ref.bound_length is not None and length_high < ref.bound_length:
         if ref.length_low is None or length_high < ref.length_low:
             return Status.BELOW_BREAK_EVEN
     if ref.rate_low is not None and rate_high < ref.rate_low:
         return Status.BELOW_EVIDENCE
+    if ref.rate_high is not None and rate_low > ref.rate_high:
+        return Status.ABOVE_EVIDENCE
     return Status.HOLDS
 
 
