@@ -15,7 +15,7 @@ import pytest
 
 from mtpverdict.live import watch as w
 from mtpverdict.live.reference import Reference, load_reference
-from mtpverdict.parse.metrics import parse_metrics
+from mtpverdict.parse.metrics import MetricsSnapshot, parse_metrics
 
 from .collect.conftest import FAKE, free_port
 from .conftest import ROOT
@@ -367,3 +367,31 @@ def test_a_seat_drafting_another_depth_than_the_decisions_is_warned_about() -> N
     got = _judge(ZERO, _text(400, (390, 375, 360), 1600), ref)
     assert got.note is not None and "per step" in got.note and "3.00" in got.note
     assert _judge(ZERO, _text(400, (390, 375, 360), 1600)).note is None
+
+
+def test_only_the_engines_counters_reach_the_parser_and_their_number_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large exposition costs the parser only its engine counters: other series, histogram buckets
+    and comments are blanked (line numbers stay), and too many engine lines are refused."""
+    parsed: list[str] = []
+
+    def recording(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
+        parsed.append(text)
+        return parse_metrics(text, source=source)
+
+    monkeypatch.setattr(w, "parse_metrics", recording)
+    noise = "".join(f'node_x{{b="{i}"}} 1\n' for i in range(5000))
+    buckets = "".join(f'vllm:e2e_request_latency_seconds_bucket{{le="{i}"}} 1\n' for i in range(500))
+    text = noise + buckets + _text(400, (390, 375, 360), 1600)
+
+    async def scrape() -> w.Scrape:
+        return w.Scrape(text, None)
+
+    snapshot, error = asyncio.run(w._snapshot(scrape))
+    assert error is None and snapshot is not None and snapshot.drafts == 400
+    assert "node_x" not in parsed[0] and "_bucket" not in parsed[0]
+    assert parsed[0].count("\n") == text.count("\n")  # a malformed line is still named by its number
+    monkeypatch.setattr(w, "MAX_ENGINE_LINES", 3)
+    snapshot, error = asyncio.run(w._snapshot(scrape))
+    assert snapshot is None and error is not None and "more than 3" in error
