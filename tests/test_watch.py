@@ -395,3 +395,13 @@ def test_only_the_engines_counters_reach_the_parser_and_their_number_is_bounded(
     monkeypatch.setattr(w, "MAX_ENGINE_LINES", 3)
     snapshot, error = asyncio.run(w._snapshot(scrape))
     assert snapshot is None and error is not None and "more than 3" in error
+
+
+def test_the_readme_exit_code_table_is_the_clis_codes() -> None:
+    import re
+
+    from mtpverdict.cli import _common
+
+    codes = {v for k, v in vars(_common).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    readme = (ROOT / "README.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    assert {int(n) for n in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)} == codes
