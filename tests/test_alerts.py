@@ -148,6 +148,12 @@ def _series(instance: str, accepted_per_draft: float, *, drafting: bool = True) 
     return [{"series": f"{name}{{{labels}}}", "values": f"0+{step}x40"} for name, step in per_minute.items()]
 
 
+def _plain(instance: str, minutes: int = 40) -> list[dict[str, str]]:
+    """A server without speculation: it generates tokens and exports no spec-decode counter."""
+    labels = f'engine="0",instance="{instance}",model_name="qwen"'
+    return [{"series": f"vllm:generation_tokens_total{{{labels}}}", "values": f"0+2000x{minutes}"}]
+
+
 VALUE = '{{ $value | printf "%.3f" }}'
 
 
@@ -189,6 +195,7 @@ def test_promtool_fires_each_alert_where_its_threshold_is_crossed_and_none_where
         *_series("evidence", below_evidence),
         *_series("breakeven", below_break_even),
         *_series("stopped", 0.0, drafting=False),
+        *_plain("plain"),  # a seat that never speculated: not this decision's, no alert
     ]
 
     def accepted(per_draft: float) -> float:
@@ -230,3 +237,151 @@ def _labels(ref: Reference, instance: str, severity: str) -> dict[str, str]:
         "mtpverdict_arm": ref.arm,
         "severity": severity,
     }
+
+
+# ---------------------------------------------------------------------------------------------------
+# what the rules refuse: an arm with nothing to hold to, durations and matchers promtool rejects,
+# template text from a hand-edited decision
+
+
+def _decision() -> Any:
+    from mtpverdict.formats.decision import parse_decision
+
+    return parse_decision(PROMOTED.read_text(), str(PROMOTED))
+
+
+def _with_arm(**changes: Any) -> Any:
+    import msgspec
+
+    decision = _decision()
+    arms = tuple(msgspec.structs.replace(a, **changes) if a.name == "k3" else a for a in decision.arms)
+    return msgspec.structs.replace(decision, arms=arms)
+
+
+def test_an_arm_without_thresholds_or_with_a_void_verdict_is_refused() -> None:
+    import msgspec
+
+    from mtpverdict.formats.decision import Verdict
+    from mtpverdict.live.reference import reference
+
+    k3 = _decision().find_arm("k3")
+    assert k3 is not None and k3.acceptance is not None
+    bare = msgspec.structs.replace(k3.acceptance.primary, ci_low=None, ci_high=None)
+    no_interval = msgspec.structs.replace(k3.acceptance, primary=bare)
+    with pytest.raises(InputError, match="no threshold"):
+        reference(_with_arm(acceptance=no_interval, break_even=None), "0" * 64, "d.json")
+    with pytest.raises(InputError, match="void"):
+        reference(_with_arm(verdict=Verdict.VOID, void_reason="the drafter never loaded"), "0" * 64, "d.json")
+
+
+@pytest.mark.parametrize(
+    "duration", ["1m1m", "1s1m", "0s", "0m0s", "99999999999999999999y", "1.5m", "-1m", "1M", "1 m", ""]
+)
+def test_durations_promtool_rejects_are_refused(duration: str) -> None:
+    with pytest.raises(InputError):
+        rule_groups(_ref(), AlertOptions(AlertEngine.VLLM, duration, "10m"))
+    with pytest.raises(InputError):
+        rule_groups(_ref(), AlertOptions(AlertEngine.VLLM, "5m", duration))
+
+
+@pytest.mark.parametrize(
+    "matcher",
+    [
+        'model_name=~"("',
+        'model_name!~"[a-"',
+        '__name__="vllm:x"',
+        'model_name="\\q"',
+        'model_name="\\x4"',
+        '9abc="x"',
+    ],
+)
+def test_matchers_promtool_rejects_are_refused(matcher: str) -> None:
+    with pytest.raises(InputError) as caught:
+        rule_groups(_ref(), AlertOptions(AlertEngine.VLLM, "5m", "10m", (matcher,)))
+    assert [p.key for p in caught.value.problems] == ["--match"]
+
+
+def test_valid_durations_and_matchers_pass_promtool(tmp_path: Path) -> None:
+    options = AlertOptions(
+        AlertEngine.VLLM, "1h30m", "1d2h", ('model_name=~"qwen.*|llama"', 'job!="x\\"y"', 'a="\\n"')
+    )
+    out = tmp_path / "ok.yaml"
+    out.write_text(rules_yaml(_ref(), options))
+    done = subprocess.run(
+        [_promtool(), "check", "rules", str(out)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("name", 'k3 {{ range query "up" }}{{ .Labels }}{{ end }}'), ("name", "k3 {{ .Broken")],
+)
+def test_template_text_in_an_arm_name_is_refused(field: str, value: str) -> None:
+    import msgspec
+
+    from mtpverdict.live.reference import reference
+
+    decision = _with_arm(**{field: value})
+    decision = msgspec.structs.replace(
+        decision, selected=msgspec.structs.replace(decision.selected, arm=value)
+    )
+    with pytest.raises(InputError, match="is not a name"):
+        reference(decision, "0" * 64, "d.json")
+    spec = msgspec.structs.replace(_decision().find_arm("k3").spec, method="mtp {{ .X }}")
+    with pytest.raises(InputError, match="template delimiter"):
+        reference(_with_arm(spec=spec), "0" * 64, "d.json")
+
+
+def test_template_text_in_the_bound_workload_never_reaches_the_rules(tmp_path: Path) -> None:
+    import msgspec
+
+    from mtpverdict.live.reference import reference
+
+    k3 = _decision().find_arm("k3")
+    assert k3 is not None and k3.break_even is not None
+    be = msgspec.structs.replace(k3.break_even, bound_workload="deep {{ $labels.instance }}")
+    with pytest.raises(InputError, match="bound_workload"):
+        reference(_with_arm(break_even=be), "0" * 64, "d.json")
+
+
+def test_alerts_refuses_an_out_file_in_a_missing_directory(tmp_path: Path) -> None:
+    out = tmp_path / "none" / "deeper" / "o.yaml"
+    done = runner.invoke(app, ["alerts", str(PROMOTED), "--out", str(out)])
+    assert done.exit_code == 2 and "does not exist" in done.output, done.output
+    assert not (tmp_path / "none").exists()
+
+
+def test_drafting_stopped_fires_where_the_counters_vanished_and_never_on_a_seat_that_never_drafted(
+    tmp_path: Path,
+) -> None:
+    """A seat restarted without speculation loses its spec-decode counters: the alert fires there, and
+    not on servers of the same model that never drafted (they match the rules as much)."""
+    promtool = _promtool()
+    ref = _ref()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules_yaml(ref, OPTIONS))
+    labels = 'engine="0",instance="vanished",model_name="qwen"'
+    vanished = [
+        {"series": f"vllm:spec_decode_num_drafts_total{{{labels}}}", "values": "0+600x10 _x50"},
+        {"series": f"vllm:spec_decode_num_draft_tokens_total{{{labels}}}", "values": "0+1800x10 _x50"},
+        {"series": f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}}", "values": "0+1700x10 _x50"},
+        {"series": f"vllm:generation_tokens_total{{{labels}}}", "values": "0+2000x60"},
+    ]
+    checks = [
+        {
+            "eval_time": "45m",
+            "alertname": "MtpverdictDraftingStopped",
+            "exp_alerts": [
+                {
+                    "exp_labels": _labels(ref, "vanished", "critical"),
+                    "exp_annotations": _annotations(ref, "MtpverdictDraftingStopped", 2000 / 60),
+                }
+            ],
+        }
+    ]
+    cases = [{"interval": "1m", "input_series": [*vanished, *_plain("plain", 60)], "alert_rule_test": checks}]
+    spec = tmp_path / "test.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": cases}))
+    done = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

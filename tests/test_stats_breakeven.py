@@ -112,3 +112,11 @@ def test_thor_k3_break_even_in_the_decision() -> None:
     assert cell["step_cost"] == pytest.approx(2.03, abs=0.03)
     assert cell["break_even_rate"] == pytest.approx(0.34, abs=0.01)
     assert cell["margin"] > 1.5
+
+
+def test_absurd_inputs_give_no_break_even_or_no_interval_never_an_overflow() -> None:
+    assert break_even(Interval(2.0, None, None), 2.0, -1000.0) is None  # exp(1000) overflows
+    assert break_even(Interval(1e308, None, None), 2.0, -1.0) is None  # a finite product overflows to inf
+    wide = break_even(Interval(2.0, None, None), 2.0, 0.1, -1000.0, 0.2)
+    assert wide is not None and wide.step_cost.high is None and wide.step_cost.low is not None
+    assert wide.rate is not None and wide.rate.high is None and math.isfinite(wide.conservative_bound)

@@ -15,7 +15,7 @@ import pytest
 
 from mtpverdict.live import watch as w
 from mtpverdict.live.reference import Reference, load_reference
-from mtpverdict.parse.metrics import parse_metrics
+from mtpverdict.parse.metrics import MetricsSnapshot, parse_metrics
 
 from .collect.conftest import FAKE, free_port
 from .conftest import ROOT
@@ -300,3 +300,108 @@ def test_a_huge_exposition_is_refused_at_the_bound(fake: Fake, monkeypatch: pyte
     result = asyncio.run(w.watch_url(_ref(), fake.url, w.WatchOptions(0.2, 1.0, 2), seen.append))
     assert result.status is w.Status.UNREACHABLE
     assert "more than 1048576 bytes" in (seen[0].note or "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# how a watch ends when windows failed without a confirmed streak, or when nothing was judged
+
+BELOW = (4000, (3600, 3200, 2800))  # rate 0.8, length 3.4: below the evidence, above break-even
+
+
+def test_failing_windows_of_different_statuses_make_one_streak_ending_with_the_most_severe() -> None:
+    result, seen = _run(_cumulative(VOID, BELOW, VOID, BELOW), w.WatchOptions(60, 240, 2))
+    assert [s.status for s in seen][:2] == [w.Status.BELOW_BREAK_EVEN, w.Status.BELOW_EVIDENCE]
+    assert result.status is w.Status.BELOW_BREAK_EVEN and result.streak == 2 and result.confirmed
+
+
+def test_a_watch_whose_last_windows_failed_unconfirmed_does_not_hold() -> None:
+    result, _ = _run(_cumulative(GOOD, GOOD, VOID), w.WatchOptions(60, 180, 2))
+    assert result.status is w.Status.BELOW_BREAK_EVEN and result.streak == 1 and not result.confirmed
+    one, _ = _run(_cumulative(VOID), w.WatchOptions(1, 1, 1))
+    assert one.status is w.Status.BELOW_BREAK_EVEN
+
+
+def test_a_watch_that_judged_no_window_is_not_judged() -> None:
+    idle = _cumulative((0, (0, 0, 0)), (0, (0, 0, 0)))
+    assert _run(idle, w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    assert _run(["", "", ""], w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    node: list[str | None] = [f'node_cpu_seconds_total{{cpu="0"}} {i}\n' for i in range(3)]
+    assert _run(node, w.WatchOptions(60, 120, 2))[0].status is w.Status.NOT_JUDGED
+    resets: list[str | None] = [_text(10**6 - 100 * i, (0, 0, 0), 10**6 - 100 * i) for i in range(4)]
+    assert _run(resets, w.WatchOptions(60, 180, 2))[0].status is w.Status.NOT_JUDGED
+    flaky: list[str | None] = [ZERO, None, ZERO, None, ZERO]
+    assert _run(flaky, w.WatchOptions(60, 240, 2))[0].status is w.Status.NOT_JUDGED
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mtpverdict", "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_confirm_above_the_number_of_windows_is_refused() -> None:
+    done = _cli("http://127.0.0.1:1", "--decision", str(DECISION), "--window", "1s", "--for", "1s")
+    assert done.returncode == 2 and "--confirm" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "notaurl", "ftp://x/", "http://h:99999", "http://"])
+def test_a_bad_url_is_bad_input_in_one_line(url: str) -> None:
+    done = _cli(url, "--decision", str(DECISION), "--window", "1s", "--for", "2s")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (
+        done.stderr
+    )
+
+
+def test_acceptance_above_the_measured_interval_is_flagged_but_not_a_failure() -> None:
+    ref = replace(_ref(), rate_high=0.9)  # the live drafter below accepts 1125/1200 = 0.94 [0.92, 0.95]
+    got = _judge(ZERO, _text(400, (390, 375, 360), 1600), ref)
+    assert got.status is w.Status.ABOVE_EVIDENCE and not got.status.failing
+
+
+def test_a_seat_drafting_another_depth_than_the_decisions_is_warned_about() -> None:
+    ref = replace(_ref(), drafted_per_step=1.0)  # a k=1 decision against this k=3 seat
+    got = _judge(ZERO, _text(400, (390, 375, 360), 1600), ref)
+    assert got.note is not None and "per step" in got.note and "3.00" in got.note
+    assert _judge(ZERO, _text(400, (390, 375, 360), 1600)).note is None
+
+
+def test_only_the_engines_counters_reach_the_parser_and_their_number_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large exposition costs the parser only its engine counters: other series, histogram buckets
+    and comments are blanked (line numbers stay), and too many engine lines are refused."""
+    parsed: list[str] = []
+
+    def recording(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
+        parsed.append(text)
+        return parse_metrics(text, source=source)
+
+    monkeypatch.setattr(w, "parse_metrics", recording)
+    noise = "".join(f'node_x{{b="{i}"}} 1\n' for i in range(5000))
+    buckets = "".join(f'vllm:e2e_request_latency_seconds_bucket{{le="{i}"}} 1\n' for i in range(500))
+    text = noise + buckets + _text(400, (390, 375, 360), 1600)
+
+    async def scrape() -> w.Scrape:
+        return w.Scrape(text, None)
+
+    snapshot, error = asyncio.run(w._snapshot(scrape))
+    assert error is None and snapshot is not None and snapshot.drafts == 400
+    assert "node_x" not in parsed[0] and "_bucket" not in parsed[0]
+    assert parsed[0].count("\n") == text.count("\n")  # a malformed line is still named by its number
+    monkeypatch.setattr(w, "MAX_ENGINE_LINES", 3)
+    snapshot, error = asyncio.run(w._snapshot(scrape))
+    assert snapshot is None and error is not None and "more than 3" in error
+
+
+def test_the_readme_exit_code_table_is_the_clis_codes() -> None:
+    import re
+
+    from mtpverdict.cli import _common
+
+    codes = {v for k, v in vars(_common).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    readme = (ROOT / "README.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    assert {int(n) for n in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)} == codes

@@ -7,9 +7,9 @@ watch); _common.py holds the exit codes and the options they share.
 Exit codes: 0 done (a decision was written, inconclusive included); 1 the gate refused or verify found
 a mismatch; 2 bad input (one line per problem, naming file and line or key); 3 inconclusive under
 --strict; 4 a campaign could not be completed (resume it), or merge could not write its output; 5
-collect ran but a boot failed or was refused; 6-9 `watch`: below break-even, below the evidence, no
-drafting, unreachable; 70 an unexpected error inside mtpverdict (one line; please report it); 130
-interrupted; 143 collect stopped by SIGTERM.
+collect ran but a boot failed or was refused; 6-10 `watch`: below break-even, below the evidence, no
+drafting, unreachable, not judged; 70 an unexpected error inside mtpverdict (one line; please report
+it); 130 interrupted; 143 collect stopped by SIGTERM.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 `alerts` exits 0 when the rules are written and 2 on bad input. `watch` exits 0 when the evidence held
 for the whole watch, 6 when the live mean acceptance length fell below break-even, 7 when the live
 acceptance fell below the campaign's measured interval, 8 when tokens were generated but nothing was
-drafted, 9 when /metrics could not be read, 2 on bad input and 130 when interrupted; a failing status
-ends the watch once it is seen in --confirm consecutive windows.
+drafted, 9 when /metrics could not be read, 10 when no window was judged, 2 on bad input and 130 when
+interrupted. Failing windows in a row end the watch once --confirm of them are seen, with the most
+severe status among them; failing windows still in a row when --for runs out end it with theirs too
+(live/watch.py).
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ from mtpverdict.cli._common import (
     EXIT_BELOW_EVIDENCE,
     EXIT_INTERRUPTED,
     EXIT_NO_DRAFTING,
+    EXIT_NOT_JUDGED,
     EXIT_UNREACHABLE,
     echo,
+    fail,
     fail_input,
 )
 from mtpverdict.errors import InputError
 
 if TYPE_CHECKING:
     from mtpverdict.live.reference import Reference
-    from mtpverdict.live.watch import WindowReport
+    from mtpverdict.live.watch import WatchResult, WindowReport
 
 DecisionArgument = Annotated[Path, typer.Argument(help="Decision JSON written by `decide`.")]
 ArmOption = Annotated[
@@ -73,6 +77,8 @@ def alerts(
         text = rules_yaml(ref, options)
     except InputError as exc:
         fail_input(exc)
+    if not out.parent.is_dir():
+        fail(f"{out}: the directory {out.parent} does not exist (alerts creates no directory)")
     try:
         atomic_write(out, text)
     except OSError as exc:
@@ -113,15 +119,17 @@ def watch(
 
     from mtpverdict.live.alerts import duration_seconds
     from mtpverdict.live.reference import load_reference
-    from mtpverdict.live.watch import Status, WatchOptions, watch_url
+    from mtpverdict.live.watch import Status, WatchOptions, check_watch, metrics_url, watch_url
 
     try:
-        ref = load_reference(decision, arm)
+        metrics_url(url)
         options = WatchOptions(
             window=duration_seconds(window, "watch", "--window"),
             duration=duration_seconds(duration, "watch", "--for"),
             confirm=confirm,
         )
+        check_watch(options)
+        ref = load_reference(decision, arm)
     except InputError as exc:
         fail_input(exc)
     if as_json:
@@ -142,15 +150,38 @@ def watch(
         Status.BELOW_EVIDENCE: EXIT_BELOW_EVIDENCE,
         Status.NO_DRAFTING: EXIT_NO_DRAFTING,
         Status.UNREACHABLE: EXIT_UNREACHABLE,
+        Status.NOT_JUDGED: EXIT_NOT_JUDGED,
     }
-    outcome = {"outcome": str(result.status), "windows": result.windows, "streak": result.streak}
     if as_json:
-        echo(json.dumps(outcome, sort_keys=True))
-    elif result.status is Status.HOLDS:
-        echo(f"the evidence held over {result.windows} windows")
+        echo(json.dumps(_outcome_json(result), sort_keys=True))
     else:
-        echo(f"{result.status} in {result.streak} consecutive windows (window {result.windows})")
+        echo(_outcome_line(result))
     raise typer.Exit(codes.get(result.status, 0))
+
+
+def _outcome_json(result: WatchResult) -> dict[str, object]:
+    return {
+        "outcome": str(result.status),
+        "windows": result.windows,
+        "streak": result.streak,
+        "confirmed": result.confirmed,
+        "judged": result.judged,
+    }
+
+
+def _outcome_line(result: WatchResult) -> str:
+    from mtpverdict.live.watch import Status
+
+    if result.status is Status.HOLDS:
+        return f"the evidence held over {result.windows} windows"
+    if result.status is Status.NOT_JUDGED:
+        return f"not_judged: none of the {result.windows} windows was judged (idle, reset or unreachable)"
+    if result.confirmed:
+        return f"{result.status} in {result.streak} consecutive windows (window {result.windows})"
+    return (
+        f"{result.status} in the last {result.streak} consecutive windows when the watch ended "
+        f"(window {result.windows}; fewer than --confirm, but the evidence did not hold at the end)"
+    )
 
 
 def _reference_json(ref: Reference) -> dict[str, object]:
@@ -177,4 +208,5 @@ def _window_line(w: WindowReport) -> str:
     if w.length_low is not None and w.length_high is not None:
         length += f" [{w.length_low:.3f}, {w.length_high:.3f}]"
     counts = f"{w.accepted_tokens}/{w.draft_tokens} tokens"
-    return f"window {w.window}: {w.status}: acceptance {w.rate:.3f}{interval}{length} ({counts})"
+    note = "" if w.note is None else f"; {w.note}"
+    return f"window {w.window}: {w.status}: acceptance {w.rate:.3f}{interval}{length} ({counts}){note}"

@@ -10,9 +10,17 @@ sha256), so rules of several decisions can be loaded side by side. Three alerts 
   bound (speculation now costs throughput at the arm's most demanding measured cell);
 - MtpverdictAcceptanceBelowEvidence: the acceptance rate below the low end of the campaign's measured
   interval (traffic or drafter differ from the evidence);
-- MtpverdictDraftingStopped: tokens generated while nothing is drafted (or the counters vanished).
+- MtpverdictDraftingStopped: tokens generated while nothing is drafted (or the counters vanished), on
+  series that drafted within the last DRAFTED_LOOKBACK: a server of the same model that never
+  speculated is not this decision's seat, so it never fires there (with or without --match).
 
 A window without traffic has no rate (0 / 0): no alert fires on an idle seat.
+
+What promtool would reject is refused before anything is written: a duration outside Prometheus's
+grammar (units y w d h m s ms, each at most once and in that order, more than zero, within its int64
+nanoseconds), a matcher whose label name is not a Prometheus name or is `__name__`, whose quoted value
+has an escape PromQL does not know, or whose =~ / !~ value is not a regular expression (Python's `re`
+as an approximation of RE2, plus RE2's refusal of lookaround and backreferences).
 """
 
 from __future__ import annotations
@@ -31,9 +39,27 @@ from mtpverdict.live.reference import Reference
 DECISION_LABEL = "mtpverdict_decision"
 ARM_LABEL = "mtpverdict_arm"
 AGGREGATED_AWAY = "engine"  # vLLM's data-parallel engine index; llama.cpp exports no label
-DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")  # Prometheus duration syntax
-MATCHER = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"')
+DURATION = re.compile(  # Prometheus duration syntax (model.ParseDuration): each unit once, in order
+    r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?"
+)
+DURATION_UNITS_NS = (
+    365 * 86400 * 10**9,
+    7 * 86400 * 10**9,
+    86400 * 10**9,
+    3600 * 10**9,
+    60 * 10**9,
+    10**9,
+    10**6,
+)
+MAX_DURATION_NS = 2**63 - 1  # Prometheus keeps durations as int64 nanoseconds
+MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\\n]|\\.)*)"')
+_ESCAPE = re.compile(  # PromQL string escapes (promql/parser/lex.go), the last group any other
+    r"\\(?:([abfnrtv\\\"])|x([0-9a-fA-F]{2})|([0-7]{3})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.?))"
+)
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|(?<!\\)(?:\\\\)*\\[1-9]")  # lookaround, backreference
 DEFAULT_WINDOW = "5m"
+DRAFTED_LOOKBACK = "1d"  # DraftingStopped watches series whose drafted-token rate existed this recently
 DEFAULT_FOR = "10m"
 SHOWN_DIGITS = 6  # significant digits of a threshold, as the decision file writes them
 
@@ -100,36 +126,82 @@ def engine_of(ref: Reference, given: str | None) -> AlertEngine:
         ) from None
 
 
-UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
-_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
+def _duration_problem(text: str) -> tuple[str | None, int]:
+    """Why `text` is not a positive Prometheus duration (None when it is), and its nanoseconds."""
+    found = DURATION.fullmatch(text)
+    if found is None or not text:
+        return "is not a duration (units y w d h m s ms, each once and in that order: 60s, 5m, 1h30m)", 0
+    ns = sum(int(n) * unit for n, unit in zip(found.groups(), DURATION_UNITS_NS, strict=True) if n)
+    if ns <= 0:
+        return "is not a positive duration", 0
+    if ns > MAX_DURATION_NS:
+        return "is out of range (Prometheus durations stop at about 292 years)", 0
+    return None, ns
 
 
 def duration_seconds(text: str, source: str, key: str) -> float:
     """Seconds of a Prometheus duration (5m, 90s, 1h30m); InputError naming the option otherwise."""
-    if not DURATION.fullmatch(text):
-        raise InputError([Problem(source, f"{text!r} is not a duration (e.g. 60s, 5m, 1h30m)", key=key)])
-    seconds = sum(int(n) * UNIT_SECONDS[unit] for n, unit in _PART.findall(text))
-    if seconds <= 0:
-        raise InputError([Problem(source, f"{text!r} is not a positive duration", key=key)])
-    return seconds
+    problem, ns = _duration_problem(text)
+    if problem is not None:
+        raise InputError([Problem(source, f"{text!r} {problem}", key=key)])
+    return ns / 1e9
+
+
+def _unescaped(quoted: str) -> str | None:
+    """The value of a PromQL double-quoted string's body, or None when it holds an unknown escape."""
+    out: list[str] = []
+    at = 0
+    for escape in _ESCAPE.finditer(quoted):
+        out.append(quoted[at : escape.start()])
+        simple, hex2, octal, hex4, hex8, _unknown = escape.groups()
+        if simple is not None:
+            out.append(_SIMPLE_ESCAPES.get(simple, simple))
+        elif octal is not None and int(octal, 8) <= 0xFF:
+            out.append(chr(int(octal, 8)))
+        elif hex2 is not None or hex4 is not None or hex8 is not None:
+            code = int(hex2 or hex4 or hex8 or "0", 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                return None
+            out.append(chr(code))
+        else:
+            return None
+        at = escape.end()
+    out.append(quoted[at:])
+    return "".join(out)
+
+
+def _matcher_problem(matcher: str) -> str | None:
+    """Why a matcher would not parse in PromQL (None when it would)."""
+    found = MATCHER.fullmatch(matcher.strip())
+    if found is None:
+        return 'is not a label matcher (write name="value", name!="value" or name=~"re")'
+    name, op, quoted = found.groups()
+    if name == "__name__":
+        return "matches __name__: the rules choose the metric names themselves"
+    value = _unescaped(quoted)
+    if value is None:
+        return 'has an escape PromQL does not know in its quoted value (known: \\n \\t \\" \\\\ \\xHH ...)'
+    if op in ("=~", "!~"):
+        if _NOT_RE2.search(value):
+            return "uses lookaround or a backreference, which Prometheus regular expressions (RE2) lack"
+        try:
+            re.compile(value)  # unanchored, so a leading (?i) compiles as in RE2
+        except re.error as exc:
+            return f"is not a regular expression ({exc})"
+    return None
 
 
 def check_options(source: str, window: str, hold: str, matchers: Sequence[str]) -> None:
-    """Refuse a window or `for` that is not a Prometheus duration and a malformed label matcher."""
-    problems = [
-        Problem(source, f"{value!r} is not a Prometheus duration (e.g. 5m, 90s, 1h30m)", key=key)
-        for key, value in (("--window", window), ("--for", hold))
-        if not DURATION.fullmatch(value)
-    ]
-    problems += [
-        Problem(
-            source,
-            f'{m!r} is not a label matcher (write name="value", name!="value" or name=~"re")',
-            key="--match",
-        )
-        for m in matchers
-        if not MATCHER.fullmatch(m.strip())
-    ]
+    """Refuse a window or `for` that is not a Prometheus duration and a matcher promtool would reject."""
+    problems = []
+    for key, value in (("--window", window), ("--for", hold)):
+        problem, _ = _duration_problem(value)
+        if problem is not None:
+            problems.append(Problem(source, f"{value!r} {problem}", key=key))
+    for m in matchers:
+        problem = _matcher_problem(m)
+        if problem is not None:
+            problems.append(Problem(source, f"{m!r} {problem}", key="--match"))
     if problems:
         raise InputError(problems)
 
@@ -205,12 +277,14 @@ def _alerts(
         )
     stopped = _alert(
         "MtpverdictDraftingStopped",
-        f"({record['generated']}{mine} > 0) unless ({record['drafted']}{mine} > 0)",
+        f"(({record['generated']}{mine} > 0) unless ({record['drafted']}{mine} > 0)) and "
+        f"present_over_time({record['drafted']}{mine}[{DRAFTED_LOOKBACK}])",
         options.hold,
         {**labels, "severity": "critical"},
         "tokens are generated but nothing is drafted",
         f"The seat generates tokens while no draft token was proposed over {options.window} (or the "
-        f"spec-decode counters are gone): speculation is off or broken, against {about}.",
+        f"spec-decode counters are gone) on a seat that drafted within {DRAFTED_LOOKBACK}: speculation "
+        f"is off or broken, against {about}.",
     )
     return [below_break_even, below_evidence, stopped]
 

@@ -4,19 +4,29 @@ The arm is the decision's selected one unless another is named. Its measured acc
 primary surface's rate with its interval; its mean acceptance length's interval is 1 + k̄ · that
 interval (k̄ drafted tokens per step). The break-even bound is the decision's conservative bound at the
 arm's most demanding cell (formats/decision.py `BreakEvenSummary`).
+
+An arm is refused when it has nothing to hold a live seat to (neither a measured interval's low end nor
+a break-even bound), when its verdict is void (its evidence is not evidence), and when a name that goes
+into rules (the arm's name, its bound cell's workload) is not a results-format name or any text of
+the arm holds `{{` or `}}`: Prometheus expands labels and annotations as Go templates, so a
+hand-edited decision must not run a query in them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats import _check
-from mtpverdict.formats.decision import ArmDecision, Decision, parse_decision
+from mtpverdict.formats.decision import ArmDecision, Decision, Verdict, parse_decision
+from mtpverdict.formats.results import NAME_PATTERN
 
 HASH_CHARS = 12  # of the decision's sha256 in labels and rule names: a git-style short hash
+_NAME = re.compile(NAME_PATTERN)
+_TEMPLATE = ("{{", "}}")  # Go template delimiters: never written into a label or an annotation
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +73,14 @@ def reference(decision: Decision, sha256: str, source: str, arm: str | None = No
         k_bar = float(found.k)
     low = None if acc is None else acc.ci_low
     be = found.break_even
-    if (acc is None or acc.acceptance_rate is None) and be is None:
+    bound = None if be is None else be.bound_length
+    if low is None and bound is None:
         raise InputError(
             [
                 Problem(
                     source,
-                    f"arm {found.name!r} has neither measured acceptance nor break-even in the decision: "
-                    "nothing to judge a live seat against",
+                    f"arm {found.name!r} has no threshold in the decision (neither a measured acceptance "
+                    "interval nor a break-even bound): nothing to judge a live seat against",
                     key="arms",
                 )
             ]
@@ -86,7 +97,7 @@ def reference(decision: Decision, sha256: str, source: str, arm: str | None = No
         rate_high=None if acc is None else acc.ci_high,
         length=None if acc is None else acc.mean_acceptance_length,
         length_low=None if low is None or k_bar is None else 1.0 + k_bar * low,
-        bound_length=None if be is None else be.bound_length,
+        bound_length=bound,
         bound_rate=None if be is None else be.bound_rate,
         bound_cell=None if be is None else f"{be.bound_workload} c={be.bound_concurrency}",
         alpha=2 * decision.policy.alpha,
@@ -115,4 +126,29 @@ def _arm(decision: Decision, source: str, name: str | None) -> ArmDecision:
         )
     if found.is_control:
         raise InputError([Problem(source, f"arm {name!r} is a control: it does not speculate", key="arms")])
+    if found.verdict is Verdict.VOID:
+        why = found.void_reason or "no reason recorded"
+        raise InputError(
+            [Problem(source, f"arm {name!r} is void ({why}): its evidence cannot be watched", key="arms")]
+        )
+    _check_names(found, source)
     return found
+
+
+def _check_names(arm: ArmDecision, source: str) -> None:
+    """Refuse names and text of the arm that would be wrong, or run as templates, in Prometheus rules."""
+    workload = None if arm.break_even is None else arm.break_even.bound_workload
+    names = [("arms[].name", arm.name), ("arms[].break_even.bound_workload", workload)]
+    problems = [
+        Problem(source, f"{value!r} is not a name (letters, digits, _ . + -, at most 64)", key=key)
+        for key, value in names
+        if value is not None and not _NAME.fullmatch(value)
+    ]
+    if not problems and any(t in arm.label for t in _TEMPLATE):
+        problems.append(
+            Problem(
+                source, f"arm {arm.name!r}: its spec holds a template delimiter ({{{{ or }}}})", key="spec"
+            )
+        )
+    if problems:
+        raise InputError(problems)

@@ -90,7 +90,9 @@ def break_even(
     if not (math.isfinite(length.value) and length.value >= 1.0 and math.isfinite(log_ratio)):
         return None
     k_bar = drafted_per_step if drafted_per_step is not None and drafted_per_step > 0 else None
-    cost = length.value * math.exp(-log_ratio)
+    cost = _scaled(length.value, log_ratio)
+    if cost is None:
+        return None  # a cost beyond floating point: the inputs describe no real step
     low = _scaled(length.value, log_ratio_high)
     high = _scaled(length.value, log_ratio_low)
     step_cost = Interval(cost, low, high)
@@ -105,9 +107,14 @@ def break_even(
 
 
 def _scaled(length: float, log_ratio: float | None) -> float | None:
+    """length · exp(−log_ratio), or None when it is missing or beyond floating point."""
     if log_ratio is None or not math.isfinite(log_ratio):
         return None
-    return length * math.exp(-log_ratio)
+    try:
+        value = length * math.exp(-log_ratio)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def conservative_bound(cells: Sequence[BreakEven]) -> BreakEven | None:
