@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mtpverdict.stats.layout import boot_number
 from typer.testing import CliRunner
 
 from mtpverdict.cli import app
 from mtpverdict.formats.results_io import content_sha256, load_results
+from mtpverdict.stats.layout import boot_number
 
 from .conftest import FIXTURES
 from .test_hostile import assert_refused, fifo, run_cli

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from mtpverdict.cli import app
 
-from ..conftest import FIXTURES, ROOT
+from ..conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
 POLICY = ROOT / "rules" / "default.toml"
