@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.servecommand import Command, module_path_from_cwd, split_command
 from mtpverdict.serveconfig import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -80,6 +81,9 @@ MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES e
 # Mount targets under which an image keeps its programs and libraries: a volume, config or secret
 # mounted there replaces what the image runs (a model directory, a cache or /tmp does not)
 PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
+# Python imports a user's site directory (HOME/.local/lib/pythonX.Y/site-packages, its .pth files and
+# usercustomize) before the image's packages: a mount at a .local, a home or the homes replaces it
+HOMES = ("/root", "/home")
 _COMPOSE_SETTINGS = {
     "COMPOSE_FILE": "--compose-file",
     "COMPOSE_PROFILES": "--profile",
@@ -470,35 +474,73 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + "/") or directory == "/"
 
 
-def _mount_refusals(resolved: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
-    """Mounts that replace what the image runs: over its program directories, a Python package
-    directory, or a path the command itself runs."""
+def _mount_targets(service: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, target) of what a service mounts: volumes, configs, secrets (Compose's long form, or the
+    short SOURCE:TARGET[:MODE] of a file read directly) and tmpfs (TARGET[:OPTIONS])."""
+    for key in ("volumes", "configs", "secrets", "tmpfs"):
+        value = service.get(key)
+        for mount in [value] if isinstance(value, str) else value or ():
+            if isinstance(mount, dict):
+                target = str(mount.get("target") or "")
+            elif key == "tmpfs":
+                target = str(mount).split(":", 1)[0]
+            else:
+                parts = str(mount).split(":")
+                target = parts[min(1, len(parts) - 1)]
+            if target.startswith("/"):  # a secret's default target (/run/secrets/NAME) is relative
+                yield key, os.path.normpath(target).replace("//", "/", 1)
+
+
+def _over_user_site(target: str) -> bool:
+    """A mount at a .local directory, a home directory or the homes' parent."""
+    parts = target.strip("/").split("/")
+    return ".local" in parts or target in HOMES or (target.startswith("/home/") and len(parts) == 2)
+
+
+def _mount_refusals(service: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
+    """Mounts that replace what the image runs: over its program directories, a Python package or
+    user site directory, a path the command itself runs, or anything at all when `python -m` takes
+    its modules from the working directory first."""
     programs = [t for t in argv if t.startswith("/")]
+    command = split_command(argv, names_program=True) if argv else None
+    python = module_path_from_cwd(command) if isinstance(command, Command) else None
     out = []
-    for key in ("volumes", "configs", "secrets"):
-        for mount in resolved.get(key) or ():
-            target = str(mount.get("target") or "") if isinstance(mount, dict) else ""
-            if not target.startswith("/"):
-                continue  # a secret's default target (/run/secrets/NAME) or a relative config target
-            over = [p for p in PROGRAM_PATHS if _under(target, p)]
-            over += ["a Python package directory"] if "-packages" in target else []
-            over += [p for p in programs if _under(p, target)]
-            if over:
-                out.append(
-                    f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the "
-                    "image runs"
-                )
+    for key, target in _mount_targets(service):
+        over = [p for p in PROGRAM_PATHS if _under(target, p)]
+        over += ["a Python package directory"] if "-packages" in target else []
+        over += ["a user's site directory"] if _over_user_site(target) else []
+        over += [p for p in programs if _under(p, target)]
+        if over:
+            out.append(
+                f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the image runs"
+            )
+        elif python is not None and key != "tmpfs":
+            out.append(
+                f"{python} -m puts the working directory first on its module path, and services.{name}."
+                f"{key} mounts {target}, which may be it: run {python} -P -m"
+            )
     return out
 
 
 def _service_refusals(resolved: Mapping[str, Any], name: str) -> list[str]:
     """What else a service runs or selects that the evidence cannot show: a service that never
-    starts, post_start hooks (commands run in the container), a platform (another build of the tag)."""
+    starts, post_start hooks (commands run in the container), a working directory (where relative
+    paths resolve), another service's volumes, a platform (another build of the tag)."""
     out = []
     if _never_starts(resolved):
         out.append(f"service {name} does not start (scale or deploy.replicas is 0)")
     if resolved.get("post_start"):
         out.append(f"services.{name}.post_start runs commands in the container beside the server")
+    if resolved.get("working_dir"):
+        out.append(
+            f"services.{name}.working_dir {resolved['working_dir']}: relative paths in the command and "
+            "the modules python -m finds first resolve there, which the evidence does not record"
+        )
+    if resolved.get("volumes_from"):
+        shown = ", ".join(map(str, resolved["volumes_from"]))
+        out.append(
+            f"services.{name}.volumes_from mounts the volumes of {shown}, which the gate does not read"
+        )
     if resolved.get("platform"):
         out.append(
             f"services.{name}.platform {resolved['platform']} selects a build of the image's tag the "
@@ -550,6 +592,12 @@ def resolve_service(
         resolved = {}
     refusals += _raw_refusals(raw, service)
     refusals += _service_refusals(resolved, service)
+    refusals += [
+        f"services.{service}.env_file {path} is not here: what it sets where the service is deployed "
+        "cannot be seen"
+        for path in _env_file_paths(raw, project)
+        if not os.path.isfile(path)
+    ]
     key = f"services.{service}"
     image = resolved.get("image")
     env_files = [env_file] if os.path.lexists(env_file) else []
@@ -573,6 +621,18 @@ def resolve_service(
         sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
         refusals=tuple(refusals),
     )
+
+
+def _env_file_paths(raw: Mapping[str, Any], project: str) -> list[str]:
+    """The paths of a service's env_file entries (Compose writes them absolute; relative ones are
+    the project directory's)."""
+    entries = raw.get("env_file")
+    out = []
+    for entry in [entries] if isinstance(entries, str | dict) else entries or ():
+        path = entry.get("path") if isinstance(entry, dict) else entry
+        if isinstance(path, str):
+            out.append(os.path.join(project, path))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -680,14 +740,8 @@ def _read_plain(source: str, text: str, service: str | None, project: str) -> Re
 
 def _plain_refusals(entry: Mapping[str, Any], name: str) -> list[str]:
     """_raw_refusals, mounts and a service that never starts, for a service read as written."""
-    mounts: dict[str, list[dict[str, str]]] = {}
-    for key in ("volumes", "configs", "secrets"):
-        for item in entry.get(key) or ():
-            parts = str(item).split(":")  # SOURCE:TARGET[:MODE], or an anonymous volume's TARGET
-            target = item.get("target") if isinstance(item, dict) else parts[min(1, len(parts) - 1)]
-            mounts.setdefault(key, []).append({"target": str(target)})
     argv = [str(v) for key in ("entrypoint", "command") for v in (entry.get(key) or []) if isinstance(v, str)]
-    return _raw_refusals(entry, name) + _mount_refusals(mounts, argv, name) + _service_refusals(entry, name)
+    return _raw_refusals(entry, name) + _mount_refusals(entry, argv, name) + _service_refusals(entry, name)
 
 
 def read_compose(

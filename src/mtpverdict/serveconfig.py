@@ -28,6 +28,7 @@ from mtpverdict.errors import InputError, Problem
 
 __all__ = [
     "ENGINE_VARIABLE_PREFIXES",
+    "MODEL_SOURCE_VARIABLES",
     "FLAGS",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -562,11 +563,20 @@ def _unknown(name: str, norm: str) -> str:
 # set_env), vLLM its VLLM_* (vllm/envs.py), SGLang its SGLANG_* (SGLANG_ENABLE_SPEC_V2 switches its
 # speculative scheduler).
 ENGINE_VARIABLE_PREFIXES = ("LLAMA_ARG_", "VLLM_", "SGLANG_")
+# Where the engines' Hugging Face and ModelScope clients fetch a model (and its drafter) named by id,
+# and the caches they read it from: another endpoint or cache serves other weights under the same name.
+MODEL_SOURCE_VARIABLES = frozenset(
+    {
+        "HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE",
+        "HF_HUB_OFFLINE", "MODELSCOPE_CACHE", "MODELSCOPE_DOMAIN", "MODELSCOPE_ENDPOINT",
+    }
+)  # fmt: skip
 
 
 def is_engine_variable(name: str) -> bool:
-    """Whether an engine reads this environment variable as configuration."""
-    return name.startswith(ENGINE_VARIABLE_PREFIXES)
+    """Whether an engine reads this environment variable as configuration (or as where its model
+    comes from)."""
+    return name.startswith(ENGINE_VARIABLE_PREFIXES) or name in MODEL_SOURCE_VARIABLES
 
 
 def is_speculative_variable(name: str) -> bool:

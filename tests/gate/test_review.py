@@ -1,0 +1,60 @@
+"""Compose services that ran other code, another model or unseen settings while the gate said exit 0:
+what decides which program and model run beyond the argv (PATH, HOME, the working directory, a
+relative program path, python -m's module path, a pycache prefix, a user site directory, a tmpfs,
+another service's volumes, an env file absent here, where the model is downloaded from). Each is a
+case under tests/data/gate/ resolved with the real Compose, and is refused with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mtpverdict.compose import ComposeOptions, Resolver, read_compose
+from mtpverdict.gate import GateEvidence, evaluate
+from mtpverdict.serveconfig import read_bounded
+
+from .conftest import CASES
+
+TELL = "cannot tell what runs: "
+REVIEW = {
+    "path-variable": TELL + "environment variable PATH changes which code the server runs",
+    "home-variable": TELL + "environment variable HOME changes which code the server runs",
+    "pycache-prefix-variable": TELL + "environment variable PYTHONPYCACHEPREFIX changes which code",
+    "pycache-prefix-option": TELL + "python3 option -X pycache_prefix=/models/pyc loads code",
+    "working-dir": TELL + "services.seat.working_dir /models",
+    "python-m-mount": TELL + "python3 -m puts the working directory first on its module path",
+    "relative-program": TELL + "'./vllm' is a relative path",
+    "user-site-mount": TELL + "services.seat.volumes mounts /root/.local over a user's site directory",
+    "tmpfs-program": TELL + "services.seat.tmpfs mounts /usr/local/lib over /usr",
+    "volumes-from": TELL + "services.seat.volumes_from mounts the volumes of helper",
+    "env-file-absent": TELL + "services.seat.env_file /etc/seat/vllm.env is not here",
+    "model-source-variable": "stale evidence, environment HF_ENDPOINT",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REVIEW))
+def test_refused(case: str, resolver: Resolver, seat: GateEvidence) -> None:
+    path = CASES / case / "compose.yaml"
+    config = read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), resolver)
+    found = evaluate(seat, None, config)
+    assert not found.supported, found.reasons
+    assert any(REVIEW[case] in r for r in found.reasons), found.reasons
+
+
+def test_python_m_with_safe_path_and_a_model_mount_passes(
+    tmp_path: Path, resolver: Resolver, seat: GateEvidence
+) -> None:
+    """-P keeps the working directory off the module path: a model mount beside it is fine."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n  seat:\n    image: vllm/vllm-openai:v0.32.0\n"
+        "    entrypoint: [python3, -P, -m, vllm.entrypoints.openai.api_server]\n"
+        "    command: [--model, synthetic, --speculative-config, "
+        '\'{"method":"mtp","num_speculative_tokens":2}\']\n'
+        "    volumes: ['./hf:/root/.cache/huggingface']\n"
+    )
+    found = evaluate(
+        seat, None, read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), resolver)
+    )
+    assert found.supported, found.reasons
