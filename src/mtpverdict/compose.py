@@ -344,21 +344,40 @@ def _check_files(files: Iterable[str], env_files: Iterable[str] = ()) -> None:
         queue += [(os.path.join(base, p), y) for p, y in _references(_safe_load(text, path))]
 
 
-def _env_settings(env_file: str | None, options: ComposeOptions) -> list[str]:
-    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
+def _env_names(env_file: str | None) -> list[str]:
+    """The variable names an env file sets, read as Compose's dotenv reader does: `export` and any
+    whitespace before the name, `=` or `:` after it."""
     if env_file is None or not os.path.isfile(env_file):
         return []
+    names = []
+    for line in read_bounded(env_file).splitlines():
+        text = line.strip()
+        head = text.split(None, 1)
+        if len(head) == 2 and head[0] == "export":
+            text = head[1]
+        names.append(text.replace(":", "=", 1).split("=", 1)[0].strip().strip("'\""))
+    return names
+
+
+def _env_settings(names: Iterable[str], source: str, options: ComposeOptions) -> list[str]:
+    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
     given = {"--compose-file": bool(options.files), "--profile": bool(options.profiles)}
     given["--env-file"] = options.env_file is not None
     out = []
-    for line in read_bounded(env_file).splitlines():
-        name = line.strip().removeprefix("export ").split("=", 1)[0].strip()
+    for name in dict.fromkeys(names):
         option = _COMPOSE_SETTINGS.get(name)
         if option is not None and not given[option]:
             out.append(
-                f"{env_file} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
+                f"{source} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
             )
     return out
+
+
+def _compose_environment(resolver: Resolver, args: Sequence[str], source: str) -> list[str]:
+    """The names of the variables Compose interpolates with (`config --environment`): what it read
+    from the env file, as it read it."""
+    done = _invoke(resolver, [*args, "config", "--environment"], source)
+    return [line.split("=", 1)[0] for line in done.decode("utf-8", "replace").splitlines()]
 
 
 def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
@@ -385,8 +404,8 @@ def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
 # resolving
 
 
-def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
-    """One `config --format json` of Compose; InputError naming the file when Compose refuses it."""
+def _invoke(resolver: Resolver, args: Sequence[str], source: str) -> bytes:
+    """One run of Compose, its standard output; InputError naming the file when Compose refuses."""
     try:
         done = subprocess.run(
             [*resolver.argv, *args],
@@ -409,8 +428,14 @@ def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]
         raise InputError([Problem(source, f"Compose refuses the project: {why}")])
     if len(done.stdout) > MAX_OUTPUT:
         raise InputError([Problem(source, f"the resolved project is over {MAX_OUTPUT} bytes")])
+    return done.stdout
+
+
+def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
+    """One `config --format json` of Compose: its services."""
+    stdout = _invoke(resolver, args, source)
     try:
-        loaded = json.loads(done.stdout)
+        loaded = json.loads(stdout)
     except ValueError as exc:
         raise InputError([Problem(source, f"{resolver.name} printed no JSON project: {exc}")]) from None
     services = loaded.get("services") if isinstance(loaded, dict) else None
@@ -565,11 +590,12 @@ def resolve_service(
     project = options.project_dir or os.path.dirname(files[0]) or "."
     env_file = options.env_file or os.path.join(project, ".env")
     _check_files(files, [env_file] if os.path.lexists(env_file) else [])
-    refusals += _env_settings(env_file, options)
     args = [a for f in files for a in ("-f", f)] + ["--project-directory", project]
     if os.path.lexists(env_file):
         args += ["--env-file", env_file]
     args += [a for p in options.profiles for a in ("--profile", p)]
+    names = _compose_environment(resolver, args, serve_config) if os.path.lexists(env_file) else []
+    refusals += _env_settings([*names, *_env_names(env_file)], env_file, options)
     running = _run(resolver, [*args, "config", "--format", "json"], serve_config)
     raw_all = _run(resolver, [*args, "config", "--no-interpolate", "--format", "json"], serve_config)
     if service is None:
@@ -767,7 +793,7 @@ def read_compose(
     needs = _needs_resolver(doc, str(name), files, options, anchored)
     project = options.project_dir or os.path.dirname(source) or "."
     env_file = options.env_file or os.path.join(project, ".env")
-    refusals = ambiguous + _env_settings(env_file, options)
+    refusals = ambiguous + _env_settings(_env_names(env_file), env_file, options)
     if needs:
         refusals.append(f"{source} uses {'; '.join(needs)}, which only Compose resolves: {INSTALL_HINT}")
         label = f"{source} service {service}" if service else source

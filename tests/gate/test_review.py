@@ -30,6 +30,9 @@ REVIEW = {
     "volumes-from": TELL + "services.seat.volumes_from mounts the volumes of helper",
     "env-file-absent": TELL + "services.seat.env_file /etc/seat/vllm.env is not here",
     "model-source-variable": "stale evidence, environment HF_ENDPOINT",
+    # .env lines Compose's dotenv reader takes as COMPOSE_FILE: Compose deploys deploy.yaml (k=3)
+    "env-export-tab": "env-export-tab/.env sets COMPOSE_FILE",
+    "env-colon": "env-colon/.env sets COMPOSE_FILE",
 }
 
 
@@ -40,6 +43,13 @@ def test_refused(case: str, resolver: Resolver, seat: GateEvidence) -> None:
     found = evaluate(seat, None, config)
     assert not found.supported, found.reasons
     assert any(REVIEW[case] in r for r in found.reasons), found.reasons
+
+
+@pytest.mark.parametrize("case", ["env-export-tab", "env-colon"])
+def test_compose_settings_in_env_are_read_without_a_resolver(case: str, seat: GateEvidence) -> None:
+    path = CASES / case / "compose.yaml"
+    config = read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), None)
+    assert any("sets COMPOSE_FILE" in r for r in config.refusals), config.refusals
 
 
 def test_python_m_with_safe_path_and_a_model_mount_passes(
