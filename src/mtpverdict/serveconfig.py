@@ -564,11 +564,13 @@ def _unknown(name: str, norm: str) -> str:
 # speculative scheduler).
 ENGINE_VARIABLE_PREFIXES = ("LLAMA_ARG_", "VLLM_", "SGLANG_")
 # Where the engines' Hugging Face and ModelScope clients fetch a model (and its drafter) named by id,
-# and the caches they read it from: another endpoint or cache serves other weights under the same name.
+# the caches they read it from, and the certificates they trust doing so: another endpoint, cache or
+# trusted certificate serves other weights under the same name.
 MODEL_SOURCE_VARIABLES = frozenset(
     {
-        "HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE",
-        "HF_HUB_OFFLINE", "MODELSCOPE_CACHE", "MODELSCOPE_DOMAIN", "MODELSCOPE_ENDPOINT",
+        "HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HUGGINGFACE_CO_RESOLVE_ENDPOINT",
+        "TRANSFORMERS_CACHE", "HF_HUB_OFFLINE", "MODELSCOPE_CACHE", "MODELSCOPE_DOMAIN",
+        "MODELSCOPE_ENDPOINT", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
     }
 )  # fmt: skip
 

@@ -30,6 +30,8 @@ REVIEW = {
     "volumes-from": TELL + "services.seat.volumes_from mounts the volumes of helper",
     "env-file-absent": TELL + "services.seat.env_file /etc/seat/vllm.env is not here",
     "model-source-variable": "stale evidence, environment HF_ENDPOINT",
+    "ca-variable": "stale evidence, environment REQUESTS_CA_BUNDLE",  # another huggingface.co's weights
+    "openssl-conf": TELL + "environment variable OPENSSL_CONF changes which code the server runs",
     # .env lines Compose's dotenv reader takes as COMPOSE_FILE: Compose deploys deploy.yaml (k=3)
     "env-export-tab": "env-export-tab/.env sets COMPOSE_FILE",
     "env-colon": "env-colon/.env sets COMPOSE_FILE",
