@@ -501,19 +501,21 @@ def _under(path: str, directory: str) -> bool:
 
 def _mount_targets(service: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(key, target) of what a service mounts: volumes, configs, secrets (Compose's long form, or the
-    short SOURCE:TARGET[:MODE] of a file read directly) and tmpfs (TARGET[:OPTIONS])."""
+    short SOURCE:TARGET[:MODE] of a file read directly, every absolute part after the source taken
+    for the target, since a Windows source has a colon of its own) and tmpfs (TARGET[:OPTIONS])."""
     for key in ("volumes", "configs", "secrets", "tmpfs"):
         value = service.get(key)
         for mount in [value] if isinstance(value, str) else value or ():
             if isinstance(mount, dict):
-                target = str(mount.get("target") or "")
+                targets = [str(mount.get("target") or "")]
             elif key == "tmpfs":
-                target = str(mount).split(":", 1)[0]
+                targets = [str(mount).split(":", 1)[0]]
             else:
                 parts = str(mount).split(":")
-                target = parts[min(1, len(parts) - 1)]
-            if target.startswith("/"):  # a secret's default target (/run/secrets/NAME) is relative
-                yield key, os.path.normpath(target).replace("//", "/", 1)
+                targets = parts[1:] or parts
+            for target in targets:
+                if target.startswith("/"):  # a secret's default target (/run/secrets/NAME) is relative
+                    yield key, os.path.normpath(target).replace("//", "/", 1)
 
 
 def _over_user_site(target: str) -> bool:
@@ -766,8 +768,20 @@ def _read_plain(source: str, text: str, service: str | None, project: str) -> Re
 
 def _plain_refusals(entry: Mapping[str, Any], name: str) -> list[str]:
     """_raw_refusals, mounts and a service that never starts, for a service read as written."""
-    argv = [str(v) for key in ("entrypoint", "command") for v in (entry.get(key) or []) if isinstance(v, str)]
-    return _raw_refusals(entry, name) + _mount_refusals(entry, argv, name) + _service_refusals(entry, name)
+    argv: list[str] = []
+    for key in ("entrypoint", "command"):
+        try:
+            argv += _plain_argv(entry.get(key), name, key) or ()
+        except InputError:
+            pass  # _read_plain names it
+    out = _raw_refusals(entry, name) + _mount_refusals(entry, argv, name) + _service_refusals(entry, name)
+    for key in ("entrypoint", "command"):
+        if isinstance(entry.get(key), str) and "\\" in entry[key]:
+            out.append(
+                f"services.{name}.{key} is a string with a backslash, which Compose's splitter reads "
+                'otherwise than a shell ("a\\b" is ab): write the command as a list'
+            )
+    return out
 
 
 def read_compose(

@@ -70,3 +70,22 @@ def test_python_m_with_safe_path_and_a_model_mount_passes(
         seat, None, read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), resolver)
     )
     assert found.supported, found.reasons
+
+
+# read directly (no resolver): a Windows volume source's own colon, a string command with a backslash
+# (Compose's splitter drops it before any character: "synth\etic" is synthetic), and python -m in a
+# string entrypoint beside a mount
+PLAIN = {
+    "plain-windows-volume": TELL
+    + "services.seat.volumes mounts /usr/local/lib/python3.12/dist-packages/vllm",
+    "plain-backslash": TELL + "services.seat.command is a string with a backslash",
+    "plain-string-python-m": TELL + "python3 -m puts the working directory first on its module path",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN))
+def test_refused_read_directly(case: str, seat: GateEvidence) -> None:
+    path = CASES / case / "compose.yaml"
+    found = evaluate(seat, None, read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), None))
+    assert not found.supported, found.reasons
+    assert any(PLAIN[case] in r for r in found.reasons), found.reasons
