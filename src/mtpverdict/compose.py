@@ -84,6 +84,10 @@ PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 # Python imports a user's site directory (HOME/.local/lib/pythonX.Y/site-packages, its .pth files and
 # usercustomize) before the image's packages: a mount at a .local, a home or the homes replaces it
 HOMES = ("/root", "/home")
+# Caches of compiled code the server loads as its own (vLLM's torch.compile cache under ~/.cache/vllm,
+# Triton's kernels, PyTorch inductor's generated modules in /tmp/torchinductor_USER): a mount at one,
+# or above one (a .cache, /tmp), brings code the image does not hold
+CODE_CACHES = (".cache/vllm", ".triton", "torchinductor_")
 _COMPOSE_SETTINGS = {
     "COMPOSE_FILE": "--compose-file",
     "COMPOSE_PROFILES": "--profile",
@@ -524,6 +528,14 @@ def _over_user_site(target: str) -> bool:
     return ".local" in parts or target in HOMES or (target.startswith("/home/") and len(parts) == 2)
 
 
+def _over_code_cache(target: str) -> bool:
+    """A mount at or inside a compiled-code cache, or at a directory holding one (a .cache, /tmp)."""
+    rest = target.strip("/")
+    parts = rest.split("/")
+    inside = any(f"/{c}" in f"/{rest}" for c in CODE_CACHES)
+    return inside or parts[-1] == ".cache" or target == "/tmp"
+
+
 def _mount_refusals(service: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
     """Mounts that replace what the image runs: over its program directories, a Python package or
     user site directory, a path the command itself runs, or anything at all when `python -m` takes
@@ -536,6 +548,7 @@ def _mount_refusals(service: Mapping[str, Any], argv: Sequence[str], name: str) 
         over = [p for p in PROGRAM_PATHS if _under(target, p)]
         over += ["a Python package directory"] if "-packages" in target else []
         over += ["a user's site directory"] if _over_user_site(target) else []
+        over += ["a compiled-code cache"] if _over_code_cache(target) else []
         over += [p for p in programs if _under(p, target)]
         if over:
             out.append(

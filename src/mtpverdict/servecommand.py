@@ -78,12 +78,14 @@ _PYTHON_SAFE_PATH = frozenset({"-P", "-I"})
 # Environment variables that change which code a process runs (the dynamic loader's preloads and
 # search path, the program search path, Python's module path, home, startup file and compiled-module
 # directory, HOME, under which Python's user site directory is, and the OpenSSL configuration and
-# glibc converter paths, which load shared objects): set anywhere, what runs cannot be told.
+# glibc converter paths, which load shared objects, and the caches of compiled code vLLM, PyTorch and
+# Triton load: XDG_CACHE_HOME holds vLLM's torch.compile cache): set anywhere, what runs cannot be told.
 PROGRAM_VARIABLES = frozenset(
     {
         "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "HOME", "PYTHONPATH", "PYTHONHOME",
         "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT",
         "PYTHONPYCACHEPREFIX", "OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "GCONV_PATH",
+        "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
     }
 )  # fmt: skip
 

@@ -31,6 +31,9 @@ REVIEW = {
     "env-file-absent": TELL + "services.seat.env_file /etc/seat/vllm.env is not here",
     "model-source-variable": "stale evidence, environment HF_ENDPOINT",
     "ca-variable": "stale evidence, environment REQUESTS_CA_BUNDLE",  # another huggingface.co's weights
+    # compiled kernels and generated code vLLM, PyTorch and Triton load from their caches
+    "compile-cache-mount": TELL + "services.seat.volumes mounts /root/.cache/vllm over a compiled-code cache",
+    "inductor-cache-variable": TELL + "environment variable TORCHINDUCTOR_CACHE_DIR changes which code",
     "openssl-conf": TELL + "environment variable OPENSSL_CONF changes which code the server runs",
     # .env lines Compose's dotenv reader takes as COMPOSE_FILE: Compose deploys deploy.yaml (k=3)
     "env-export-tab": "env-export-tab/.env sets COMPOSE_FILE",
