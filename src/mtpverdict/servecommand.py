@@ -259,9 +259,8 @@ def module_path_from_cwd(command: Command) -> str | None:
     module path (no -P or -I), else None: whatever is mounted there is imported before the image's
     packages."""
     program = list(command.program)
-    if "-m" not in program:
-        return None
     i = next((k for k, t in enumerate(program) if _is_python(program_name(t))), None)
-    if i is None or any(t in _PYTHON_SAFE_PATH for t in program[i + 1 : program.index("-m")]):
+    if i is None or "-m" not in program[i + 1 :]:
         return None
-    return program_name(program[i])
+    options = program[i + 1 : program.index("-m", i + 1)]  # numactl -m before it is numactl's
+    return None if any(t in _PYTHON_SAFE_PATH for t in options) else program_name(program[i])
