@@ -345,7 +345,19 @@ def _check_files(files: Iterable[str], env_files: Iterable[str] = ()) -> None:
             continue
         check_yaml_shape(text, path)
         base = os.path.dirname(path)
-        queue += [(os.path.join(base, p), y) for p, y in _references(_safe_load(text, path))]
+        for reference, yaml_file in _references(_safe_load(text, path)):
+            if "://" in reference or reference.startswith("git@"):
+                raise InputError(
+                    [
+                        Problem(
+                            path,
+                            f"{reference} is a remote resource (an OCI artifact or a git repository): what "
+                            "it holds where the service is deployed cannot be checked; the gate reads only "
+                            "local files",
+                        )
+                    ]
+                )
+            queue.append((os.path.join(base, reference), yaml_file))
 
 
 def _env_names(env_file: str | None) -> list[str]:

@@ -92,3 +92,13 @@ def test_refused_read_directly(case: str, seat: GateEvidence) -> None:
     found = evaluate(seat, None, read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), None))
     assert not found.supported, found.reasons
     assert any(PLAIN[case] in r for r in found.reasons), found.reasons
+
+
+def test_a_remote_include_is_bad_input_before_compose_fetches_it(resolver: Resolver) -> None:
+    """Compose would pull an OCI artifact (a mutable tag) past the file checks; the gate reads only
+    local files, and answers without the network."""
+    from mtpverdict.errors import InputError
+
+    path = CASES / "remote-include" / "compose.yaml"
+    with pytest.raises(InputError, match="is a remote resource"):
+        read_compose(str(path), read_bounded(path), "seat", ComposeOptions(), resolver)
