@@ -79,7 +79,7 @@ RESOLVE_SECONDS = 30  # Compose answers a project in about 0.1 s; this bounds a 
 MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES each
 # Compose reads these from .env as if given on its command line (files, profiles, more env files)
 # Mount targets under which an image keeps its programs and libraries: a volume, config or secret
-# mounted there replaces what the image runs (a model directory, a cache or /tmp does not)
+# mounted there replaces what the image runs (a model directory or a model cache does not)
 PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
 # Python imports a user's site directory (HOME/.local/lib/pythonX.Y/site-packages, its .pth files and
 # usercustomize) before the image's packages: a mount at a .local, a home or the homes replaces it
