@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict.errors import InputError, Problem
+from mtpverdict.servecommand import Command, module_path_from_cwd, split_command
 from mtpverdict.serveconfig import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -78,8 +79,15 @@ RESOLVE_SECONDS = 30  # Compose answers a project in about 0.1 s; this bounds a 
 MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES each
 # Compose reads these from .env as if given on its command line (files, profiles, more env files)
 # Mount targets under which an image keeps its programs and libraries: a volume, config or secret
-# mounted there replaces what the image runs (a model directory, a cache or /tmp does not)
+# mounted there replaces what the image runs (a model directory or a model cache does not)
 PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
+# Python imports a user's site directory (HOME/.local/lib/pythonX.Y/site-packages, its .pth files and
+# usercustomize) before the image's packages: a mount at a .local, a home or the homes replaces it
+HOMES = ("/root", "/home")
+# Caches of compiled code the server loads as its own (vLLM's torch.compile cache under ~/.cache/vllm,
+# Triton's kernels, PyTorch inductor's generated modules in /tmp/torchinductor_USER): a mount at one,
+# or above one (a .cache, /tmp), brings code the image does not hold
+CODE_CACHES = (".cache/vllm", ".triton", "torchinductor_")
 _COMPOSE_SETTINGS = {
     "COMPOSE_FILE": "--compose-file",
     "COMPOSE_PROFILES": "--profile",
@@ -337,24 +345,55 @@ def _check_files(files: Iterable[str], env_files: Iterable[str] = ()) -> None:
             continue
         check_yaml_shape(text, path)
         base = os.path.dirname(path)
-        queue += [(os.path.join(base, p), y) for p, y in _references(_safe_load(text, path))]
+        for reference, yaml_file in _references(_safe_load(text, path)):
+            if "://" in reference or reference.startswith("git@"):
+                raise InputError(
+                    [
+                        Problem(
+                            path,
+                            f"{reference} is a remote resource (an OCI artifact or a git repository): what "
+                            "it holds where the service is deployed cannot be checked; the gate reads only "
+                            "local files",
+                        )
+                    ]
+                )
+            queue.append((os.path.join(base, reference), yaml_file))
 
 
-def _env_settings(env_file: str | None, options: ComposeOptions) -> list[str]:
-    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
+def _env_names(env_file: str | None) -> list[str]:
+    """The variable names an env file sets, read as Compose's dotenv reader does: `export` and any
+    whitespace before the name, `=` or `:` after it."""
     if env_file is None or not os.path.isfile(env_file):
         return []
+    names = []
+    for line in read_bounded(env_file).splitlines():
+        text = line.strip()
+        head = text.split(None, 1)
+        if len(head) == 2 and head[0] == "export":
+            text = head[1]
+        names.append(text.replace(":", "=", 1).split("=", 1)[0].strip().strip("'\""))
+    return names
+
+
+def _env_settings(names: Iterable[str], source: str, options: ComposeOptions) -> list[str]:
+    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
     given = {"--compose-file": bool(options.files), "--profile": bool(options.profiles)}
     given["--env-file"] = options.env_file is not None
     out = []
-    for line in read_bounded(env_file).splitlines():
-        name = line.strip().removeprefix("export ").split("=", 1)[0].strip()
+    for name in dict.fromkeys(names):
         option = _COMPOSE_SETTINGS.get(name)
         if option is not None and not given[option]:
             out.append(
-                f"{env_file} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
+                f"{source} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
             )
     return out
+
+
+def _compose_environment(resolver: Resolver, args: Sequence[str], source: str) -> list[str]:
+    """The names of the variables Compose interpolates with (`config --environment`): what it read
+    from the env file, as it read it."""
+    done = _invoke(resolver, [*args, "config", "--environment"], source)
+    return [line.split("=", 1)[0] for line in done.decode("utf-8", "replace").splitlines()]
 
 
 def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
@@ -381,8 +420,8 @@ def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
 # resolving
 
 
-def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
-    """One `config --format json` of Compose; InputError naming the file when Compose refuses it."""
+def _invoke(resolver: Resolver, args: Sequence[str], source: str) -> bytes:
+    """One run of Compose, its standard output; InputError naming the file when Compose refuses."""
     try:
         done = subprocess.run(
             [*resolver.argv, *args],
@@ -405,8 +444,14 @@ def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]
         raise InputError([Problem(source, f"Compose refuses the project: {why}")])
     if len(done.stdout) > MAX_OUTPUT:
         raise InputError([Problem(source, f"the resolved project is over {MAX_OUTPUT} bytes")])
+    return done.stdout
+
+
+def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
+    """One `config --format json` of Compose: its services."""
+    stdout = _invoke(resolver, args, source)
     try:
-        loaded = json.loads(done.stdout)
+        loaded = json.loads(stdout)
     except ValueError as exc:
         raise InputError([Problem(source, f"{resolver.name} printed no JSON project: {exc}")]) from None
     services = loaded.get("services") if isinstance(loaded, dict) else None
@@ -470,35 +515,84 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + "/") or directory == "/"
 
 
-def _mount_refusals(resolved: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
-    """Mounts that replace what the image runs: over its program directories, a Python package
-    directory, or a path the command itself runs."""
+def _mount_targets(service: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, target) of what a service mounts: volumes, configs, secrets (Compose's long form, or the
+    short SOURCE:TARGET[:MODE] of a file read directly, every absolute part after the source taken
+    for the target, since a Windows source has a colon of its own) and tmpfs (TARGET[:OPTIONS])."""
+    for key in ("volumes", "configs", "secrets", "tmpfs"):
+        value = service.get(key)
+        for mount in [value] if isinstance(value, str) else value or ():
+            if isinstance(mount, dict):
+                targets = [str(mount.get("target") or "")]
+            elif key == "tmpfs":
+                targets = [str(mount).split(":", 1)[0]]
+            else:
+                parts = str(mount).split(":")
+                targets = parts[1:] or parts
+            for target in targets:
+                if target.startswith("/"):  # a secret's default target (/run/secrets/NAME) is relative
+                    yield key, os.path.normpath(target).replace("//", "/", 1)
+
+
+def _over_user_site(target: str) -> bool:
+    """A mount at a .local directory, a home directory or the homes' parent."""
+    parts = target.strip("/").split("/")
+    return ".local" in parts or target in HOMES or (target.startswith("/home/") and len(parts) == 2)
+
+
+def _over_code_cache(target: str) -> bool:
+    """A mount at or inside a compiled-code cache, or at a directory holding one (a .cache, /tmp)."""
+    rest = target.strip("/")
+    parts = rest.split("/")
+    inside = any(f"/{c}" in f"/{rest}" for c in CODE_CACHES)
+    return inside or parts[-1] == ".cache" or target == "/tmp"
+
+
+def _mount_refusals(service: Mapping[str, Any], argv: Sequence[str], name: str) -> list[str]:
+    """Mounts that replace what the image runs: over its program directories, a Python package or
+    user site directory, a path the command itself runs, or anything at all when `python -m` takes
+    its modules from the working directory first."""
     programs = [t for t in argv if t.startswith("/")]
+    command = split_command(argv, names_program=True) if argv else None
+    python = module_path_from_cwd(command) if isinstance(command, Command) else None
     out = []
-    for key in ("volumes", "configs", "secrets"):
-        for mount in resolved.get(key) or ():
-            target = str(mount.get("target") or "") if isinstance(mount, dict) else ""
-            if not target.startswith("/"):
-                continue  # a secret's default target (/run/secrets/NAME) or a relative config target
-            over = [p for p in PROGRAM_PATHS if _under(target, p)]
-            over += ["a Python package directory"] if "-packages" in target else []
-            over += [p for p in programs if _under(p, target)]
-            if over:
-                out.append(
-                    f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the "
-                    "image runs"
-                )
+    for key, target in _mount_targets(service):
+        over = [p for p in PROGRAM_PATHS if _under(target, p)]
+        over += ["a Python package directory"] if "-packages" in target else []
+        over += ["a user's site directory"] if _over_user_site(target) else []
+        over += ["a compiled-code cache"] if _over_code_cache(target) else []
+        over += [p for p in programs if _under(p, target)]
+        if over:
+            out.append(
+                f"services.{name}.{key} mounts {target} over {over[0]}, which replaces what the image runs"
+            )
+        elif python is not None and key != "tmpfs":
+            out.append(
+                f"{python} -m puts the working directory first on its module path, and services.{name}."
+                f"{key} mounts {target}, which may be it: run {python} -P -m"
+            )
     return out
 
 
 def _service_refusals(resolved: Mapping[str, Any], name: str) -> list[str]:
     """What else a service runs or selects that the evidence cannot show: a service that never
-    starts, post_start hooks (commands run in the container), a platform (another build of the tag)."""
+    starts, post_start hooks (commands run in the container), a working directory (where relative
+    paths resolve), another service's volumes, a platform (another build of the tag)."""
     out = []
     if _never_starts(resolved):
         out.append(f"service {name} does not start (scale or deploy.replicas is 0)")
     if resolved.get("post_start"):
         out.append(f"services.{name}.post_start runs commands in the container beside the server")
+    if resolved.get("working_dir"):
+        out.append(
+            f"services.{name}.working_dir {resolved['working_dir']}: relative paths in the command and "
+            "the modules python -m finds first resolve there, which the evidence does not record"
+        )
+    if resolved.get("volumes_from"):
+        shown = ", ".join(map(str, resolved["volumes_from"]))
+        out.append(
+            f"services.{name}.volumes_from mounts the volumes of {shown}, which the gate does not read"
+        )
     if resolved.get("platform"):
         out.append(
             f"services.{name}.platform {resolved['platform']} selects a build of the image's tag the "
@@ -523,11 +617,12 @@ def resolve_service(
     project = options.project_dir or os.path.dirname(files[0]) or "."
     env_file = options.env_file or os.path.join(project, ".env")
     _check_files(files, [env_file] if os.path.lexists(env_file) else [])
-    refusals += _env_settings(env_file, options)
     args = [a for f in files for a in ("-f", f)] + ["--project-directory", project]
     if os.path.lexists(env_file):
         args += ["--env-file", env_file]
     args += [a for p in options.profiles for a in ("--profile", p)]
+    names = _compose_environment(resolver, args, serve_config) if os.path.lexists(env_file) else []
+    refusals += _env_settings([*names, *_env_names(env_file)], env_file, options)
     running = _run(resolver, [*args, "config", "--format", "json"], serve_config)
     raw_all = _run(resolver, [*args, "config", "--no-interpolate", "--format", "json"], serve_config)
     if service is None:
@@ -550,6 +645,12 @@ def resolve_service(
         resolved = {}
     refusals += _raw_refusals(raw, service)
     refusals += _service_refusals(resolved, service)
+    refusals += [
+        f"services.{service}.env_file {path} is not here: what it sets where the service is deployed "
+        "cannot be seen"
+        for path in _env_file_paths(raw, project)
+        if not os.path.isfile(path)
+    ]
     key = f"services.{service}"
     image = resolved.get("image")
     env_files = [env_file] if os.path.lexists(env_file) else []
@@ -573,6 +674,18 @@ def resolve_service(
         sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
         refusals=tuple(refusals),
     )
+
+
+def _env_file_paths(raw: Mapping[str, Any], project: str) -> list[str]:
+    """The paths of a service's env_file entries (Compose writes them absolute; relative ones are
+    the project directory's)."""
+    entries = raw.get("env_file")
+    out = []
+    for entry in [entries] if isinstance(entries, str | dict) else entries or ():
+        path = entry.get("path") if isinstance(entry, dict) else entry
+        if isinstance(path, str):
+            out.append(os.path.join(project, path))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -680,14 +793,20 @@ def _read_plain(source: str, text: str, service: str | None, project: str) -> Re
 
 def _plain_refusals(entry: Mapping[str, Any], name: str) -> list[str]:
     """_raw_refusals, mounts and a service that never starts, for a service read as written."""
-    mounts: dict[str, list[dict[str, str]]] = {}
-    for key in ("volumes", "configs", "secrets"):
-        for item in entry.get(key) or ():
-            parts = str(item).split(":")  # SOURCE:TARGET[:MODE], or an anonymous volume's TARGET
-            target = item.get("target") if isinstance(item, dict) else parts[min(1, len(parts) - 1)]
-            mounts.setdefault(key, []).append({"target": str(target)})
-    argv = [str(v) for key in ("entrypoint", "command") for v in (entry.get(key) or []) if isinstance(v, str)]
-    return _raw_refusals(entry, name) + _mount_refusals(mounts, argv, name) + _service_refusals(entry, name)
+    argv: list[str] = []
+    for key in ("entrypoint", "command"):
+        try:
+            argv += _plain_argv(entry.get(key), name, key) or ()
+        except InputError:
+            pass  # _read_plain names it
+    out = _raw_refusals(entry, name) + _mount_refusals(entry, argv, name) + _service_refusals(entry, name)
+    for key in ("entrypoint", "command"):
+        if isinstance(entry.get(key), str) and "\\" in entry[key]:
+            out.append(
+                f"services.{name}.{key} is a string with a backslash, which Compose's splitter reads "
+                'otherwise than a shell ("a\\b" is ab): write the command as a list'
+            )
+    return out
 
 
 def read_compose(
@@ -713,7 +832,7 @@ def read_compose(
     needs = _needs_resolver(doc, str(name), files, options, anchored)
     project = options.project_dir or os.path.dirname(source) or "."
     env_file = options.env_file or os.path.join(project, ".env")
-    refusals = ambiguous + _env_settings(env_file, options)
+    refusals = ambiguous + _env_settings(_env_names(env_file), env_file, options)
     if needs:
         refusals.append(f"{source} uses {'; '.join(needs)}, which only Compose resolves: {INSTALL_HINT}")
         label = f"{source} service {service}" if service else source

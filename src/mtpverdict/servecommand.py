@@ -24,6 +24,7 @@ __all__ = [
     "Command",
     "Unproven",
     "known_program",
+    "module_path_from_cwd",
     "program_name",
     "split_command",
 ]
@@ -67,14 +68,24 @@ ENGINE_MODULES: Mapping[str, tuple[Engine, bool]] = {
 # developer and warning settings); -c, a script file and anything else are not accepted.
 _PYTHON_SWITCHES = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-P", "-q", "-b", "-bb"})
 _PYTHON_VALUED = frozenset({"-X", "-W"})
+# -X settings that make the interpreter load code from elsewhere: compiled modules from another
+# directory (a forged .pyc under the prefix runs instead of the image's source), a module before site
+_PYTHON_LOADING = frozenset({"pycache_prefix", "presite"})
+# options that keep the working directory off sys.path (which python -m otherwise puts first)
+_PYTHON_SAFE_PATH = frozenset({"-P", "-I"})
 
 
 # Environment variables that change which code a process runs (the dynamic loader's preloads and
-# search path, Python's module path, home and startup file): set anywhere, what runs cannot be told.
+# search path, the program search path, Python's module path, home, startup file and compiled-module
+# directory, HOME, under which Python's user site directory is, and the OpenSSL configuration and
+# glibc converter paths, which load shared objects, and the caches of compiled code vLLM, PyTorch and
+# Triton load: XDG_CACHE_HOME holds vLLM's torch.compile cache): set anywhere, what runs cannot be told.
 PROGRAM_VARIABLES = frozenset(
     {
-        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
-        "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT",
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "HOME", "PYTHONPATH", "PYTHONHOME",
+        "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT",
+        "PYTHONPYCACHEPREFIX", "OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "GCONV_PATH",
+        "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
     }
 )  # fmt: skip
 
@@ -158,6 +169,9 @@ def _python_end(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
         if token in _PYTHON_SWITCHES:
             j += 1
         elif token in _PYTHON_VALUED or (token[:2] in _PYTHON_VALUED and len(token) > 2):
+            value = (argv[j + 1] if j + 1 < len(argv) else "") if token in _PYTHON_VALUED else token[2:]
+            if token.startswith("-X") and value.partition("=")[0] in _PYTHON_LOADING:
+                return Unproven(f"{program_name(argv[i])} option -X {value} loads code from elsewhere")
             j += 2 if token in _PYTHON_VALUED else 1
         elif token.startswith("-c") or not token.startswith("-"):
             what = "a -c script" if token.startswith("-c") else f"the script {token!r}"
@@ -229,4 +243,24 @@ def split_command(argv: Sequence[str], *, names_program: bool | None = None) -> 
     if isinstance(found, Unproven):
         return found
     end, engine = found
+    for token in argv[:end]:
+        path = token.replace("\\", "/")
+        absolute = path.startswith("/") or path[1:3] == ":/"  # C:/..., a Windows path
+        if "/" in path and not absolute and known_program(token):
+            return Unproven(
+                f"{token!r} is a relative path: it runs from the working directory, which the evidence "
+                "does not record"
+            )
     return Command(tuple(argv[:end]), tuple(argv[end:]), engine)
+
+
+def module_path_from_cwd(command: Command) -> str | None:
+    """The interpreter of a `python -m` program part that puts the working directory first on its
+    module path (no -P or -I), else None: whatever is mounted there is imported before the image's
+    packages."""
+    program = list(command.program)
+    i = next((k for k, t in enumerate(program) if _is_python(program_name(t))), None)
+    if i is None or "-m" not in program[i + 1 :]:
+        return None
+    options = program[i + 1 : program.index("-m", i + 1)]  # numactl -m before it is numactl's
+    return None if any(t in _PYTHON_SAFE_PATH for t in options) else program_name(program[i])

@@ -29,6 +29,7 @@ from mtpverdict.formats._check import INT_RANGE_MESSAGE
 
 __all__ = [
     "ENGINE_VARIABLE_PREFIXES",
+    "MODEL_SOURCE_VARIABLES",
     "FLAGS",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -571,11 +572,22 @@ def _unknown(name: str, norm: str) -> str:
 # set_env), vLLM its VLLM_* (vllm/envs.py), SGLang its SGLANG_* (SGLANG_ENABLE_SPEC_V2 switches its
 # speculative scheduler).
 ENGINE_VARIABLE_PREFIXES = ("LLAMA_ARG_", "VLLM_", "SGLANG_")
+# Where the engines' Hugging Face and ModelScope clients fetch a model (and its drafter) named by id,
+# the caches they read it from, and the certificates they trust doing so: another endpoint, cache or
+# trusted certificate serves other weights under the same name.
+MODEL_SOURCE_VARIABLES = frozenset(
+    {
+        "HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HUGGINGFACE_CO_RESOLVE_ENDPOINT",
+        "TRANSFORMERS_CACHE", "HF_HUB_OFFLINE", "MODELSCOPE_CACHE", "MODELSCOPE_DOMAIN",
+        "MODELSCOPE_ENDPOINT", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    }
+)  # fmt: skip
 
 
 def is_engine_variable(name: str) -> bool:
-    """Whether an engine reads this environment variable as configuration."""
-    return name.startswith(ENGINE_VARIABLE_PREFIXES)
+    """Whether an engine reads this environment variable as configuration (or as where its model
+    comes from)."""
+    return name.startswith(ENGINE_VARIABLE_PREFIXES) or name in MODEL_SOURCE_VARIABLES
 
 
 def is_speculative_variable(name: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtpverdict.servecommand import Command, Unproven, split_command
+from mtpverdict.servecommand import Command, Unproven, module_path_from_cwd, split_command
 from mtpverdict.serveconfig import Engine
 
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
@@ -64,3 +64,27 @@ def test_arguments_of_an_image_entrypoint_must_not_open_with_a_program() -> None
     as_arguments = split_command(["/models/server", "--port", "1"], names_program=False)
     assert as_arguments == Command((), ("/models/server", "--port", "1"), None)  # the model, compared
     assert split_command(["--model", "m"], names_program=False) == Command((), ("--model", "m"), None)
+
+
+def test_python_m_takes_modules_from_the_working_directory_unless_p_or_i() -> None:
+    def first(argv: list[str]) -> str | None:
+        command = split_command([*argv, "--model", "m"], names_program=True)
+        assert isinstance(command, Command), command
+        return module_path_from_cwd(command)
+
+    module = ["-m", "vllm.entrypoints.openai.api_server"]
+    assert first(["python3", *module]) == "python3"
+    assert first(["numactl", "-m", "0", "python3", *module]) == "python3"  # numactl's -m is not python's
+    assert first(["numactl", "-m", "0", "python3", "-P", *module]) is None
+    assert first(["python3.12", "-I", *module]) is None
+    assert first(["vllm", "serve"]) is None
+
+
+def test_relative_program_paths_and_pycache_prefix_are_unproven() -> None:
+    assert isinstance(split_command(["./vllm", "serve", "m"], names_program=True), Unproven)
+    assert isinstance(split_command(["bin/llama-server", "-m", "x"], names_program=True), Unproven)
+    found = split_command(["C:\\llama\\llama-server.exe", "-m", "x"], names_program=True)
+    assert not isinstance(found, Unproven), found
+    for option in (["-X", "pycache_prefix=/m"], ["-Xpycache_prefix=/m"]):
+        argv = ["python3", *option, "-m", "vllm.entrypoints.openai.api_server"]
+        assert isinstance(split_command(argv, names_program=True), Unproven)
