@@ -7,17 +7,27 @@ escaped, encoded or cut short (collect/redact.py).
 
 from __future__ import annotations
 
+import base64
+import json
+import secrets
 import time
+import urllib.parse
+from pathlib import Path
 
 import msgspec
 import pytest
 
+from mtpverdict.collect import Collector, Event, load_campaign_file
+from mtpverdict.collect.preflight import preflight
+from mtpverdict.collect.redact import REDACTED, Redactor
 from mtpverdict.collect.schedule_arm import schedule_arm
-from mtpverdict.errors import InputError
+from mtpverdict.errors import CollectError, InputError
 from mtpverdict.formats.decision import ScheduleRange
 from mtpverdict.parse import parse_text
 
+from .collect.conftest import campaign_text, free_port
 from .collect.test_schedule_arm import CAMPAIGN, _decision
+from .collect.test_secrets import KEY_ENV, TOKEN_ENV
 
 RESPONSES = 60_000  # quadratic line counting took minutes on this many; linear takes about a second
 
@@ -70,3 +80,119 @@ def test_a_schedule_at_a_depth_no_arm_measured_is_refused(
     problems = caught.value.problems
     assert len(problems) == 1 and problems[0].key == "schedule.ranges"
     assert words in problems[0].message
+
+
+def _leaking_campaign(port: int, fault: str | None = None) -> str:
+    """The fake server printing the API key and a secret variable, as tests/collect/test_secrets.py."""
+    faults = {"ngram_k2": fault} if fault else None
+    text = campaign_text(port, reps=2, concurrency="[1]", faults=faults)
+    text = text.replace(
+        '"--port", "{port}"',
+        f'"--port", "{{port}}", "--leak-env", "{KEY_ENV}", "--leak-env", "{TOKEN_ENV}"',
+        1,
+    )
+    secret_keys = f'api_key_env = "{KEY_ENV}"\nsecrets = ["{TOKEN_ENV}", "hf"]\n'
+    return text.replace("stall_seconds =", secret_keys + "stall_seconds =", 1)
+
+
+@pytest.mark.parametrize(("key", "token", "hf"), [("ok", "t" * 20, "h" * 20), ("k" * 20, "t" * 20, "hf-1")])
+def test_a_secret_too_short_to_redact_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, token: str, hf: str
+) -> None:
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.setenv(TOKEN_ENV, token)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(_leaking_campaign(free_port()))
+    with pytest.raises(CollectError) as caught:
+        preflight(
+            load_campaign_file(campaign),
+            tmp_path / "results",
+            variables={"hf": hf},
+            resume=False,
+            allow_argv_mismatch=False,
+            until_resolved=False,
+        )
+    message = str(caught.value)
+    assert "shorter than 8" in message and (KEY_ENV in message or "hf" in message)
+    assert f" {key} " not in message and hf not in message  # the variable is named, never its value
+    assert not (tmp_path / "results").exists()
+
+
+SECRET = 'sk-ab/cd+ef=gh"ij\\kl\u00e9mn0123456789'
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+BASIC = "Authorization: Basic "
+
+
+@pytest.mark.parametrize(
+    ("printed", "spelled"),
+    [
+        (f'{{"api_key": "{json.dumps(SECRET)[1:-1]}"}}', json.dumps(SECRET)[1:-1]),
+        ('{"k": "' + json.dumps(SECRET, ensure_ascii=False)[1:-1].replace("/", "\\/") + '"}', SECRET[14:]),
+        (repr({"api_key": SECRET}), repr(SECRET)[1:-1]),
+        ("GET /v1/models?key=" + urllib.parse.quote(SECRET, safe=""), urllib.parse.quote(SECRET, safe="")),
+        ("GET /v1/models?key=" + urllib.parse.quote_plus(SECRET), urllib.parse.quote_plus(SECRET)),
+        (BASIC + _b64(b"user:" + SECRET.encode()), _b64(b"user:" + SECRET.encode())[7:-3]),
+        (BASIC + _b64(b"u:" + SECRET.encode()), _b64(b"u:" + SECRET.encode())[3:-3]),
+        (BASIC + _b64(SECRET.encode()), _b64(SECRET.encode())[:-4]),
+    ],
+)
+def test_a_secret_printed_escaped_or_encoded_is_redacted(printed: str, spelled: str) -> None:
+    """`spelled`: the secret as the line spells it (of base64, the characters only its bytes decide)."""
+    redactor = Redactor([SECRET])
+    line = printed + " and more"
+    pieces = {spelled[i : i + 12] for i in range(len(spelled) - 11)}
+    for written in (redactor.text(line), _streamed(redactor, line.encode(), 5).decode()):
+        assert REDACTED in written and written.endswith(" and more"), written
+        assert not [p for p in pieces if p in written], written
+
+
+def _streamed(redactor: Redactor, data: bytes, step: int) -> bytes:
+    stream = redactor.stream()
+    return b"".join(stream.feed(data[i : i + step]) for i in range(0, len(data), step)) + stream.flush()
+
+
+def test_a_secret_cut_short_at_either_end_of_a_text_is_redacted() -> None:
+    secret = "sk-" + "0123456789abcdef" * 3
+    redactor = Redactor([secret])
+    error = ("HTTP 401: invalid key " + secret)[:40]  # an error kept to its first characters
+    assert redactor.text(error) == "HTTP 401: invalid key " + REDACTED
+    tail = (secret + " was refused")[-30:]  # a log's last bytes
+    assert redactor.text(tail) == REDACTED + " was refused"
+    assert redactor.text("tokens: 6, sk-") == "tokens: 6, sk-"  # too little of it to say
+    assert _streamed(redactor, b"server stopped while printing " + secret[:20].encode(), 7).endswith(
+        REDACTED.encode()
+    )
+
+
+def test_no_piece_of_a_secret_reaches_the_results_or_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server quotes the key in a 500 answer, cut by the error text's bound in the middle of it."""
+    key, token, hf = (f"sk-{secrets.token_hex(20)}" for _ in range(3))
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.setenv(TOKEN_ENV, token)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(_leaking_campaign(free_port(), fault="5xx:2"))
+    events: list[Event] = []
+    summary = Collector(
+        load_campaign_file(campaign),
+        tmp_path / "results",
+        variables={"hf": hf},
+        resume=False,
+        allow_argv_mismatch=True,
+        on_event=events.append,
+    ).run()
+    assert summary.request_errors > 0
+    records = (tmp_path / "results" / "records.jsonl").read_text()
+    assert "injected failure" in records and REDACTED in records
+    shown = "\n".join([*(e.detail for e in events), *summary.failed])
+    pieces = {s[i : i + 12] for s in (key, token, hf) for i in range(len(s) - 11)}
+    for path in (p for p in (tmp_path / "results").rglob("*") if p.is_file()):
+        data = path.read_text(errors="replace")
+        assert not [p for p in pieces if p in data], f"{path} holds a piece of a secret"
+    assert not [p for p in pieces if p in shown]
