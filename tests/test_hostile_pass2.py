@@ -28,6 +28,7 @@ from mtpverdict.parse import parse_text
 from .collect.conftest import campaign_text, free_port
 from .collect.test_schedule_arm import CAMPAIGN, _decision
 from .collect.test_secrets import KEY_ENV, TOKEN_ENV
+from .test_hostile_merge import in_process, write_shard
 
 RESPONSES = 60_000  # quadratic line counting took minutes on this many; linear takes about a second
 
@@ -196,3 +197,18 @@ def test_no_piece_of_a_secret_reaches_the_results_or_the_terminal(
         data = path.read_text(errors="replace")
         assert not [p for p in pieces if p in data], f"{path} holds a piece of a secret"
     assert not [p for p in pieces if p in shown]
+
+
+@pytest.mark.parametrize("names", ["an empty directory inside a shard", "nothing"])
+def test_merge_refuses_out_that_is_a_symbolic_link(tmp_path: Path, names: str) -> None:
+    shards = write_shard(tmp_path, 0), write_shard(tmp_path, 1)
+    inside = shards[0] / "raw" / "empty"
+    if names != "nothing":
+        inside.mkdir()
+    (tmp_path / "merged").symlink_to(inside)
+    done = in_process("merge", *shards, "--out", tmp_path / "merged")
+    assert done.returncode == 2, done.stderr
+    assert "is a symbolic link" in done.stderr and done.stderr.count("Error:") == 1
+    assert (tmp_path / "merged").is_symlink() and not [
+        p for p in tmp_path.iterdir() if p.name.startswith(".")
+    ]

@@ -321,6 +321,8 @@ def _copy_records(shard: _ShardDir, fh: Any) -> int:
 
 
 def _check_out(target: Path, shards: Sequence[str | os.PathLike[str]]) -> None:
+    if target.is_symlink():  # the merged directory replaces the link itself, never what it names
+        raise _refuse(target, "is a symbolic link; merge into a new directory named directly")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise _refuse(target, "exists and is not empty; merge into a new directory")
     where = target.parent.resolve() / target.name
