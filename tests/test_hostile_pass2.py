@@ -28,7 +28,7 @@ from mtpverdict.parse import parse_text
 from .collect.conftest import campaign_text, free_port
 from .collect.test_schedule_arm import CAMPAIGN, _decision
 from .collect.test_secrets import KEY_ENV, TOKEN_ENV
-from .test_hostile_merge import in_process, write_shard
+from .test_hostile_merge import _boot, _request, add_line, in_process, write_shard
 
 RESPONSES = 60_000  # quadratic line counting took minutes on this many; linear takes about a second
 
@@ -212,3 +212,15 @@ def test_merge_refuses_out_that_is_a_symbolic_link(tmp_path: Path, names: str) -
     assert (tmp_path / "merged").is_symlink() and not [
         p for p in tmp_path.iterdir() if p.name.startswith(".")
     ]
+
+
+def test_merge_refuses_a_shard_that_ran_more_rounds_than_its_shard_file_claims(tmp_path: Path) -> None:
+    """A shard file saying rounds = 1 beside two boots of an arm: a missing shard would owe too few."""
+    shards = write_shard(tmp_path, 0), write_shard(tmp_path, 1)
+    extra = _boot("k1", 2, 6, 0)
+    add_line(shards[0], json.dumps(extra))
+    add_line(shards[0], json.dumps(_request("k1", extra["boot"])))
+    done = in_process("merge", *shards, "--out", tmp_path / "merged")
+    assert done.returncode == 2, done.stderr
+    assert "k1 has 2 ready boots in this shard, more than the 1 rounds" in done.stderr
+    assert done.stderr.count("Error:") == 1 and not (tmp_path / "merged").exists()
