@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import time
 import urllib.parse
@@ -23,11 +24,13 @@ from mtpverdict.collect.redact import REDACTED, Redactor
 from mtpverdict.collect.schedule_arm import schedule_arm
 from mtpverdict.errors import CollectError, InputError
 from mtpverdict.formats.decision import ScheduleRange
+from mtpverdict.importers import import_vllm_bench
 from mtpverdict.parse import parse_text
 
 from .collect.conftest import campaign_text, free_port
 from .collect.test_schedule_arm import CAMPAIGN, _decision
 from .collect.test_secrets import KEY_ENV, TOKEN_ENV
+from .conftest import DATA
 from .test_hostile_merge import _boot, _request, add_line, in_process, write_shard
 
 RESPONSES = 60_000  # quadratic line counting took minutes on this many; linear takes about a second
@@ -224,3 +227,28 @@ def test_merge_refuses_a_shard_that_ran_more_rounds_than_its_shard_file_claims(t
     assert done.returncode == 2, done.stderr
     assert "k1 has 2 ready boots in this shard, more than the 1 rounds" in done.stderr
     assert done.stderr.count("Error:") == 1 and not (tmp_path / "merged").exists()
+
+
+def test_import_of_many_requests_flushes_the_disk_once_not_per_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One fsync per record made 200,000 requests take six minutes on a slow disk."""
+    data = json.loads((DATA / "vllm_bench" / "k3_detailed.json").read_text())
+    n = 2000
+    for key in ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors"):
+        data[key] = (data[key] * n)[:n]
+    data["start_times"] = [1000.0 + i / 100 for i in range(n)]
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    real_fsync, synced = os.fsync, []
+
+    def counted(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    report = import_vllm_bench([path], arm="k3", out=tmp_path / "r", method="mtp", k=3)
+    assert dict(report.written)["request"] == n
+    assert len(synced) < 20  # campaign.json and records.jsonl: a few, whatever the count of records
+    lines = (tmp_path / "r" / "records.jsonl").read_text().splitlines()
+    assert sum('"kind":"request"' in line for line in lines) == n
