@@ -193,6 +193,17 @@ def _own_boots(shard: _ShardDir) -> set[tuple[str, int]]:
                     f"{info.shard} (boot and order numbers of device i are i + 1, i + 1 + N, ...)",
                     key=name,
                 )
+    ready: dict[str, int] = {}
+    for arm, status in zip(boots["arm"], boots["status"], strict=True):
+        ready[str(arm)] = ready.get(str(arm), 0) + (status == "ready")
+    for arm, count in sorted(ready.items()):
+        if count > info.rounds:  # a round readies one boot per arm; a failed one retried stays failed
+            raise _refuse(
+                where,
+                f"{arm} has {count} ready boots in this shard, more than the {info.rounds} rounds "
+                f"its shard file claims ({shard.path / RAW_DIR / SHARD_FILE})",
+                key="rounds",
+            )
     owned = {(str(a), int(b)) for a, b in zip(boots["arm"], boots["boot"], strict=True)}
     for kind in RECORD_KINDS:
         if kind == "boot":
@@ -321,6 +332,8 @@ def _copy_records(shard: _ShardDir, fh: Any) -> int:
 
 
 def _check_out(target: Path, shards: Sequence[str | os.PathLike[str]]) -> None:
+    if target.is_symlink():  # the merged directory replaces the link itself, never what it names
+        raise _refuse(target, "is a symbolic link; merge into a new directory named directly")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise _refuse(target, "exists and is not empty; merge into a new directory")
     where = target.parent.resolve() / target.name

@@ -25,7 +25,7 @@ from mtpverdict.collect.campaign import (
     depth_problems,
     parity_problems,
 )
-from mtpverdict.collect.redact import Redactor, secret_values
+from mtpverdict.collect.redact import Redactor, check_secrets, named_secrets
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -92,7 +92,9 @@ def preflight(
     if plan.server.api_key_env and not api_key:
         raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
     plan, clock = server_clock(plan, _existing_argv(results / CAMPAIGN_FILE) if holds_campaign else None)
-    secrets = (api_key, *secret_values(plan, variables))
+    named = named_secrets(plan, variables)
+    check_secrets([(f"the API key variable {plan.server.api_key_env}", api_key), *named])
+    secrets = (api_key, *(value for _, value in named))
     campaign = Redactor(secrets).value(_campaign_object(plan, variables, results, mismatch, until_resolved))
     warnings: list[str] = [f"harness parity not held (--allow-argv-mismatch): {m}" for m in mismatch]
     if holds_campaign:

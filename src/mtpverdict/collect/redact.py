@@ -10,46 +10,104 @@ pipe) is still caught whole.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import select
 import threading
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, BinaryIO
+
+from mtpverdict.errors import CollectError
 
 if TYPE_CHECKING:
     from mtpverdict.collect.campaign import CampaignPlan
 
 REDACTED = "[redacted]"
+# a shorter secret cannot be kept out without rewriting the evidence: "ok" is inside "tokens", and
+# every key and value holding it would be rewritten (records the results format then refuses)
+MIN_SECRET_CHARS = 8
+# a text that ends with this much of a secret's start (or starts with its end) was cut through it (an
+# error kept to its first 300 characters): that part is redacted too
+MIN_PARTIAL_CHARS = 6
 READ_BYTES = 1 << 16  # one read of the server's output
 POLL_SECONDS = 0.1  # how often the pump looks whether it was told to stop
 STOP_SECONDS = 5.0  # how long stopping waits for the pump to drain what the server printed last
 
 
-def secret_values(plan: CampaignPlan, variables: dict[str, str]) -> tuple[str, ...]:
-    """The values of the variables `server.secrets` names: a --var, a [vars] entry (of the campaign or a
-    device) and an environment variable of that name each count."""
-    values: list[str] = []
+def named_secrets(plan: CampaignPlan, variables: dict[str, str]) -> list[tuple[str, str]]:
+    """(name, value) of each variable `server.secrets` names: a --var, a [vars] entry (of the campaign
+    or a device) and an environment variable of that name each count."""
+    found: list[tuple[str, str]] = []
     tables = [variables, dict(plan.vars), *(dict(d.vars) for d in plan.devices)]
     for name in plan.server.secrets:
-        values += [table[name] for table in tables if name in table]
-        values += [os.environ[name]] if os.environ.get(name) else []
-    return tuple(v for v in values if v)
+        found += [(name, table[name]) for table in tables if table.get(name)]
+        found += [(name, os.environ[name])] if os.environ.get(name) else []
+    return found
+
+
+def check_secrets(named: Iterable[tuple[str, str]]) -> None:
+    """Refuse a secret too short to redact (CollectError naming its variable, never its value)."""
+    for name, value in named:
+        if value and len(value) < MIN_SECRET_CHARS:
+            raise CollectError(
+                f"the secret in {name} is {len(value)} characters; one shorter than {MIN_SECRET_CHARS} "
+                "cannot be kept out of the results without rewriting them (it would be replaced in every "
+                "word that holds it): use a longer value, or do not name it as a secret"
+            )
+
+
+def spellings(secret: str) -> set[str]:
+    """The ways a server may print a secret: as it is, escaped in JSON or a Python repr, URL-encoded,
+    and the part of its base64 that does not depend on the bytes around it (at each of the three
+    alignments)."""
+    escaped = {json.dumps(secret, ensure_ascii=ascii_only)[1:-1] for ascii_only in (True, False)}
+    found = {
+        secret,
+        *escaped,
+        *(e.replace("/", "\\/") for e in escaped),
+        repr(secret)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),
+        urllib.parse.quote_plus(secret),
+    }
+    raw = secret.encode("utf-8")
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
+        found.add(encoded[-(-4 * pad // 3) : 8 * (pad + len(raw)) // 6])
+    return {s for s in found if len(s) >= MIN_SECRET_CHARS}
 
 
 class Redactor:
     """Replaces every secret (longest first, so one inside another is caught whole) by [redacted]."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        self.secrets: tuple[str, ...] = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        every = {spelling for s in secrets if s for spelling in spellings(s) | {s}}
+        self.secrets: tuple[str, ...] = tuple(sorted(every, key=lambda s: (-len(s), s)))
         self._encoded = tuple(s.encode("utf-8") for s in self.secrets)
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
     def text(self, text: str) -> str:
+        """`text` with every secret, and a piece of one cut at either end, replaced by [redacted]."""
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
+        return self._cut_ends(text)
+
+    def _cut_ends(self, text: str) -> str:
+        """Redact an end of `text` that is the start of a secret (or a start that is a secret's end)."""
+        for secret in self.secrets:
+            if len(text) < MIN_PARTIAL_CHARS:
+                break
+            if text[-MIN_PARTIAL_CHARS:] in secret:
+                size = _cut_size(text, secret, at_end=True)
+                text = text[: len(text) - size] + REDACTED if size else text
+            if text[:MIN_PARTIAL_CHARS] in secret:
+                size = _cut_size(text, secret, at_end=False)
+                text = REDACTED + text[size:] if size else text
         return text
 
     def value(self, value: Any) -> Any:
@@ -66,6 +124,16 @@ class Redactor:
 
     def stream(self) -> StreamRedactor:
         return StreamRedactor(self._encoded)
+
+
+def _cut_size(text: str, secret: str, *, at_end: bool) -> int:
+    """The length of the longest piece of `secret` (at least MIN_PARTIAL_CHARS, shorter than it) that
+    `text` ends with and the secret starts with (`at_end`), or that `text` starts with and the secret
+    ends with; 0 when there is none."""
+    for size in range(min(len(secret) - 1, len(text)), MIN_PARTIAL_CHARS - 1, -1):
+        if text.endswith(secret[:size]) if at_end else text.startswith(secret[len(secret) - size :]):
+            return size
+    return 0
 
 
 class StreamRedactor:
@@ -85,9 +153,10 @@ class StreamRedactor:
         return buffer[: len(buffer) - keep]
 
     def flush(self) -> bytes:
-        """What is held at the end of the stream (no secret can complete any more)."""
+        """What is held at the end of the stream (no secret can complete any more): the start of a
+        secret the stream ended in, redacted once it is MIN_PARTIAL_CHARS long."""
         held, self._held = self._held, b""
-        return held
+        return REDACTED.encode() if len(held) >= MIN_PARTIAL_CHARS else held
 
     def _partial_tail(self, buffer: bytes) -> int:
         """The length of the longest end of `buffer` that is the start of a secret (shorter than it)."""

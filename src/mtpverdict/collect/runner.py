@@ -8,6 +8,7 @@ that `--resume` completes without duplicating a record.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -484,7 +485,7 @@ class Collector:
         self.retry_failed = retry_failed
         self.results = Path(results)
         self.variables = variables
-        self.on_event = on_event
+        self._on_event = on_event
         self.until_resolved = until_resolved
         checked = preflight(
             plan,
@@ -521,6 +522,10 @@ class Collector:
 
     def _redact(self, text: str) -> str:
         return self.redactor.text(text)
+
+    def on_event(self, event: Event) -> None:
+        """Report progress to the caller, redacted: a note may quote a server's answer."""
+        self._on_event(dataclasses.replace(event, detail=self._redact(event.detail)))
 
     def _missing(self, note: tuple[str, str], arm: str, boot: int) -> None:
         """Say once per collect that the engine does not show a piece of evidence (never a failure)."""
@@ -709,7 +714,9 @@ class Collector:
                     self._log_surface(arm, planned.boot, log_rel, record, self._sent)
                 if record["status"] == "failed":
                     self.summary.failed_boots += 1
-                    self.summary.failed.append(f"{arm.name} boot {planned.boot}: {record['error']}")
+                    self.summary.failed.append(
+                        self._redact(f"{arm.name} boot {planned.boot}: {record['error']}")
+                    )
                 self._append(record)
                 atomic_write(started.with_suffix(".done"), "")
                 self.summary.per_arm.append(

@@ -170,6 +170,25 @@ def _template(plan: CampaignPlan, schedule: Schedule, source: str) -> str:
     return name
 
 
+def _check_depths(plan: CampaignPlan, schedule: Schedule, source: str) -> None:
+    """Every depth the schedule runs is one an arm of this campaign measured: a range at k > 0 names an
+    arm of the schedule's method whose k is that depth, so an edited decision cannot pick a depth (or
+    name an arm) no campaign arm ran."""
+    arms = {a.name: a for a in plan.arms}
+    problems = []
+    for r in schedule.ranges:
+        if r.k == 0:
+            continue
+        arm = arms.get(r.arm) if r.arm is not None else None
+        span = f"batch sizes {r.start}-{r.end} run k={r.k}"
+        if arm is None:
+            problems.append(f"{span}, but name no arm of this campaign that measured it ({r.arm})")
+        elif arm.k != r.k or arm.method != schedule.method:
+            problems.append(f"{span}, but their arm {arm.name} runs {arm.method} at k={arm.k}")
+    if problems:
+        raise InputError([Problem(source, p, key="schedule.ranges") for p in problems[:SHOWN_DIFFERENCES]])
+
+
 def kept_args(serve_args: tuple[str, ...]) -> list[str]:
     """serve_args without their speculative flags (each with its values); reporting flags stay."""
     return [
@@ -244,6 +263,7 @@ def schedule_arm(
         raise InputError([Problem(decision_source, why, key="campaign.id")])
     _check_plan(plan, campaign_source)
     template = next(a for a in plan.arms if a.name == _template(plan, schedule, campaign_source))
+    _check_depths(plan, schedule, decision_source)
     config = _served_config(template, schedule, config, decision_source)
     arm_name = name or f"{schedule.method}_schedule"
     dropped = tuple(a.name for a in plan.arms if a is not template and _ran_a_schedule(a.serve_args))

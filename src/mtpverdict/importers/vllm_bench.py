@@ -141,7 +141,7 @@ def import_vllm_bench(
     root = Path(out)
     campaign = _campaign(root, runs, arm, role, method, k, workload)
     tally = _Tally()
-    with ResultsWriter(root, campaign) as writer:
+    with ResultsWriter(root, campaign, sync_each=False) as writer:  # a rerun imports again
         # Every record is built, and every clash found, before the first one is written.
         planned: list[tuple[_Run, dict[str, Any]]] = []
         for run in runs:

@@ -218,7 +218,7 @@ def _json_document(text: str, choice: EngineChoice, source: str, warnings: list[
         warnings.append(f"a JSON document holds no {ENGINE_NAMES[choice]} surface this parser reads")
         return ParseResult(_named(choice), None, (), (), tuple(warnings))
     found = list(llamacpp_response.readings(document, None))
-    lines = [text.count("\n", 0, m.start()) + 1 for m in DRAFT_N_KEY_RE.finditer(text)]
+    lines = _key_lines(text)
     if len(lines) != len(found):
         lines = [0] * len(found)
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
@@ -279,6 +279,18 @@ class _PrefillTally:
             self.cached += cached
             if self.first_line is None:
                 self.first_line = line
+
+
+def _key_lines(text: str) -> list[int]:
+    """The line of each `"draft_n":` key, counting newlines only since the key before (linear in the
+    text, however many keys it holds)."""
+    lines: list[int] = []
+    line, position = 1, 0
+    for found in DRAFT_N_KEY_RE.finditer(text):
+        line += text.count("\n", position, found.start())
+        position = found.start()
+        lines.append(line)
+    return lines
 
 
 def _memory_only(kv: KvCapacity) -> bool:
