@@ -211,8 +211,7 @@ def next_step(evidence: Evidence, results: Sequence[ArmOutcomeResult]) -> str | 
     ]
     if not boots:
         return None
-    shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
-    policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
+    policy = evidence.policy.name if evidence.policy.shipped else RULES_PLACEHOLDER
     return plan.until_resolved_command("CAMPAIGN.toml", RESULTS_PLACEHOLDER, policy, max(boots))
 
 
@@ -244,7 +243,7 @@ def policy_summary(evidence: Evidence) -> PolicySummary:
     policy = evidence.policy
     return PolicySummary(
         name=policy.name,
-        file=policy.source.replace("\\", "/").rsplit("/", 1)[-1],
+        file=f"{policy.name}.toml" if policy.shipped else policy.source.replace("\\", "/").rsplit("/", 1)[-1],
         alpha=policy.alpha,
         selection=str(policy.selection.mode),
     )
