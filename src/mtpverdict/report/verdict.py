@@ -539,6 +539,28 @@ def fit_table(
         if target >= sizes[i]:  # nothing left to cut sensibly: the terminal wraps it
             break
         h[i] = clip(h[i], target)
-        b = [[*r[:i], clip(r[i], target), *r[i + 1 :]] for r in b]
+        b = [
+            [*r[:i], cell, *r[i + 1 :]]
+            for r, cell in zip(b, _cut_column([r[i] for r in b], target), strict=True)
+        ]
         text = _render(h, b)
     return text
+
+
+def _cut_column(cells: Sequence[str], width: int) -> list[str]:
+    """A column's cells within `width`, cut at the end, or in the middle where cutting at the end would
+    make different cells read the same (arms named alike but for their ends)."""
+    end = [clip(c, width) for c in cells]
+    if len(set(end)) == len(set(cells)):
+        return end
+    middle = [clip_middle(c, width) for c in cells]
+    return middle if len(set(middle)) > len(set(end)) else end
+
+
+def clip_middle(text: str, width: int) -> str:
+    """`text` within `width` characters, its middle cut out and marked, so both ends stay."""
+    if len(text) <= width:
+        return text
+    room = max(0, width - len(ELLIPSIS))
+    tail = room // 2
+    return text[: room - tail] + ELLIPSIS + (text[-tail:] if tail else "")
