@@ -134,3 +134,13 @@ def test_the_width_is_columns_or_120(monkeypatch: pytest.MonkeyPatch) -> None:
     assert terminal_width() == 97
     monkeypatch.setenv("COLUMNS", "10")
     assert terminal_width() == 40  # narrower than a table can be cut to
+
+
+@pytest.mark.parametrize("columns", [120, 160, 200])
+def test_the_regime_map_cuts_no_cell_to_stay_side_by_side(columns: int, checkout: Path) -> None:
+    # thirteen depths do not fit side by side at any of these widths: one depth per row, nothing cut
+    text = _decide("arc-b70-qwen36", "default", columns, "--verbose")
+    regime = text.split("regime map (", 1)[1].split("\n\n", 1)[0]
+    table = [line for line in regime.splitlines() if not line.startswith("...")][2:]
+    assert all(len(line) <= columns for line in table)
+    assert not [line for line in table if "..." in line], table
