@@ -176,3 +176,11 @@ def test_every_command_has_help() -> None:
     for args in (["simulate", "--help"], ["plan", "--help"]):
         code, out, _ = _run(*args)
         assert code == 0 and "Usage" in out
+
+
+def test_simulate_refuses_an_arm_effect_without_its_unit(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        main_app, ["simulate", str(tmp_path / "s"), "--arm", "off_A", "--arm", "k1:1:5"]
+    )
+    assert done.exit_code == 2, done.output
+    assert "5 means +500%" in done.output and not (tmp_path / "s").exists()
