@@ -144,3 +144,12 @@ def test_the_regime_map_cuts_no_cell_to_stay_side_by_side(columns: int, checkout
     table = [line for line in regime.splitlines() if not line.startswith("...")][2:]
     assert all(len(line) <= columns for line in table)
     assert not [line for line in table if "..." in line], table
+
+
+def test_the_footer_says_where_the_json_went_whole(checkout: Path) -> None:
+    out = Path("decisions-kept-for-the-release-review") / "synthetic-clean-win-decision.json"
+    (checkout / out.parent).mkdir()
+    args = ["decide", "fixtures/synthetic-clean-win", "--out", str(out)]
+    text = runner.invoke(app, args, env={"COLUMNS": "80", "NO_COLOR": ""}).output
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert str(out) in " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()), text
