@@ -4,6 +4,7 @@ spelling of the path and from any working directory."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def test_a_moved_checkout_still_verifies(
 def test_the_printed_next_step_names_the_directory_as_typed(checkout: Path) -> None:
     decided = runner.invoke(app, ["decide", str(checkout / "results" / "null"), "--out", "again.json"])
     assert decided.exit_code == 0, decided.output
-    assert f"--out {checkout / 'results' / 'null'} --resume" in decided.output
+    command = re.sub(r" \\\n +", " ", decided.output)  # a long command is continued over lines
+    assert f"--out {checkout / 'results' / 'null'} --resume" in command
 
 
 def test_a_policy_file_is_named_by_a_placeholder(checkout: Path) -> None:
@@ -91,3 +93,35 @@ def test_fill_paths_quotes_and_leaves_lookalikes() -> None:
     assert filled == (
         "mtpverdict collect CAMPAIGN.toml --out 'a dir/x' --rules RULES.toml; RESULTS_X my/RESULTS"
     )
+
+
+@pytest.mark.parametrize(
+    "spelling", ["default", "rules/default.toml", "./rules/default.toml", "absolute", "copy.toml"]
+)
+def test_the_shipped_policy_gives_one_decision_however_it_is_named(checkout: Path, spelling: str) -> None:
+    # the shipped default by name, by three spellings of its path, and as a copy under another name
+    (checkout / "rules").mkdir()
+    shutil.copy(ROOT / "rules" / "default.toml", checkout / "rules" / "default.toml")
+    shutil.copy(ROOT / "rules" / "default.toml", checkout / "copy.toml")
+    rules = str(checkout / "rules" / "default.toml") if spelling == "absolute" else spelling
+    decided = runner.invoke(app, ["decide", "results/null", "--rules", rules, "--out", "named.json"])
+    assert decided.exit_code == 0, decided.output
+    assert (checkout / "named.json").read_text() == (checkout / "decision.json").read_text()
+    verified = runner.invoke(app, ["verify", "named.json", "results/null"])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_a_file_under_rules_that_is_not_the_shipped_policy_is_named_by_a_placeholder(
+    checkout: Path,
+) -> None:
+    # named like a shipped policy (rules/default.toml, name "default") but not its text
+    text = (ROOT / "rules" / "default.toml").read_text().replace("alpha = 0.05 ", "alpha = 0.01 ")
+    assert "alpha = 0.01 " in text
+    (checkout / "rules").mkdir()
+    (checkout / "rules" / "default.toml").write_text(text)
+    decided = runner.invoke(
+        app, ["decide", "results/null", "--rules", "rules/default.toml", "--out", "own.json"]
+    )
+    assert decided.exit_code == 0, decided.output
+    step = json.loads((checkout / "own.json").read_text())["next_step"]
+    assert "--rules RULES.toml" in step, step

@@ -478,6 +478,12 @@ def parse_effect(value: object, where: str) -> float:
         raise ValueError(f"{where}: an effect is a number such as 0.05 or a percentage such as 5%")
     if not math.isfinite(number) or number <= -1.0:
         raise ValueError(f"{where}: {value!r} must be a finite effect above -100%")
+    if abs(number) >= 1 and not (isinstance(value, str) and value.strip().endswith("%")):
+        # 5 would be +500%, which no one means by it: the unit is written (5% or 0.05; 150% is fine)
+        raise ValueError(
+            f"{where}: {value!r}: a bare number is a fraction ({value} means {number * 100:+g}%); "
+            f"write 5% or 0.05"
+        )
     return number
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,14 @@ def _verdict_block(text: str) -> list[str]:
     return lines[: lines.index("")] if "" in lines else lines
 
 
-def _is_command(line: str) -> bool:
-    return line.startswith("  mtpverdict ")  # a command is never cut
+def _command(text: str) -> str:
+    """The next step's command as a shell reads it: its lines joined where they end in a backslash."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  mtpverdict "))
+    parts = [lines[start]]
+    while parts[-1].endswith(" \\"):
+        parts.append(lines[start + len(parts)])
+    return " ".join(p.removesuffix(" \\").strip() for p in parts)
 
 
 @pytest.mark.parametrize(("fixture", "policy"), CASES, ids=[f"{f}@{p}" for f, p in CASES])
@@ -59,7 +66,7 @@ def test_the_verdict_comes_first_and_short(
     lines = text.splitlines()
     assert any(line.startswith("DECISION: ") for line in lines[:3]), lines[:3]
     assert len(lines) <= MAX_LINES, f"{len(lines)} lines"
-    assert all(len(line) <= 120 or _is_command(line) for line in lines), max(lines, key=len)
+    assert all(len(line) <= 120 for line in lines), max(lines, key=len)
     clauses = [c.strip() for line in _verdict_block(text) for c in CLAUSE.split(line) if len(c.strip()) > 12]
     repeated = {c for c in clauses if clauses.count(c) > 1}
     assert not repeated, repeated
@@ -72,9 +79,29 @@ def test_the_verdict_comes_first_and_short(
 def test_narrow_terminals_and_verbose_stay_within_the_width(fixture: str, checkout: Path) -> None:
     for columns, extra in ((80, ()), (120, ("--verbose",)), (80, ("--verbose",))):
         text = _decide(fixture, "default", columns, *extra)
-        long = [line for line in text.splitlines() if len(line) > columns and not _is_command(line)]
+        long = [line for line in text.splitlines() if len(line) > columns]
         assert not long, long
         assert any(line.startswith("DECISION: ") for line in text.splitlines()[:3])
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_the_next_step_command_fits_the_width_and_runs_as_one_command(columns: int, checkout: Path) -> None:
+    # a long results path: the command is continued with backslashes, each line within the width
+    deep = checkout / "a-results-directory-named-at-some-length"
+    deep.mkdir()
+    (deep / "null").symlink_to(FIXTURES / "synthetic-null", target_is_directory=True)
+    args = ["decide", "a-results-directory-named-at-some-length/null", "--out", "decision.json"]
+    text = runner.invoke(app, args, env={"COLUMNS": str(columns), "NO_COLOR": ""}).output
+    assert all(len(line) <= columns for line in text.splitlines()), text
+    command = shlex.split(_command(text))
+    assert command[:5] == [
+        "mtpverdict",
+        "collect",
+        "CAMPAIGN.toml",
+        "--out",
+        "a-results-directory-named-at-some-length/null",
+    ]
+    assert command[5:] == ["--resume", "--until-resolved", "--rules", "default"]
 
 
 def test_verbose_adds_the_runs_the_map_and_every_reason(checkout: Path) -> None:
@@ -107,3 +134,22 @@ def test_the_width_is_columns_or_120(monkeypatch: pytest.MonkeyPatch) -> None:
     assert terminal_width() == 97
     monkeypatch.setenv("COLUMNS", "10")
     assert terminal_width() == 40  # narrower than a table can be cut to
+
+
+@pytest.mark.parametrize("columns", [120, 160, 200])
+def test_the_regime_map_cuts_no_cell_to_stay_side_by_side(columns: int, checkout: Path) -> None:
+    # thirteen depths do not fit side by side at any of these widths: one depth per row, nothing cut
+    text = _decide("arc-b70-qwen36", "default", columns, "--verbose")
+    regime = text.split("regime map (", 1)[1].split("\n\n", 1)[0]
+    table = [line for line in regime.splitlines() if not line.startswith("...")][2:]
+    assert all(len(line) <= columns for line in table)
+    assert not [line for line in table if "..." in line], table
+
+
+def test_the_footer_says_where_the_json_went_whole(checkout: Path) -> None:
+    out = Path("decisions-kept-for-the-release-review") / "synthetic-clean-win-decision.json"
+    (checkout / out.parent).mkdir()
+    args = ["decide", "fixtures/synthetic-clean-win", "--out", str(out)]
+    text = runner.invoke(app, args, env={"COLUMNS": "80", "NO_COLOR": ""}).output
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert str(out) in " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()), text

@@ -32,3 +32,14 @@ words = st.text(alphabet="abcdefghij +-%[],.", min_size=0, max_size=60)
 def test_a_table_fits_its_width(rows: list[list[str]], width: int) -> None:
     text = fit_table(["arm", "effect", "outcome", "verdict"], rows, width, drop=(2,))
     assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_cut_names_stay_told_apart() -> None:
+    # twelve arms named alike but for their ends: cut at the end they would all read the same
+    names = [f"very_long_speculative_arm_name_number_{i}" for i in range(1, 13)]
+    rows = [[name, "+2.3% at chat c=8", "unresolved", "inconclusive"] for name in names]
+    text = fit_table(["arm", "effect", "outcome", "verdict"], rows, 60)
+    shown = [line.split("  ")[0] for line in text.splitlines()[2:]]
+    assert all(len(line) <= 60 for line in text.splitlines())
+    assert len(set(shown)) == len(names), shown
+    assert shown[10].endswith("_11") and shown[0].startswith("very_")

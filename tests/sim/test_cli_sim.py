@@ -181,11 +181,12 @@ def test_every_command_has_help() -> None:
 def test_simulate_engine_version_is_recorded_by_every_boot_and_satisfies_the_gate(tmp_path: Path) -> None:
     out = tmp_path / "seat"
     args = ["simulate", str(out), "--arm", "off_A", "--arm", "k2:2:20%", "--arm", "off_B", "--boots", "3"]
-    code, _, err = _run(*args, "--engine-version", "0.32.0")
+    code, _, err = _run(*args, "--engine-version", "0.32.0", "--image", "vllm/vllm-openai:v0.32.0")
     assert code == 0, err
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert {r["engine_version"] for r in records if r["kind"] == "boot"} == {"0.32.0"}
-    assert json.loads((out / "campaign.json").read_text())["scope"]["engine_version"] == "0.32.0"
+    scope = json.loads((out / "campaign.json").read_text())["scope"]
+    assert scope["engine_version"] == "vllm/vllm-openai:v0.32.0"  # the image, where the gate reads it
     compose = tmp_path / "compose.yaml"
     compose.write_text(
         "services:\n  seat:\n    image: vllm/vllm-openai:v0.32.0\n    command: [--model, synthetic,"
@@ -202,3 +203,11 @@ def test_simulate_engine_version_defaults_to_simulated_and_must_not_be_empty(tmp
     assert {r["engine_version"] for r in records if r["kind"] == "boot"} == {"simulated"}
     code, _, err = _run("simulate", str(tmp_path / "b"), "--engine-version", "")
     assert code == 2 and "engine_version" in err and not (tmp_path / "b").exists()
+
+
+def test_simulate_refuses_an_arm_effect_without_its_unit(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        main_app, ["simulate", str(tmp_path / "s"), "--arm", "off_A", "--arm", "k1:1:5"]
+    )
+    assert done.exit_code == 2, done.output
+    assert "5 means +500%" in done.output and not (tmp_path / "s").exists()

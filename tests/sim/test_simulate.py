@@ -108,3 +108,12 @@ def test_chain_acceptance_draws_each_position_from_the_one_before() -> None:
     drafts = sum(r["drafts"] for r in new if r["arm"] == "k3")
     totals = np.sum(k3, axis=0) / drafts
     assert totals == pytest.approx([0.9, 0.81, 0.729], abs=0.03)  # first_position_rate x decay^i
+
+
+def test_a_bare_effect_of_one_or_more_is_refused_not_read_as_hundreds_of_percent() -> None:
+    # k1:1:5 or effect = 5 would be +500%: the unit must be written, as plan --effect asks
+    for bare in (5, "5", 1.0, "2.5"):
+        with pytest.raises(ValueError, match="a bare number is a fraction"):
+            parse_effect(bare, "arms[1].effect")
+    assert parse_effect("150%", "x") == pytest.approx(1.5)
+    assert parse_effect(0.5, "x") == 0.5

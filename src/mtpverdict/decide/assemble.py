@@ -281,8 +281,7 @@ def next_step(
     NEW_RESULTS, RULES.toml) so the decision does not depend on how a path was typed.
     """
     results_dir = RESULTS_PLACEHOLDER
-    shipped = evidence.policy.source == f"rules/{evidence.policy.name}.toml"
-    policy = evidence.policy.name if shipped else RULES_PLACEHOLDER
+    policy = evidence.policy.name if evidence.policy.shipped else RULES_PLACEHOLDER
     fresh = shlex.join(["mtpverdict", "collect", "CAMPAIGN.toml", "--out", plan.NEW_RESULTS])
     failing = {c.name for c in controls if c.status is ControlStatus.FAIL and c.detail in blockers}
     metric = str(evidence.policy.selection.metric)
@@ -377,7 +376,7 @@ def policy_summary(evidence: Evidence) -> PolicySummary:
     policy = evidence.policy
     return PolicySummary(
         name=policy.name,
-        file=policy.source.replace("\\", "/").rsplit("/", 1)[-1],
+        file=f"{policy.name}.toml" if policy.shipped else policy.source.replace("\\", "/").rsplit("/", 1)[-1],
         alpha=policy.alpha,
         selection=str(policy.selection.mode),
     )

@@ -302,6 +302,7 @@ class Policy:
     selection: Selection
     rules: tuple[Rule, ...]
     gate: Gate = Gate()
+    shipped: bool = False  # its text is the shipped policy of its name, however it was named
 
     @property
     def include_cold(self) -> bool:

@@ -71,7 +71,8 @@ def regime_text(decision: Decision, width: int = 120) -> str:
         rows.append([where, *(found.get(a, "") for a in arms), best_text(cell)])
     metric = decision.regime[0].metric
     table = fit_table(["cell", *arms, "best at this cell alone"], rows, width)
-    if max(len(line) for line in table.splitlines()) > width:  # too many depths side by side: one per row
+    # side by side only when every cell fits whole: cut to fit, a map of many depths reads "not co..."
+    if fit_table(["cell", *arms, "best at this cell alone"], rows, 10**6) != table:  # one depth per row
         long = [
             [where if i == 0 else "", arm, text, best if i == 0 else ""]
             for where, *found, best in rows

@@ -128,7 +128,10 @@ def render_summary(
     raw = next_step_of(decision)
     step = None if raw is None else filled(raw)
     lines = verdict_lines(decision, metric, width, step)
-    lines += [clip(terminal_safe(line), width) for line in footer]
+    for line in footer:  # wrapped, not cut: it says where the JSON went
+        lines += textwrap.wrap(
+            terminal_safe(line), width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        ) or [""]
     if not verbose:
         rows = MAX_LINES - len(lines) - 5  # a blank line, the table's two header lines, a blank, the hint
         lines += [

@@ -72,6 +72,9 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - len(ELLIPSIS))] + ELLIPSIS
 
 
+CONTINUED = " \\"  # a shell line continuation
+
+
 def _wrapped(text: str, width: int, indent: str) -> list[str]:
     """`text` wrapped to `width`, its later lines indented; a word longer than a line is kept whole."""
     return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False) or [""]
@@ -418,12 +421,35 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
         lines.append(clip(terminal_safe("warnings: " + "; ".join(found)), width))
     if decision.schedule is not None and decision.schedule.speculative_config is not None:
         lines.append(f"serve: vLLM --speculative-config {shlex.quote(decision.schedule.speculative_config)}")
-    if next_step:  # a command is never cut: the terminal wraps it where it must
+    if next_step:
         first, then, command = next_step.partition("mtpverdict ")
-        why = terminal_safe(f"next: {first.rstrip()}" if then else f"next: {next_step}")
-        lines += _wrapped(why, width, "  ") if then and first else [why]
-        lines += [terminal_safe(f"  mtpverdict {command}")] if then and first else []
+        if then and first:
+            lines += _wrapped(terminal_safe(f"next: {first.rstrip()}"), width, "  ")
+            lines += command_lines(terminal_safe(f"mtpverdict {command}"), width, "  ")
+        else:
+            lines += _wrapped(terminal_safe(f"next: {next_step}"), width, "  ")
     return lines
+
+
+def command_lines(command: str, width: int, indent: str) -> list[str]:
+    """A shell command within `width`: cut between its words, each cut line ending in a backslash so a
+    shell given the lines reads one command; a word longer than a line is kept whole."""
+    try:
+        words = [shlex.quote(w) for w in shlex.split(command)]
+    except ValueError:  # not shell words (an unbalanced quote): shown as it is
+        return [f"{indent}{command}"]
+    if not words:
+        return [indent]
+    lines: list[str] = []
+    line = f"{indent}{words[0]}"
+    for i, word in enumerate(words[1:], start=2):
+        room = width - (0 if i == len(words) else len(CONTINUED))
+        if len(line) + 1 + len(word) > room:
+            lines.append(line + CONTINUED)
+            line = f"{indent}    {word}"
+        else:
+            line += f" {word}"
+    return [*lines, line]
 
 
 # ---------------------------------------------------------------- the table
@@ -513,6 +539,28 @@ def fit_table(
         if target >= sizes[i]:  # nothing left to cut sensibly: the terminal wraps it
             break
         h[i] = clip(h[i], target)
-        b = [[*r[:i], clip(r[i], target), *r[i + 1 :]] for r in b]
+        b = [
+            [*r[:i], cell, *r[i + 1 :]]
+            for r, cell in zip(b, _cut_column([r[i] for r in b], target), strict=True)
+        ]
         text = _render(h, b)
     return text
+
+
+def _cut_column(cells: Sequence[str], width: int) -> list[str]:
+    """A column's cells within `width`, cut at the end, or in the middle where cutting at the end would
+    make different cells read the same (arms named alike but for their ends)."""
+    end = [clip(c, width) for c in cells]
+    if len(set(end)) == len(set(cells)):
+        return end
+    middle = [clip_middle(c, width) for c in cells]
+    return middle if len(set(middle)) > len(set(end)) else end
+
+
+def clip_middle(text: str, width: int) -> str:
+    """`text` within `width` characters, its middle cut out and marked, so both ends stay."""
+    if len(text) <= width:
+        return text
+    room = max(0, width - len(ELLIPSIS))
+    tail = room // 2
+    return text[: room - tail] + ELLIPSIS + (text[-tail:] if tail else "")

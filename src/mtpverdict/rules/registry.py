@@ -8,6 +8,7 @@ missing any of them.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,4 +125,11 @@ def load_policy(name_or_path: str | os.PathLike[str] | None = None) -> Policy:
         raise PolicyError([Problem(source, message)])
     data = _check.read_document(path, what="a policy file", error=PolicyError)
     text = _check.text_of(data, source, PolicyError)
-    return parse_rules(text, source, hashlib.sha256(data).hexdigest())
+    policy = parse_rules(text, source, hashlib.sha256(data).hexdigest())
+    # the shipped policy is the shipped policy however it is named (by name, by any path to it, a copy):
+    # a decision must not depend on the spelling, so it is known by its name and bytes, not its path
+    if policy.name in shipped:
+        shipped_path = policy_dir() / f"{policy.name}{POLICY_SUFFIX}"
+        if shipped_path == path or shipped_path.read_bytes() == data:
+            return replace(policy, shipped=True)
+    return policy
