@@ -71,7 +71,22 @@ class Block:
 
     @property
     def names_a_command(self) -> bool:
-        return any(re.match(r"^(\$ )?(\S+=\S+ )*mtpverdict ", line.strip()) for line in self.lines)
+        """Whether a line runs `mtpverdict SUBCOMMAND`: first on the line or after `&&`, `;`, `|`, a
+        quote or `$(`, by any path to it or as `python -m mtpverdict`."""
+        return any(_runs_mtpverdict().search(line.strip()) for line in self.lines)
+
+
+@cache
+def _runs_mtpverdict() -> re.Pattern[str]:
+    import typer
+
+    from mtpverdict.cli import app
+
+    names = "|".join(sorted(map(re.escape, typer.main.get_group(app).commands)))
+    where = r"(?:^(?:\$ )?|&&\s*|\|\|?\s*|;\s*|['\"]|\$\()"
+    return re.compile(
+        where + r"(?:\S+=\S+\s+)*(?:\S*python3?\s+-m\s+|\S*/)?mtpverdict\s+(?:" + names + r")\b"
+    )
 
 
 def documents() -> list[Path]:
