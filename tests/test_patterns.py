@@ -154,22 +154,11 @@ def adversarial_strings(pattern: re.Pattern[str]) -> list[str]:
 
 # patterns known to backtrack whose module is being rewritten on its own: not run (one of its strings
 # takes minutes); remove the entry once the rewrite lands, and the pattern is timed as every other
-BEING_REWRITTEN = {"mtpverdict.gate.VERSION": "gate.py's patterns are rewritten with the gate's parser"}
 PATTERNS = _module_patterns()
 
 
 def _cases() -> list[Any]:
-    return [
-        pytest.param(
-            name,
-            pattern,
-            id=name,
-            marks=[pytest.mark.xfail(reason=BEING_REWRITTEN[name], run=False)]
-            if name in BEING_REWRITTEN
-            else [],
-        )
-        for name, pattern in PATTERNS
-    ]
+    return [pytest.param(name, pattern, id=name) for name, pattern in PATTERNS]
 
 
 def test_the_walk_finds_the_package_patterns() -> None:

@@ -32,6 +32,7 @@ from mtpverdict.serveconfig import (
     MAX_BYTES,
     MAX_DEPTH,
     ServeConfig,
+    check_integers,
     interpolation,
     load_yaml,
     read_bounded,
@@ -289,11 +290,17 @@ def _safe_load(text: str, source: str) -> Any:
     """A file already shape-checked, loaded (anchors allowed: their expansion is bounded)."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_integers(node, source)
+        return loader.construct_document(node)
     except (yaml.YAMLError, ValueError) as exc:
         raise InputError([Problem(source, f"not valid YAML: {str(exc).splitlines()[0][:120]}")]) from None
+    finally:
+        loader.dispose()
 
 
 # --------------------------------------------------------------------------------------------------

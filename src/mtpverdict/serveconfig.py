@@ -331,10 +331,34 @@ def _check_keys(root: Any, source: str) -> None:
                 stack.append(value)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
-        elif isinstance(node, yaml.ScalarNode) and node.tag == _YAML_INT and len(node.value) > MAX_INT_CHARS:
-            digits = sum(c.isdigit() for c in node.value)
-            why = f"an integer of {digits} digits; {INT_RANGE_MESSAGE}"
-            raise InputError([Problem(source, why, line=node.start_mark.line + 1)])
+        elif isinstance(node, yaml.ScalarNode):
+            _check_integer(node, source)
+
+
+def check_integers(root: Any, source: str) -> None:
+    """Refuse, by its line, an integer too long for any reader (before Python's digit limit says it
+    in its own words); a composed YAML node tree, anchors allowed (each node is checked once)."""
+    import yaml
+
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(part for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode):
+            _check_integer(node, source)
+
+
+def _check_integer(node: Any, source: str) -> None:
+    if node.tag == _YAML_INT and len(node.value) > MAX_INT_CHARS:
+        digits = sum(c.isdigit() for c in node.value)
+        why = f"an integer of {digits} digits; {INT_RANGE_MESSAGE}"
+        raise InputError([Problem(source, why, line=node.start_mark.line + 1)])
 
 
 _YAML_INT = "tag:yaml.org,2002:int"

@@ -4,8 +4,10 @@ only on a terminal. The layout of every bundled fixture is pinned in tests/golde
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,9 +89,12 @@ def test_narrow_terminals_and_verbose_stay_within_the_width(fixture: str, checko
 @pytest.mark.parametrize("columns", [60, 80, 120])
 def test_the_next_step_command_fits_the_width_and_runs_as_one_command(columns: int, checkout: Path) -> None:
     # a long results path: the command is continued with backslashes, each line within the width
+    # collected with --until-resolved and looks left, so the next step resumes it in place
     deep = checkout / "a-results-directory-named-at-some-length"
-    deep.mkdir()
-    (deep / "null").symlink_to(FIXTURES / "synthetic-null", target_is_directory=True)
+    shutil.copytree(FIXTURES / "synthetic-null", deep / "null")
+    campaign = json.loads((deep / "null" / "campaign.json").read_text())
+    campaign["sequential_looks"] = 3
+    (deep / "null" / "campaign.json").write_text(json.dumps(campaign))
     args = ["decide", "a-results-directory-named-at-some-length/null", "--out", "decision.json"]
     text = runner.invoke(app, args, env={"COLUMNS": str(columns), "NO_COLOR": ""}).output
     assert all(len(line) <= columns for line in text.splitlines()), text
