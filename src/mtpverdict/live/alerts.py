@@ -39,9 +39,13 @@ from mtpverdict.live.reference import Reference
 DECISION_LABEL = "mtpverdict_decision"
 ARM_LABEL = "mtpverdict_arm"
 AGGREGATED_AWAY = "engine"  # vLLM's data-parallel engine index; llama.cpp exports no label
-DURATION = re.compile(  # Prometheus duration syntax (model.ParseDuration): each unit once, in order
-    r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?"
+# Prometheus duration syntax (model.ParseDuration): each unit once, in order. The digits are possessive
+# and bounded (`{1,20}+`: 2**63 ns has 19 digits), so each try reads at most 20: linear
+DURATION = re.compile(
+    r"(?:([0-9]{1,20}+)y)?(?:([0-9]{1,20}+)w)?(?:([0-9]{1,20}+)d)?(?:([0-9]{1,20}+)h)?"
+    r"(?:([0-9]{1,20}+)m)?(?:([0-9]{1,20}+)s)?(?:([0-9]{1,20}+)ms)?"
 )
+MAX_DURATION_CHARS = 64  # longer than any duration within Prometheus's range
 DURATION_UNITS_NS = (
     365 * 86400 * 10**9,
     7 * 86400 * 10**9,
@@ -52,7 +56,10 @@ DURATION_UNITS_NS = (
     10**6,
 )
 MAX_DURATION_NS = 2**63 - 1  # Prometheus keeps durations as int64 nanoseconds
-MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\\n]|\\.)*)"')
+# a label matcher; every repetition bounded and possessive, so each try reads a bounded span: linear
+MATCHER = re.compile(
+    r'([a-zA-Z_][a-zA-Z0-9_]{0,127}+)\s{0,16}+(=~|!~|!=|=)\s{0,16}+"((?:[^"\\\n]|\\.){0,4096}+)"'
+)
 _ESCAPE = re.compile(  # PromQL string escapes (promql/parser/lex.go), the last group any other
     r"\\(?:([abfnrtv\\\"])|x([0-9a-fA-F]{2})|([0-7]{3})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.?))"
 )
@@ -128,7 +135,7 @@ def engine_of(ref: Reference, given: str | None) -> AlertEngine:
 
 def _duration_problem(text: str) -> tuple[str | None, int]:
     """Why `text` is not a positive Prometheus duration (None when it is), and its nanoseconds."""
-    found = DURATION.fullmatch(text)
+    found = DURATION.fullmatch(text) if len(text) <= MAX_DURATION_CHARS else None
     if found is None or not text:
         return "is not a duration (units y w d h m s ms, each once and in that order: 60s, 5m, 1h30m)", 0
     ns = sum(int(n) * unit for n, unit in zip(found.groups(), DURATION_UNITS_NS, strict=True) if n)
