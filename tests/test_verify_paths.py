@@ -67,6 +67,11 @@ def test_a_moved_checkout_still_verifies(
 
 
 def test_the_printed_next_step_names_the_directory_as_typed(checkout: Path) -> None:
+    # collected with --until-resolved and looks left: the next step resumes the directory in place
+    campaign = checkout / "results" / "null" / "campaign.json"
+    campaign.unlink()  # a copy of its own, not the fixture's
+    data = json.loads((FIXTURES / "synthetic-null" / "campaign.json").read_text())
+    campaign.write_text(json.dumps(data | {"sequential_looks": 3}))
     decided = runner.invoke(app, ["decide", str(checkout / "results" / "null"), "--out", "again.json"])
     assert decided.exit_code == 0, decided.output
     command = re.sub(r" \\\n +", " ", decided.output)  # a long command is continued over lines
@@ -81,7 +86,8 @@ def test_a_policy_file_is_named_by_a_placeholder(checkout: Path) -> None:
     assert decided.exit_code == 0, decided.output
     assert "--rules policy/mine.toml" in decided.output
     step = json.loads((checkout / "m.json").read_text())["next_step"]
-    assert "--out RESULTS" in step and "--rules RULES.toml" in step
+    # a fixed campaign's alpha is spent at its one look: the next step is a new directory
+    assert "--out NEW_RESULTS" in step and "--rules RULES.toml" in step
     absolute = str(checkout / "policy" / "mine.toml")
     verified = runner.invoke(app, ["verify", str(checkout / "m.json"), "results/null/", "--rules", absolute])
     assert verified.exit_code == 0, verified.output
