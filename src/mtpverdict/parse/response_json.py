@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mtpverdict.parse.text import Notes
@@ -80,3 +81,25 @@ def counts(obj: dict[str, Any], key: str, notes: Notes, where: str) -> tuple[int
         notes.add(f"{where}.{key} is not a list of counts; left out")
         return None
     return tuple(value)
+
+
+def held_objects(
+    obj: Any, key: str, holds: Callable[[dict[str, Any]], bool], max_nesting: int, depth: int = 0
+) -> Iterator[dict[str, Any]]:
+    """Every object under `key` that `holds` accepts, in document order: at the root or inside lists
+    and wrappers up to `max_nesting` levels deep; an accepted object's parent is not searched further."""
+    if depth > max_nesting:
+        return
+    if isinstance(obj, list):
+        for item in obj:
+            yield from held_objects(item, key, holds, max_nesting, depth + 1)
+        return
+    if not isinstance(obj, dict):
+        return
+    value = obj.get(key)
+    if isinstance(value, dict) and holds(value):
+        yield value
+        return
+    for name, inner in obj.items():
+        if name != key and isinstance(inner, dict | list):
+            yield from held_objects(inner, key, holds, max_nesting, depth + 1)

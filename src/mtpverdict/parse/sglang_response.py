@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mtpverdict.parse.model import AcceptanceReading, Found
-from mtpverdict.parse.response_json import count, counts, fraction, length, line_object
+from mtpverdict.parse.response_json import count, counts, fraction, held_objects, length, line_object
 from mtpverdict.parse.text import Notes
 
 MARKER = "spec_"
@@ -52,27 +52,13 @@ def find(text: str, line: int) -> list[Found]:
 
 def readings(obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]:
     """One reading per ``meta_info`` holding spec fields, in document order."""
-    for meta in _meta_objects(obj, 0):
+    for meta in _meta_objects(obj):
         notes = Notes(line)
         yield _reading(meta, notes, line), tuple(notes.items)
 
 
-def _meta_objects(obj: Any, depth: int) -> Iterator[dict[str, Any]]:
-    if depth > MAX_NESTING:
-        return
-    if isinstance(obj, list):
-        for item in obj:
-            yield from _meta_objects(item, depth + 1)
-        return
-    if not isinstance(obj, dict):
-        return
-    meta = obj.get(META_KEY)
-    if isinstance(meta, dict) and any(key in meta for key in SPEC_KEYS):
-        yield meta
-        return
-    for key, value in obj.items():
-        if key != META_KEY and isinstance(value, dict | list):
-            yield from _meta_objects(value, depth + 1)
+def _meta_objects(obj: Any) -> Iterator[dict[str, Any]]:
+    return held_objects(obj, META_KEY, lambda meta: any(key in meta for key in SPEC_KEYS), MAX_NESTING)
 
 
 def _first(meta: dict[str, Any], keys: tuple[str, ...], notes: Notes) -> int | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mtpverdict.parse.model import AcceptanceReading, Found
-from mtpverdict.parse.response_json import count, counts, fraction, length, line_object
+from mtpverdict.parse.response_json import count, counts, fraction, held_objects, length, line_object
 from mtpverdict.parse.text import Notes
 
 MARKER = "speculative_decoding"
@@ -39,27 +39,14 @@ def find(text: str, line: int) -> list[Found]:
 
 def readings(obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]:
     """One reading per ``metrics.speculative_decoding`` object, in document order."""
-    for spec in _spec_objects(obj, 0):
+    for spec in _spec_objects(obj):
         notes = Notes(line)
         yield _reading(spec, notes, line), tuple(notes.items)
 
 
-def _spec_objects(obj: Any, depth: int) -> Iterator[dict[str, Any]]:
-    if depth > MAX_NESTING:
-        return
-    if isinstance(obj, list):
-        for item in obj:
-            yield from _spec_objects(item, depth + 1)
-        return
-    if not isinstance(obj, dict):
-        return
-    metrics = obj.get(METRICS_KEY)
-    if isinstance(metrics, dict) and isinstance(metrics.get(MARKER), dict):
+def _spec_objects(obj: Any) -> Iterator[dict[str, Any]]:
+    for metrics in held_objects(obj, METRICS_KEY, lambda m: isinstance(m.get(MARKER), dict), MAX_NESTING):
         yield metrics[MARKER]
-        return
-    for key, value in obj.items():
-        if key != METRICS_KEY and isinstance(value, dict | list):
-            yield from _spec_objects(value, depth + 1)
 
 
 def _reading(spec: dict[str, Any], notes: Notes, line: int | None) -> AcceptanceReading:
