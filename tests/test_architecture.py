@@ -27,8 +27,10 @@ LAYERS: dict[str, int] = {
     "mtpverdict._shell": 0,
     "mtpverdict._logscale": 0,
     "mtpverdict.formats._check": 0,
+    "mtpverdict.engines.names": 0,  # the one Engine name type, under every format
     "mtpverdict.stats": 1,
     "mtpverdict.formats": 2,
+    "mtpverdict.engines": 2,  # engines as plug-ins: flags, spec reading, text parsers, probes (beside parse)
     "mtpverdict.parse": 2,
     "mtpverdict.serveconfig": 2,
     "mtpverdict.servecommand": 2,  # the program in front of a serve command's settings
@@ -56,6 +58,7 @@ COLLECT_MAY_USE = (
     "mtpverdict.errors",
     "mtpverdict._",
     "mtpverdict.formats",
+    "mtpverdict.engines",
     "mtpverdict.parse",
     "mtpverdict.stats",
     "mtpverdict.serveconfig",

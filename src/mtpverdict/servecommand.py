@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mtpverdict.serveconfig import Engine
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.vllm import PROGRAM as VLLM_PROGRAM
 
 __all__ = [
     "ENGINE_MODULES",
@@ -131,7 +132,7 @@ def _is_llama_server(name: str) -> bool:
 def known_program(token: str) -> bool:
     """Whether a token names a program the gate models (a wrapper, a server or an interpreter)."""
     name = program_name(token)
-    return name in WRAPPERS or name == "vllm" or _is_llama_server(name) or _is_python(name)
+    return name in WRAPPERS or name == VLLM_PROGRAM or _is_llama_server(name) or _is_python(name)
 
 
 def _wrapper_end(argv: Sequence[str], i: int, wrapper: _Wrapper, name: str) -> int | Unproven:
@@ -197,7 +198,7 @@ def _program(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
     """After the serving program at argv[i] (wrappers already skipped)."""
     token = argv[i]
     name = program_name(token)
-    if name == "vllm":
+    if name == VLLM_PROGRAM:
         if i + 1 >= len(argv) or argv[i + 1] != "serve":
             return Unproven(f"{token} without the serve subcommand")
         return i + 2, Engine.VLLM

@@ -8,22 +8,24 @@ InputError naming the file and key.
 
 extract_spec reads the speculative flags of vLLM (0.32), SGLang and llama.cpp into a ServeSpec, or a
 SpecRefusal with the reasons it cannot: an unknown, removed, abbreviated, repeated or contradictory
-speculative flag, a depth left to the engine's default, flags of two engines. It never guesses.
+speculative flag, a depth left to the engine's default, flags of two engines. It never guesses. The
+flag tables and each engine's reading of its flags are the engine modules' (mtpverdict.engines).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from mtpverdict._shell import comment_start, interpolation, shell_metacharacter, shell_split
+from mtpverdict.engines import registry
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.spec import MAX_K, DepthRange, Flag, FoundFlag, ServeSpec, SpecRefusal
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats._check import INT_RANGE_MESSAGE
 
@@ -56,64 +58,6 @@ __all__ = [
 
 MAX_BYTES = 1 << 20  # 1 MiB: a compose or argv file is a few kB; this bounds what a hostile file costs
 MAX_DEPTH = 32  # YAML nesting; a compose file nests about 6 levels (services.NAME.deploy.resources...)
-MAX_K = 1024  # largest depth accepted; llama.cpp bounds its ngram draft lengths to 1024 (common/arg.cpp)
-NGRAM_CACHE_K = 8  # llama.cpp's ngram-cache drafts 8 tokens (common/speculative.cpp common_speculative_n_max)
-_DECIMAL = re.compile(r"[0-9]{1,9}")  # an integer argv value
-SPEC_DEFAULT_K = 64  # llama.cpp --spec-default: ngram-mod with n_max 64 (common/arg.cpp)
-
-
-class Engine(StrEnum):
-    """The serving engines whose speculative flags are read."""
-
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    LLAMACPP = "llamacpp"
-
-
-@dataclass(frozen=True, slots=True)
-class DepthRange:
-    """One entry of vLLM's num_speculative_tokens_per_batch_size: batch sizes first..last draft k."""
-
-    first_batch: int
-    last_batch: int  # inclusive, as vLLM reads it
-    k: int
-
-
-@dataclass(frozen=True, slots=True)
-class ServeSpec:
-    """The speculation a serve config asks for: off (method None), or a method at depth k.
-
-    `method` is one of the results format's methods (mtp, ngram, eagle, eagle3, draft_model, medusa,
-    suffix, other). `settings` is canonical JSON of every speculative setting as the engine reads it
-    (vLLM: the speculative config object; SGLang and llama.cpp: flag -> value), compared whole against
-    the evidence. `schedule` is vLLM's per-batch-size depth schedule, when given (k is then its maximum).
-    """
-
-    engine: Engine | None
-    method: str | None
-    k: int | None
-    settings: str = "{}"
-    schedule: tuple[DepthRange, ...] = ()
-
-    @property
-    def off(self) -> bool:
-        return self.method is None
-
-    def settings_dict(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.settings)
-        return loaded
-
-    def label(self) -> str:
-        if self.off:
-            return "off"
-        return f"{self.method} k={self.k}" + (" (per-batch-size schedule)" if self.schedule else "")
-
-
-@dataclass(frozen=True, slots=True)
-class SpecRefusal:
-    """Why the speculative configuration cannot be read without guessing (one reason per line)."""
-
-    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,149 +310,22 @@ MAX_INT_CHARS = 64  # an integer's text longer than this is past 2**53 in any ba
 
 
 # --------------------------------------------------------------------------------------------------
-# speculative flags, per engine
+# speculative flags, of every engine in the registry
 
 
-@dataclass(frozen=True, slots=True)
-class _Flag:
-    engine: Engine
-    canonical: str
-    values: int = 1  # how many argv tokens the flag takes
-    removed: str | None = None  # why the engine no longer accepts it
-
-
-# Each line: a flag and its aliases (the first is the canonical name).
-# vLLM 0.32, vllm/engine/arg_utils.py: the speculative config and its three shorthands.
-_VLLM_FLAGS = """
---speculative-config -sc
---spec-method
---spec-model
---spec-tokens
-"""
-# Flags of vLLM before 0.10 that 0.32 refuses ("unrecognized arguments").
-_VLLM_REMOVED = """
---speculative-model
---num-speculative-tokens
---speculative-draft-tensor-parallel-size
---speculative-max-model-len
---speculative-disable-by-batch-size
---speculative-model-quantization
---speculative-disable-mqa-scorer
---ngram-prompt-lookup-max
---ngram-prompt-lookup-min
---spec-decoding-acceptance-method
---typical-acceptance-sampler-posterior-threshold
---typical-acceptance-sampler-posterior-alpha
---disable-logprobs-during-spec-decoding
-"""
-# SGLang, python/sglang/srt/server_args.py and docs/advanced_features/speculative_decoding.md.
-_SGLANG_FLAGS = """
---speculative-algorithm
---speculative-num-steps
---speculative-num-draft-tokens
---speculative-eagle-topk
---speculative-draft-model-path
---speculative-draft-model-revision
---speculative-draft-model-quantization
---speculative-draft-load-format
---speculative-token-map
---speculative-accept-threshold-single
---speculative-accept-threshold-acc
---speculative-attention-mode
---speculative-moe-runner-backend
---speculative-moe-a2a-backend
---speculative-draft-attention-backend
---speculative-dflash-block-size
-"""
-# llama.cpp, common/arg.cpp (the tree vendored by llama-cpp-python 0.3.36), flags that take one value;
-# the last three lines are older builds' flags (newer ones refuse them as removed parameters).
-_LLAMACPP_FLAGS = """
---spec-type
---spec-draft-model -md --model-draft
---spec-draft-n-max
---spec-draft-n-min
---spec-draft-hf -hfd -hfrd --hf-repo-draft
---spec-draft-threads -td --threads-draft
---spec-draft-threads-batch -tbd --threads-batch-draft
---spec-draft-cpu-mask -Cd --cpu-mask-draft
---spec-draft-cpu-range -Crd --cpu-range-draft
---spec-draft-cpu-strict --cpu-strict-draft
---spec-draft-prio --prio-draft
---spec-draft-poll --poll-draft
---spec-draft-cpu-mask-batch -Cbd --cpu-mask-batch-draft
---spec-draft-cpu-range-batch -Crbd --cpu-range-batch-draft
---spec-draft-cpu-strict-batch --cpu-strict-batch-draft
---spec-draft-prio-batch --prio-batch-draft
---spec-draft-poll-batch --poll-batch-draft
---spec-draft-type-k -ctkd --cache-type-k-draft
---spec-draft-type-v -ctvd --cache-type-v-draft
---spec-draft-override-tensor -otd --override-tensor-draft
---spec-draft-n-cpu-moe --spec-draft-ncmoe -ncmoed --n-cpu-moe-draft
---spec-synth-len
---spec-synth-rates
---spec-draft-p-split --draft-p-split
---spec-draft-p-min --draft-p-min
---spec-draft-device -devd --device-draft
---spec-draft-ngl -ngld --gpu-layers-draft --n-gpu-layers-draft
---spec-ngram-mod-n-min
---spec-ngram-mod-n-max
---spec-ngram-mod-n-match
---spec-ngram-simple-size-n
---spec-ngram-simple-size-m
---spec-ngram-simple-min-hits
---spec-ngram-map-k-size-n
---spec-ngram-map-k-size-m
---spec-ngram-map-k-min-hits
---spec-ngram-map-k4v-size-n
---spec-ngram-map-k4v-size-m
---spec-ngram-map-k4v-min-hits
---ctx-size-draft -cd
---draft-max --draft --draft-n
---draft-min --draft-n-min
-"""
-_LLAMACPP_SWITCHES = """
---spec-draft-cpu-moe -cmoed --cpu-moe-draft
---spec-draft-backend-sampling
---no-spec-draft-backend-sampling
---spec-default
-"""
-_LLAMACPP_REMOVED = """
---spec-ngram-size-n
---spec-ngram-size-m
---spec-ngram-min-hits
-"""
-_LLAMACPP_PRESETS = """
---fim-qwen-7b-spec
---fim-qwen-14b-spec
-"""
-
-
-def _table() -> dict[str, _Flag]:
-    table: dict[str, _Flag] = {}
-    groups: tuple[tuple[Engine, str, int, str | None], ...] = (
-        (Engine.VLLM, _VLLM_FLAGS, 1, None),
-        (Engine.VLLM, _VLLM_REMOVED, 1, "removed from vLLM (0.32 takes --speculative-config)"),
-        (Engine.SGLANG, _SGLANG_FLAGS, 1, None),
-        (Engine.LLAMACPP, _LLAMACPP_FLAGS, 1, None),
-        (Engine.LLAMACPP, _LLAMACPP_SWITCHES, 0, None),
-        (Engine.LLAMACPP, "--spec-replace", 2, None),
-        (
-            Engine.LLAMACPP,
-            _LLAMACPP_REMOVED,
-            1,
-            "removed from llama.cpp (use the --spec-ngram-<type>-* sizes)",
-        ),
-        (Engine.LLAMACPP, _LLAMACPP_PRESETS, 0, "a preset that turns speculation on; write its flags out"),
-    )
-    for engine, text, values, removed in groups:
-        for line in text.strip().splitlines():
-            names = line.split()
-            for name in names:
-                table[name] = _Flag(engine, names[0], values, removed)
+def _table() -> dict[str, Flag]:
+    """Every spelling of every engine's speculative flags (engines/*.py `flags`)."""
+    table: dict[str, Flag] = {}
+    for parts in registry.ENGINES.values():
+        for group in parts.flags:
+            for line in group.text.strip().splitlines():
+                names = line.split()
+                for name in names:
+                    table[name] = Flag(parts.name, names[0], group.values, group.removed)
     return table
 
 
-FLAGS: Mapping[str, _Flag] = _table()
+FLAGS: Mapping[str, Flag] = _table()
 _LONG_SPEC = tuple(sorted(name for name in FLAGS if name.startswith("--")))
 _CONFIG_FILE = "--config"
 
@@ -536,17 +353,9 @@ def is_speculative_flag(name: str) -> bool:
     return norm in FLAGS or norm.startswith("--speculative-config.") or _in_namespace(norm)
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
-    flag: str  # canonical name (vLLM dotted keys keep their path)
-    value: str | None
-    given: str  # as written
-    engine: Engine
-
-
-def _scan(argv: Sequence[str]) -> tuple[list[_Found], list[str]]:
+def _scan(argv: Sequence[str]) -> tuple[list[FoundFlag], list[str]]:
     """The speculative flags of an argv with their values, and the reasons any of them is refused."""
-    found: list[_Found] = []
+    found: list[FoundFlag] = []
     reasons: list[str] = []
     i = 0
     while i < len(argv):
@@ -562,7 +371,7 @@ def _scan(argv: Sequence[str]) -> tuple[list[_Found], list[str]]:
             )
             continue
         if norm.startswith("--speculative-config."):
-            spec: _Flag | None = _Flag(Engine.VLLM, norm)
+            spec: Flag | None = Flag(Engine.VLLM, norm)
         else:
             spec = FLAGS.get(norm)
         if spec is None:
@@ -578,7 +387,7 @@ def _scan(argv: Sequence[str]) -> tuple[list[_Found], list[str]]:
         if len(values) != spec.values:
             reasons.append(f"{name}: takes {spec.values} value(s), got {len(values)}")
             continue
-        found.append(_Found(spec.canonical, " ".join(values) if values else None, name, spec.engine))
+        found.append(FoundFlag(spec.canonical, " ".join(values) if values else None, name, spec.engine))
     return found, reasons
 
 
@@ -631,12 +440,7 @@ def _engine_hint(argv: Sequence[str], image: str | None) -> Engine | None:
     if isinstance(command, Command) and command.engine is not None:
         return command.engine
     words = (image or "").lower()
-    named = {
-        Engine.VLLM: "vllm" in words,
-        Engine.SGLANG: "sglang" in words,
-        Engine.LLAMACPP: "llama-server" in words or "llama.cpp" in words or "llama-cpp" in words,
-    }
-    hits = [engine for engine, hit in named.items() if hit]
+    hits = [e for e, parts in registry.ENGINES.items() if any(w in words for w in parts.image_words)]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -668,8 +472,7 @@ def extract_spec(
         return SpecRefusal(tuple(reasons))
     if not found:
         return ServeSpec(hint, None, None)
-    builder = {Engine.VLLM: _vllm_spec, Engine.SGLANG: _sglang_spec, Engine.LLAMACPP: _llamacpp_spec}
-    return builder[engines[0]](found)
+    return registry.get(engines[0]).read_spec(found)
 
 
 def spec_of(config: ServeConfig) -> ServeSpec | SpecRefusal:
@@ -678,314 +481,7 @@ def spec_of(config: ServeConfig) -> ServeSpec | SpecRefusal:
 
 
 # --------------------------------------------------------------------------------------------------
-# vLLM
-
-
-# vllm/config/speculative.py (0.32): MTPModelTypes become mtp; the rest map to the results methods.
-_VLLM_METHODS = {
-    "mtp": "mtp", "ngram": "ngram", "[ngram]": "ngram", "ngram_gpu": "ngram", "eagle": "eagle",
-    "eagle3": "eagle3", "draft_model": "draft_model", "medusa": "medusa", "suffix": "suffix",
-    "mlp_speculator": "other", "dflash": "other", "dspark": "other", "custom_class": "other",
-    "extract_hidden_states": "other",
-}  # fmt: skip
-_VLLM_MTP_SUFFIX = "_mtp"  # deepseek_mtp, qwen3_5_mtp, ...: vLLM replaces them with mtp
-
-
-def _json_value(text: str) -> Any:
-    """JSON that refuses duplicate keys and non-finite numbers (ValueError), or RecursionError."""
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise ValueError(f"duplicate key {key!r}")
-            out[key] = value
-        return out
-
-    def constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a number")
-
-    return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
-
-
-def _vllm_config(found: list[_Found]) -> tuple[dict[str, Any], list[str]]:
-    """vLLM's speculative config dict as its parser builds it from the flags, with any contradiction."""
-    reasons: list[str] = []
-    whole = [f for f in found if f.flag == "--speculative-config"]
-    dotted = [f for f in found if f.flag.startswith("--speculative-config.")]
-    config: dict[str, Any] = {}
-    if len(whole) > 1:
-        reasons.append("--speculative-config is given more than once; vLLM keeps only the last")
-    if whole and dotted:
-        reasons.append(
-            f"--speculative-config and {dotted[0].given} together: vLLM replaces the whole object "
-            "with the dotted keys"
-        )
-    for f in whole:
-        try:
-            parsed = _json_value(f.value or "")
-        except (ValueError, RecursionError) as exc:
-            reasons.append(f"{f.given} {f.value!r:.80}: not valid JSON ({str(exc)[:80]})")
-            continue
-        if not isinstance(parsed, dict) or not parsed:
-            reasons.append(f"{f.given}: must be a non-empty JSON object")
-            continue
-        config.update({k.replace("-", "_"): v for k, v in parsed.items()})
-    for f in dotted:
-        path = f.flag.split(".")[1:]
-        path[0] = path[0].replace("-", "_")
-        try:
-            value: Any = _json_value(f.value or "")
-        except (ValueError, RecursionError):
-            value = f.value
-        _set_path(config, path, value, f.given, reasons)
-    return config, reasons
-
-
-def _set_path(config: dict[str, Any], path: list[str], value: Any, given: str, reasons: list[str]) -> None:
-    target = config
-    for key in path[:-1]:
-        nested = target.setdefault(key, {})
-        if not isinstance(nested, dict):
-            reasons.append(f"{given}: {key} is not an object")
-            return
-        target = nested
-    if path[-1] in target:
-        reasons.append(f"{given}: sets {'.'.join(path)} twice")
-    target[path[-1]] = value
-
-
-def _vllm_spec(found: list[_Found]) -> ServeSpec | SpecRefusal:
-    config, reasons = _vllm_config(found)
-    shorthand = {
-        "--spec-method": "method",
-        "--spec-model": "model",
-        "--spec-tokens": "num_speculative_tokens",
-    }
-    for f in found:
-        key = shorthand.get(f.flag)
-        if key is None:
-            continue
-        if key in config:
-            reasons.append(f"{f.given} and --speculative-config['{key}'] together: vLLM refuses both")
-            continue
-        config[key] = _int_or_text(f.value or "") if key == "num_speculative_tokens" else f.value
-    if reasons:
-        return SpecRefusal(tuple(reasons))
-    method, why = _vllm_method(config)
-    k = config.get("num_speculative_tokens")
-    if method is None:
-        return SpecRefusal((why,))
-    if not _is_depth(k):
-        return SpecRefusal(
-            (
-                f"num_speculative_tokens must be an integer from 1 to {MAX_K}, got {k!r}: without it "
-                "the depth comes from the draft model's own config, which the gate does not read",
-            )
-        )
-    schedule = _schedule(config.get("num_speculative_tokens_per_batch_size"), k)
-    if isinstance(schedule, SpecRefusal):
-        return schedule
-    return ServeSpec(Engine.VLLM, method, k, _canonical(config), schedule)
-
-
-def _vllm_method(config: Mapping[str, Any]) -> tuple[str | None, str]:
-    method = config.get("method")
-    model = config.get("model")
-    if method is None:
-        # vLLM 0.32 infers the method from `model` alone (SpeculativeConfig.__post_init__)
-        if not isinstance(model, str) or not model:
-            return None, "the speculative config names neither a method nor a model"
-        if model in ("ngram", "[ngram]"):
-            return "ngram", ""
-        parts = model.split(".")
-        custom = "/" not in model and len(parts) >= 2 and all(p.isidentifier() for p in parts)
-        return ("other" if custom else "draft_model"), ""
-    if not isinstance(method, str):
-        return None, f"method must be a string, got {method!r}"
-    if method.endswith(_VLLM_MTP_SUFFIX):
-        return "mtp", ""
-    if method not in _VLLM_METHODS:
-        return None, f"method {method!r} is not one vLLM 0.32 knows"
-    return _VLLM_METHODS[method], ""
-
-
-def _schedule(value: object, k: int) -> tuple[DepthRange, ...] | SpecRefusal:
-    """num_speculative_tokens_per_batch_size as vLLM validates it (v1/spec_decode/dynamic/utils.py)."""
-    if value is None:
-        return ()
-    bad = "num_speculative_tokens_per_batch_size"
-    if not isinstance(value, list) or not value:
-        return SpecRefusal((f"{bad} must be a non-empty list of [first, last, k] entries",))
-    ranges: list[DepthRange] = []
-    for entry in value:
-        if not (isinstance(entry, list) and len(entry) == 3 and all(_is_int(v) for v in entry)):
-            return SpecRefusal((f"{bad}: {entry!r} is not [first batch, last batch, k] integers",))
-        first, last, depth = entry
-        if not 1 <= first <= last or depth < 0:
-            return SpecRefusal((f"{bad}: {entry!r} needs 1 <= first <= last and k >= 0",))
-        if depth > k:
-            return SpecRefusal((f"{bad}: {entry!r} drafts more than num_speculative_tokens {k}",))
-        ranges.append(DepthRange(first, last, depth))
-    ranges.sort(key=lambda r: r.first_batch)
-    if ranges[0].first_batch != 1:
-        return SpecRefusal((f"{bad}: the first range must start at batch size 1",))
-    if any(b.first_batch <= a.last_batch for a, b in zip(ranges, ranges[1:], strict=False)):
-        return SpecRefusal((f"{bad}: ranges overlap",))
-    return tuple(ranges)
-
-
-# --------------------------------------------------------------------------------------------------
-# SGLang
-
-_SGLANG_METHODS = {
-    "EAGLE": "eagle",
-    "EAGLE3": "eagle3",
-    "NEXTN": "mtp",
-    "STANDALONE": "draft_model",
-    "NGRAM": "ngram",
-}
-
-
-def _single_values(
-    found: list[_Found], repeatable: tuple[str, ...] = ()
-) -> tuple[dict[str, str | None], list[str]]:
-    values: dict[str, str | None] = {}
-    reasons: list[str] = []
-    for f in found:
-        if f.flag in values and f.flag not in repeatable:
-            reasons.append(f"{f.given} is given more than once; the engine keeps only the last")
-        values[f.flag] = f.value
-    return values, reasons
-
-
-def _sglang_spec(found: list[_Found]) -> ServeSpec | SpecRefusal:
-    values, reasons = _single_values(found)
-    algorithm = (values.get("--speculative-algorithm") or "").upper()
-    if reasons:
-        return SpecRefusal(tuple(reasons))
-    if not algorithm:
-        return SpecRefusal(("SGLang speculative flags without --speculative-algorithm",))
-    method = _SGLANG_METHODS.get(algorithm)
-    if method is None:
-        return SpecRefusal(
-            (f"--speculative-algorithm {algorithm}: the gate does not know how it sets the depth",)
-        )
-    depth_flag = "--speculative-num-draft-tokens" if algorithm == "NGRAM" else "--speculative-num-steps"
-    k = _int_or_text(values.get(depth_flag) or "")
-    if not _is_depth(k):
-        return SpecRefusal(
-            (f"{algorithm} needs {depth_flag} (1 to {MAX_K}); left out, SGLang chooses it per model",)
-        )
-    topk = _int_or_text(values.get("--speculative-eagle-topk") or "")
-    drafts = _int_or_text(values.get("--speculative-num-draft-tokens") or "")
-    if algorithm != "NGRAM" and topk == 1 and _is_int(drafts) and drafts != k + 1:
-        return SpecRefusal(
-            (
-                f"--speculative-num-draft-tokens {drafts} with --speculative-eagle-topk 1 and "
-                f"--speculative-num-steps {k}: SGLang resets it to num_steps + 1 = {k + 1}",
-            )
-        )
-    settings = dict(values)
-    settings["--speculative-algorithm"] = algorithm
-    return ServeSpec(Engine.SGLANG, method, k, _canonical(settings))
-
-
-# --------------------------------------------------------------------------------------------------
-# llama.cpp
-
-# --spec-type names (common/speculative.cpp) -> results method and the flag that sets the depth
-_LLAMACPP_TYPES: dict[str, tuple[str, str | None]] = {
-    "draft-simple": ("draft_model", "--spec-draft-n-max"),
-    "draft-eagle3": ("eagle3", "--spec-draft-n-max"),
-    "draft-mtp": ("mtp", "--spec-draft-n-max"),
-    "draft-dflash": ("other", "--spec-draft-n-max"),
-    "draft-dspark": ("other", "--spec-draft-n-max"),
-    "ngram-simple": ("ngram", "--spec-ngram-simple-size-m"),
-    "ngram-map-k": ("ngram", "--spec-ngram-map-k-size-m"),
-    "ngram-map-k4v": ("ngram", "--spec-ngram-map-k4v-size-m"),
-    "ngram-mod": ("ngram", "--spec-ngram-mod-n-max"),
-    "ngram-cache": ("ngram", None),  # a fixed depth, NGRAM_CACHE_K
-}
-_OLD_LLAMACPP = ("--draft-max", "--draft-min", "--ctx-size-draft")
-
-
-def _llamacpp_spec(found: list[_Found]) -> ServeSpec | SpecRefusal:
-    values, reasons = _single_values(found, repeatable=("--spec-type",))
-    types = [
-        t.strip() for f in found if f.flag == "--spec-type" for t in (f.value or "").split(",") if t.strip()
-    ]
-    if "--spec-default" in values:
-        types.append("ngram-mod")
-        if "--spec-ngram-mod-n-max" in values:
-            reasons.append("--spec-default and --spec-ngram-mod-n-max together: the last one wins")
-        values.setdefault("--spec-ngram-mod-n-max", str(SPEC_DEFAULT_K))
-    old = [f.given for f in found if f.flag in _OLD_LLAMACPP]
-    if reasons:
-        return SpecRefusal(tuple(reasons))
-    settings = _canonical({name: True if value is None else value for name, value in values.items()})
-    if not types:
-        return _llamacpp_untyped(values, old, settings)
-    if old:
-        return SpecRefusal((f"{', '.join(old)} with --spec-type: builds that have --spec-type removed them",))
-    if types == ["none"]:
-        if len(values) > 1:
-            return SpecRefusal(("--spec-type none with other speculative flags",))
-        return ServeSpec(Engine.LLAMACPP, None, None)
-    if len(types) != 1:
-        return SpecRefusal(
-            (f"--spec-type {','.join(types)}: several types; the gate compares one at a time",)
-        )
-    if types[0] not in _LLAMACPP_TYPES:
-        return SpecRefusal((f"--spec-type {types[0]}: not a type llama.cpp lists",))
-    method, depth_flag = _LLAMACPP_TYPES[types[0]]
-    k = NGRAM_CACHE_K if depth_flag is None else _int_or_text(values.get(depth_flag) or "")
-    if not _is_depth(k):
-        return SpecRefusal(
-            (f"--spec-type {types[0]} needs {depth_flag} (1 to {MAX_K}); the build's default is not assumed",)
-        )
-    return ServeSpec(Engine.LLAMACPP, method, int(k), settings)
-
-
-def _llamacpp_untyped(
-    values: Mapping[str, str | None], old: list[str], settings: str
-) -> ServeSpec | SpecRefusal:
-    """Builds before --spec-type: a draft model (-md) drafts --draft-max tokens."""
-    model = values.get("--spec-draft-model")
-    if model is None:
-        return SpecRefusal(("llama.cpp speculative flags without --spec-type or a draft model (-md)",))
-    if not old:
-        return SpecRefusal(
-            (
-                "-md without --spec-type: llama.cpp reads the type from the draft's metadata; "
-                "add --spec-type and its depth",
-            )
-        )
-    k = _int_or_text(values.get("--draft-max") or "")
-    if not _is_depth(k):
-        return SpecRefusal((f"--draft-max must be 1 to {MAX_K} with -md in builds before --spec-type",))
-    return ServeSpec(Engine.LLAMACPP, "draft_model", int(k), settings)
-
-
-# --------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_depth(value: object) -> TypeGuard[int]:
-    return _is_int(value) and 1 <= value <= MAX_K
-
-
-def _int_or_text(text: str) -> int | str:
-    """An argv value as an integer when it is one (plain decimal digits), else the text."""
-    return int(text) if _DECIMAL.fullmatch(text.strip()) else text
-
-
-def _canonical(settings: Mapping[str, Any]) -> str:
-    return json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def settings_differences(evidence: ServeSpec, proposed: ServeSpec) -> list[str]:

@@ -26,6 +26,7 @@ from mtpverdict.collect.campaign import (
     parity_problems,
 )
 from mtpverdict.collect.redact import Redactor, check_secrets, named_secrets
+from mtpverdict.engines import registry, vllm
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -37,8 +38,8 @@ BOOT_RECORD_MARK = b'"kind":"boot"'  # how a boot record's line reads (sorted co
 
 
 # vLLM reports each request's own timing (the last chunk's `metrics`) with this flag, from 0.32
-SERVER_CLOCK_FLAG = "--enable-per-request-metrics"
-SERVER_CLOCK_SINCE = (0, 32)
+SERVER_CLOCK_FLAG = vllm.SERVER_CLOCK_FLAG
+SERVER_CLOCK_SINCE = vllm.SERVER_CLOCK_SINCE
 VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
 
@@ -126,9 +127,11 @@ def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[Ca
     """
     server = plan.server
     client = "decode and TTFT on the client's clock (streams it reads in a burst are set aside)"
-    if server.engine == "llamacpp":
-        return plan, "decode and TTFT on llama.cpp's own clock (each response's timings)"
-    if server.engine != "vllm":
+    parts = registry.get(server.engine)
+    fields = registry.present(parts.server_fields)
+    if fields is not None and fields.clock_flag is None:
+        return plan, f"decode and TTFT on {parts.title}'s own clock (each response's {fields.response_key})"
+    if fields is None or fields.clock_flag != SERVER_CLOCK_FLAG:
         return plan, f"{client}: collect knows no per-request timing for engine {server.engine}"
     given = [*server.command, *(a for arm in plan.arms for a in arm.serve_args)]
     if any(SERVER_CLOCK_FLAG in part for part in given):

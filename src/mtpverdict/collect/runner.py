@@ -536,7 +536,7 @@ class Collector:
 
     @property
     def _llamacpp(self) -> bool:
-        return self.plan.server.engine == "llamacpp"
+        return sv.reads_readiness(self.plan.server.engine)
 
     # --- the loop ------------------------------------------------------------------------------------
 

@@ -41,6 +41,8 @@ from mtpverdict.collect.campaign import (
     parity_problems,
     parse_campaign,
 )
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import Absent
 from mtpverdict.errors import CampaignError, InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, Schedule, parse_decision
@@ -206,8 +208,9 @@ def _ran_a_schedule(serve_args: tuple[str, ...]) -> bool:
 
 def _check_plan(plan: CampaignPlan, source: str) -> None:
     """A schedule arm needs vLLM booted by collect (it passes the schedule on the command line)."""
-    if plan.server.engine != "vllm":
-        why = f"only vLLM 0.32 runs a per-batch-size schedule; this campaign's engine is {plan.server.engine}"
+    compiler = registry.schedule_compiler(plan.server.engine)
+    if isinstance(compiler, Absent):
+        why = f"{compiler.reason}; this campaign's engine is {plan.server.engine}"
         raise CampaignError([Problem(source, why, key="server.engine")])
     if plan.server.mode != "launch":
         why = 'collect must boot the servers (mode = "launch") to serve the schedule on the command line'

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+
+from mtpverdict.engines import registry
+from mtpverdict.engines.names import Engine
 
 # A tokenizer gives at most one token per byte of text (byte-level BPE, byte fallback); the chat template
 # and special tokens add at most this many (generous: the longest default system prompts are ~1k tokens).
@@ -64,7 +67,7 @@ class ServerTiming:
 class RequestAcceptance:
     """Speculative decoding of one request, as the server counted it."""
 
-    source: Literal["vllm", "llamacpp"]
+    source: Engine  # the engine whose response fields counted them
     draft_tokens: int
     accepted_tokens: int
     steps: int | None  # verify steps that drafted (vLLM); None where the server does not say
@@ -201,7 +204,7 @@ def vllm_acceptance(obj: dict[str, Any], completion_tokens: int) -> RequestAccep
         if per_position is not None and from_steps != per_position:
             raise ServedValueError(f"{where}: per_step_accepted disagrees with acceptance_histogram")
         per_position = from_steps
-    return RequestAcceptance("vllm", drafted, accepted, steps, k, per_position)
+    return RequestAcceptance(Engine.VLLM, drafted, accepted, steps, k, per_position)
 
 
 def _int_list(value: object, where: str, length: int, high: int) -> list[int]:
@@ -260,7 +263,7 @@ def llama_timings(
         return found, None
     drafted = _count(obj.get("draft_n"), "timings.draft_n", 0, completion_tokens * MAX_SPEC_TOKENS)
     accepted = _count(obj.get("draft_n_accepted"), "timings.draft_n_accepted", 0, drafted)
-    return found, RequestAcceptance("llamacpp", drafted, accepted, None, None, None)
+    return found, RequestAcceptance(Engine.LLAMACPP, drafted, accepted, None, None, None)
 
 
 def served(final: dict[str, Any], seen: Seen) -> Served:
@@ -280,3 +283,9 @@ def served(final: dict[str, Any], seen: Seen) -> Served:
         llama, llama_acceptance = llama_timings(timings, seen, use.completion_tokens)
         acceptance = acceptance or llama_acceptance
     return Served(use, found_timing, acceptance, llama)
+
+
+def reads_readiness(engine: str) -> bool:
+    """Whether collect reads more than /health before a boot of this engine may run (its endpoints
+    and why: the engine's `readiness` part, engines/*.py)."""
+    return registry.has(engine, "readiness")

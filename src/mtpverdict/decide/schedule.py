@@ -36,6 +36,10 @@ from mtpverdict.decide.regime import (
     versus,
     where,
 )
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import Absent
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.spec import DepthRange
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
     ArmDecision,
@@ -46,12 +50,13 @@ from mtpverdict.formats.decision import (
 )
 from mtpverdict.formats.policy import Beyond, Severity
 from mtpverdict.formats.results import Arm
-from mtpverdict.serveconfig import Engine, ServeSpec
+from mtpverdict.serveconfig import ServeSpec
 from mtpverdict.stats.procedure import Outcome
 
 SCHEDULED_KINDS = ("faster_than_off",)  # judged at every concurrency at once: a schedule judges each range
 DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule sets
 SELF_CONTAINED = ("mtp", "ngram")  # vLLM methods whose config needs nothing but the method and depth
+SCHEDULE_ENGINE = Engine.VLLM  # whose serve setting a schedule of arms without a serve config is written in
 
 Cell = tuple[str, int]
 
@@ -344,7 +349,7 @@ def speculative_config(
         return None, "no range speculates: serve without --speculative-config"
     used = [a for a in arms if any(r.arm == a.name for r in ranges_)]
     spec = served_spec(evidence, used[0])
-    table = [[r.start, r.end, r.k] for r in ranges_]
+    table = [DepthRange(r.start, r.end, r.k) for r in ranges_]
     if spec is None:
         method = str(used[0].spec.method)
         if method not in SELF_CONTAINED:
@@ -352,16 +357,16 @@ def speculative_config(
                 f"the arms record no serve config and {method} needs more than a method and a depth: "
                 "add the draft settings of the arms to the JSON"
             )
-        config: dict[str, object] = {"method": method}
+        base: dict[str, object] = {"method": method}
         note: str | None = "the arms record no serve config: method and depth only"
-    elif spec.engine is not Engine.VLLM:
-        return None, f"the arms ran {spec.engine}; only vLLM 0.32 runs a per-batch-size schedule"
+        compiler = registry.schedule_compiler(SCHEDULE_ENGINE)
     else:
-        config = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
+        base = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
         note = None
-    config["num_speculative_tokens"] = top
-    config["num_speculative_tokens_per_batch_size"] = table
-    return json.dumps(config, sort_keys=True, separators=(",", ":")), note
+        compiler = registry.schedule_compiler(spec.engine)
+    if isinstance(compiler, Absent):
+        return None, f"the arms ran {None if spec is None else spec.engine}; {compiler.reason}"
+    return compiler(base, top, table), note
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from mtpverdict.engines import registry
 from mtpverdict.gate.evidence import GateEvidence
 from mtpverdict.gate.schedule import last_value
 from mtpverdict.serveconfig import ServeConfig
 
 __all__ = ["check_envelope", "context_limit"]
 
-CONTEXT_FLAGS = ("--max-model-len", "--context-length", "--ctx-size", "-c")  # vLLM, SGLang, llama.cpp x2
+# every engine's context flags (engines/*.py `context_flags`): vLLM, SGLang, llama.cpp x2
+CONTEXT_FLAGS = tuple(flag for parts in registry.ENGINES.values() for flag in parts.context_flags)
 UNBOUNDED = ("-1", "auto", "0")  # vLLM's auto and llama.cpp's 0: the model's own (unknown) context
 _LIMIT_CHARACTERS = 24  # a context limit longer than this is no number vLLM reads (float overflow)
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mtpverdict.engines import registry, vllm
+from mtpverdict.engines.names import Engine
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.servecommand import Command, split_command
 from mtpverdict.serveconfig import (
     FLAGS,
-    Engine,
     ServeConfig,
     is_engine_variable,
     is_speculative_flag,
@@ -38,31 +39,7 @@ _VERSION_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU
 _DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/")
 
 
-# vLLM 0.32's short spellings of its settings (vllm/engine/arg_utils.py, add_argument with two names)
-VLLM_SHORT = {
-    "-q": "--quantization",
-    "-pp": "--pipeline-parallel-size",
-    "-n": "--nnodes",
-    "-r": "--node-rank",
-    "-tp": "--tensor-parallel-size",
-    "-dcp": "--decode-context-parallel-size",
-    "-pcp": "--prefill-context-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-dpn": "--data-parallel-rank",
-    "-dpr": "--data-parallel-start-rank",
-    "-dpl": "--data-parallel-size-local",
-    "-dpa": "--data-parallel-address",
-    "-dpp": "--data-parallel-rpc-port",
-    "-dpb": "--data-parallel-backend",
-    "-dph": "--data-parallel-hybrid-lb",
-    "-dpe": "--data-parallel-external-lb",
-    "-dpm": "--data-parallel-multi-port-external-lb",
-    "-ep": "--enable-expert-parallel",
-    "-sc": "--speculative-config",
-    "-dc": "--diffusion-config",
-    "-cc": "--compilation-config",
-    "-ac": "--attention-config",
-}
+VLLM_SHORT = vllm.SHORT_FLAGS  # vLLM 0.32's short spellings (engines/vllm.py)
 
 
 def _command(argv: Sequence[str]) -> Command:
@@ -76,12 +53,17 @@ def short_flags(argv: Sequence[str], image: str | None = None) -> Mapping[str, s
     `vllm` executable or a `vllm.` module), or when it names no program and its image is vLLM's; none
     otherwise (llama.cpp's -n is not --nnodes)."""
     command = _command(argv)
+    engine: Engine | None
     if command.program:
-        runs_vllm = command.engine is Engine.VLLM
+        engine = command.engine
     else:
         found = parse_image(image) if image else None
-        runs_vllm = found is not None and "vllm" in found.repository.rsplit("/", 1)[-1].lower()
-    return VLLM_SHORT if runs_vllm else {}
+        name = found.repository.rsplit("/", 1)[-1].lower() if found is not None else ""
+        named = (
+            e for e, parts in registry.ENGINES.items() if name and any(w in name for w in parts.image_words)
+        )
+        engine = next(named, None)
+    return (registry.present(registry.get(engine).short_flags) or {}) if engine is not None else {}
 
 
 def normalise_argv(

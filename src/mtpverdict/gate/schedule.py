@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from mtpverdict.engines.vllm import DATA_PARALLEL_FLAGS
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.gate.proposal import Proposal
 from mtpverdict.gate.support import SUPPORTING, mismatch, no_evidence
@@ -131,9 +132,6 @@ def support_schedule(
     top = max(k for _, _, k in mine)
     arm = arms.get(top) if top else next((a for a in evidence.arms if a.control), None)
     return ok, reasons, arm
-
-
-DATA_PARALLEL_FLAGS = ("--data-parallel-size", "-dp")
 
 
 def data_parallel_refusal(proposal: Proposal, config: ServeConfig | None) -> str | None:

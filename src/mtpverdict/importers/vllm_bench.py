@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict._jsonio import atomic_write, canonical
+from mtpverdict.engines.names import Engine
 from mtpverdict.errors import EngineTextError, Problem, ResultsError
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role, as_builtins
@@ -271,7 +272,7 @@ def _campaign(
             "title": "Runs imported from vllm bench serve result files",
             "scope": {
                 "device": None,
-                "engine": "vllm",
+                "engine": Engine.VLLM,
                 "engine_version": None,
                 "model": model,
                 "claim": None,

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from mtpverdict.engines.names import Engine
 from mtpverdict.errors import InputError, Problem, printable
 from mtpverdict.live.reference import Reference
 
@@ -74,8 +75,8 @@ SHOWN_DIGITS = 6  # significant digits of a threshold, as the decision file writ
 class AlertEngine(StrEnum):
     """Engines whose /metrics export spec-decode counters."""
 
-    VLLM = "vllm"
-    LLAMACPP = "llamacpp"
+    VLLM = Engine.VLLM
+    LLAMACPP = Engine.LLAMACPP
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from mtpverdict.engines.names import ENGINES
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.parse.model import AcceptanceReading, Engine, KvCapacity, VoidWindow
 from mtpverdict.parse.text import to_float, to_int
 
-PREFIXES: dict[str, Engine] = {"vllm:": "vllm", "sglang:": "sglang", "llamacpp:": "llamacpp"}
+# every engine's /metrics prefix (engines/*.py `metric_prefix`), in the registry's order
+PREFIXES: dict[str, Engine] = {f"{engine}:": engine for engine in ENGINES}
 TOTAL_SUFFIX = "_total"
 CREATED_SUFFIX = "_created"
 POSITION_LABEL = "position"
@@ -268,11 +270,12 @@ def observed_k(snapshot: MetricsSnapshot) -> int | None:
     0 for a vLLM exposition without any spec-decode counter (speculation off); None when the
     engine does not export per-position counters, so the depth cannot be seen.
     """
-    if snapshot.accepted_per_position:
-        return len(snapshot.accepted_per_position)
-    if snapshot.engine == "vllm" and not snapshot.has_spec_counters:
-        return 0
-    return None
+    if snapshot.engine is None:
+        return len(snapshot.accepted_per_position) or None
+    from mtpverdict.engines import registry  # the engine modules import the parse package
+
+    depth = registry.get(snapshot.engine).depth_in_force
+    return depth(len(snapshot.accepted_per_position), snapshot.has_spec_counters)
 
 
 def _samples(text: str, source: str) -> list[tuple[str, dict[str, str], float]]:

@@ -5,15 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Engine = Literal["vllm", "sglang", "llamacpp"]
-EngineChoice = Literal["auto", "vllm", "sglang", "llamacpp"]
+from mtpverdict.engines.names import ENGINE_CHOICES, ENGINES, Engine, EngineChoice
+
+__all__ = [
+    "ENGINES",
+    "ENGINE_CHOICES",
+    "AcceptanceReading",
+    "BlockRole",
+    "Engine",
+    "EngineChoice",
+    "Found",
+    "KvCapacity",
+    "ParseResult",
+    "ReadingKind",
+    "ReadingScope",
+    "ReadingSource",
+    "VoidWindow",
+]
+
 ReadingSource = Literal["metrics", "log", "response"]
 ReadingScope = Literal["run", "window"]
 ReadingKind = Literal["counter_delta", "counter_total", "gauge", "log_window", "response"]
 BlockRole = Literal["opens", "fills"]
-
-ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "llamacpp")
-ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", "vllm", "sglang", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,19 +17,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import chain
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mtpverdict._files import NotReadable, open_regular
+from mtpverdict.engines.names import AUTO, Chosen
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
-from mtpverdict.parse import (
-    llamacpp_log,
-    llamacpp_response,
-    sglang_log,
-    sglang_response,
-    vllm_log,
-    vllm_response,
-)
+from mtpverdict.parse import llamacpp_log, llamacpp_response
 from mtpverdict.parse.metrics import parse_metrics
 from mtpverdict.parse.model import (
     ENGINE_CHOICES,
@@ -62,31 +56,31 @@ SNIFF_LINES = 200
 EXPOSITION_SHARE = 0.9  # share of sniffed lines that must be exposition syntax
 DUPLICATES_SHOWN = 3
 
-LINE_MODULES = {"vllm": vllm_log, "sglang": sglang_log, "llamacpp": llamacpp_log}
 MIN_WEAK_SHARE = 0.1  # share of lines that must look like an engine's log, without a reading, to call it that
 UNRECOGNISED = (
     "no vLLM, SGLang or llama.cpp output recognised; parse reads engine logs, /metrics scrapes and "
     "response JSON (docs/engine-formats.md)"
 )
-RESPONSE_MODULES = {"vllm": vllm_response, "sglang": sglang_response, "llamacpp": llamacpp_response}
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
 )
 EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
 DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
 RESPONSE_KEY_RES = {
-    "vllm": re.compile(r'"speculative_decoding"\s*:\s*\{'),
-    "sglang": re.compile(r'"meta_info"\s*:\s*\{'),
+    Engine.VLLM: re.compile(r'"speculative_decoding"\s*:\s*\{'),
+    Engine.SGLANG: re.compile(r'"meta_info"\s*:\s*\{'),
 }
 VLLM_FINGERPRINT_RE = re.compile(r'"system_fingerprint"\s*:\s*"vllm-([0-9][0-9A-Za-z.+-]*?)-[0-9a-f]{6,}"')
 BENCH_KEYS = ("completed", "output_throughput")
 MAX_PREFIX_CHARS = 512  # of a line before a message, read for its timestamp and rank (a prefix is ~80)
 
+if TYPE_CHECKING:
+    from mtpverdict.engines.interface import EngineParts
+
 SniffKind = Literal["metrics", "json", "log"]
 
 
-def parse_text(text: str, engine: EngineChoice = "auto", *, source: str = "<text>") -> ParseResult:
+def parse_text(text: str, engine: EngineChoice = AUTO, *, source: str = "<text>") -> ParseResult:
     """Read engine text (log, /metrics exposition or response JSON).
 
     Never raises on its content but for one JSON document breaking the limits every loader shares
@@ -106,7 +100,7 @@ def parse_text(text: str, engine: EngineChoice = "auto", *, source: str = "<text
     return _read_segments(segments(text_blocks(text)), choice, warnings, empty=not text.strip())
 
 
-def parse_file(path: str | os.PathLike[str], engine: EngineChoice = "auto") -> ParseResult:
+def parse_file(path: str | os.PathLike[str], engine: EngineChoice = AUTO) -> ParseResult:
     """Read an engine text file as bytes (UTF-8, invalid bytes replaced), streaming logs line by line."""
     choice = _check_engine(engine)
     file = Path(path)
@@ -138,15 +132,26 @@ def parse_file(path: str | os.PathLike[str], engine: EngineChoice = "auto") -> P
         raise EngineTextError([Problem(source, f"cannot be read: {exc.strerror or exc}")]) from None
 
 
-def _check_engine(engine: str) -> EngineChoice:
+def _check_engine(engine: str) -> Chosen:
     if engine not in ENGINE_CHOICES:
         raise ValueError(f"engine must be one of {', '.join(ENGINE_CHOICES)}; got {engine!r}")
-    return engine
+    return AUTO if engine == AUTO else Engine(engine)
 
 
-def _named(choice: EngineChoice) -> Engine | None:
+def _named(choice: Chosen) -> Engine | None:
     """The engine a choice names; None for auto."""
-    return None if choice == "auto" else choice
+    return choice if isinstance(choice, Engine) else None
+
+
+def _parts(engine: Engine) -> EngineParts:
+    from mtpverdict.engines import registry  # the engine modules import the parse package
+
+    return registry.get(engine)
+
+
+def title(engine: Engine) -> str:
+    """How prose names an engine (vLLM, SGLang, llama.cpp)."""
+    return _parts(engine).title
 
 
 def _binary_warning() -> str:
@@ -166,7 +171,7 @@ def _sniff(sample: str) -> SniffKind:
 
 
 def _whole_document(
-    kind: SniffKind, text: str, choice: EngineChoice, source: str, warnings: list[str]
+    kind: SniffKind, text: str, choice: Chosen, source: str, warnings: list[str]
 ) -> ParseResult | None:
     """Parse a whole exposition or JSON document; None to fall back to reading log lines."""
     if kind == "metrics":
@@ -175,10 +180,10 @@ def _whole_document(
         except EngineTextError as exc:
             warnings.append(f"looks like a Prometheus exposition but {exc.problems[0]}; read as log lines")
             return None
-        if choice != "auto" and snapshot.engine is not None and snapshot.engine != choice:
+        if choice != AUTO and snapshot.engine is not None and snapshot.engine != choice:
             warnings.append(
-                f"the exposition holds {ENGINE_NAMES[snapshot.engine]} metrics, not "
-                f"{ENGINE_NAMES[choice]}; its readings are left out (use --engine auto)"
+                f"the exposition holds {title(snapshot.engine)} metrics, not "
+                f"{title(choice)}; its readings are left out (use --engine auto)"
             )
             return ParseResult(_named(choice), None, (), (), tuple(warnings))
         readings = snapshot.readings()
@@ -198,7 +203,7 @@ def _whole_document(
     return _json_document(text, choice, source, warnings)
 
 
-def _json_document(text: str, choice: EngineChoice, source: str, warnings: list[str]) -> ParseResult | None:
+def _json_document(text: str, choice: Chosen, source: str, warnings: list[str]) -> ParseResult | None:
     """A whole JSON document: a bench result, or per-request spec fields of one engine's responses."""
     try:
         document = loads_strict(text)
@@ -208,14 +213,14 @@ def _json_document(text: str, choice: EngineChoice, source: str, warnings: list[
         return None  # JSON lines or an SSE stream: read line by line
     if isinstance(document, dict) and all(key in document for key in BENCH_KEYS):
         warnings.append("this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`")
-        return ParseResult(_named(choice) or "vllm", None, (), (), tuple(warnings))
-    for engine in ("vllm", "sglang"):
-        if choice in ("auto", engine):
+        return ParseResult(_named(choice) or Engine.VLLM, None, (), (), tuple(warnings))
+    for engine in RESPONSE_KEY_RES:
+        if choice in (AUTO, engine):
             held = _response_document(engine, document, text, warnings)
             if held is not None:
                 return held
-    if choice not in ("auto", "llamacpp"):
-        warnings.append(f"a JSON document holds no {ENGINE_NAMES[choice]} surface this parser reads")
+    if choice not in (AUTO, Engine.LLAMACPP):
+        warnings.append(f"a JSON document holds no {title(choice)} surface this parser reads")
         return ParseResult(_named(choice), None, (), (), tuple(warnings))
     found = list(llamacpp_response.readings(document, None))
     lines = _key_lines(text)
@@ -232,16 +237,16 @@ def _json_document(text: str, choice: EngineChoice, source: str, warnings: list[
             "SGLang meta_info spec fields (no drafting, or another surface)"
         )
         return ParseResult(
-            _named(choice) or ("llamacpp" if version else None), version, (), (), tuple(warnings)
+            _named(choice) or (Engine.LLAMACPP if version else None), version, (), (), tuple(warnings)
         )
-    return ParseResult("llamacpp", version, readings, (), tuple(warnings))
+    return ParseResult(Engine.LLAMACPP, version, readings, (), tuple(warnings))
 
 
 def _response_document(
     engine: Engine, document: object, text: str, warnings: list[str]
 ) -> ParseResult | None:
     """vLLM or SGLang per-request spec fields of a saved response; None when it holds none."""
-    found = list(RESPONSE_MODULES[engine].readings(document, None))
+    found = list(_parts(engine).responses.readings(document, None))
     if not found:
         return None
     marker = RESPONSE_KEY_RES[engine]
@@ -251,7 +256,7 @@ def _response_document(
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
-    fingerprint = VLLM_FINGERPRINT_RE.search(text) if engine == "vllm" else None
+    fingerprint = VLLM_FINGERPRINT_RE.search(text) if engine is Engine.VLLM else None
     version = fingerprint.group(1) if fingerprint else None
     return ParseResult(engine, version, readings, (), tuple(warnings))
 
@@ -307,9 +312,9 @@ def _memory_only(kv: KvCapacity) -> bool:
 class _Reader:
     """Accumulates what the line parsers find, per engine, until the engine is chosen."""
 
-    def __init__(self, choice: EngineChoice) -> None:
+    def __init__(self, choice: Chosen) -> None:
         self.choice = choice
-        self.engines: tuple[Engine, ...] = ENGINES if choice == "auto" else (choice,)
+        self.engines: tuple[Engine, ...] = ENGINES if choice == AUTO else (choice,)
         self.readings: dict[Engine, list[AcceptanceReading]] = defaultdict(list)
         self.kv: dict[Engine, list[KvCapacity]] = defaultdict(list)
         self.versions: dict[Engine, list[tuple[str, int]]] = defaultdict(list)
@@ -335,14 +340,15 @@ class _Reader:
             self.nul_lines += 1
             text = text.replace("\x00", "")
         for engine in self.engines:
-            found = LINE_MODULES[engine].find(text, segment.line)
-            found += RESPONSE_MODULES[engine].find(text, segment.line)
+            parts = _parts(engine)
+            found = parts.log_lines.find(text, segment.line)
+            found += parts.responses.find(text, segment.line)
             found = [
                 item for item in found if item.block != "fills" or self._block_open(engine, segment.line)
             ]
             if found:
                 self.first_seen.setdefault(engine, segment.line)
-            elif LINE_MODULES[engine].evidence(text):
+            elif parts.log_lines.evidence(text):
                 self.weak[engine] += 1
                 self.first_seen.setdefault(engine, segment.line)
             for item in found:
@@ -469,7 +475,7 @@ class _Reader:
             others = sorted({v for v, _ in versions if v != version})
             if others:
                 warnings.append(
-                    f"several {ENGINE_NAMES[engine]} versions in one text ({version}, {', '.join(others)}): "
+                    f"several {title(engine)} versions in one text ({version}, {', '.join(others)}): "
                     f"kept {version} from line {versions[0][1]}; one boot per file is clearer"
                 )
         warnings.extend(self.notes[engine])
@@ -487,24 +493,24 @@ class _Reader:
         prefill = self.prefill[engine]
         if prefill.reused:
             warnings.append(
-                f"{prefill.reused} of {prefill.batches} {ENGINE_NAMES[engine]} prefill batches reused "
+                f"{prefill.reused} of {prefill.batches} {title(engine)} prefill batches reused "
                 f"cached prompt tokens (#cached-token, {prefill.cached} in all, first at line "
                 f"{prefill.first_line}): prefix caching served part of those prompts, "
                 "so their prefill was not cold"
             )
         readings = tuple(self.readings[engine])
-        if engine == "sglang" and any(r.acceptance_rate is not None for r in readings):
+        if engine is Engine.SGLANG and any(r.acceptance_rate is not None for r in readings):
             warnings.append(_SGLANG_RATE_NOTE)
         if not readings and not self.kv[engine] and (self.strong[engine] or self.weak[engine]):
-            warnings.append(f"no acceptance or KV-capacity lines of {ENGINE_NAMES[engine]} found")
+            warnings.append(f"no acceptance or KV-capacity lines of {title(engine)} found")
         return ParseResult(engine, version, readings, tuple(self.kv[engine]), tuple(warnings))
 
     def _choose(self, warnings: list[str], empty: bool) -> Engine | None:
         if self.nul_lines:
             warnings.append(f"{self.nul_lines} line(s) held NUL bytes; they were read without them")
-        if self.choice != "auto":
+        if self.choice != AUTO:
             if not self.strong[self.choice] and not self.weak[self.choice]:
-                name = ENGINE_NAMES[self.choice]
+                name = title(self.choice)
                 warnings.append("empty input" if empty else f"no {name} output recognised")
             return self.choice
         scores = {e: self.strong[e] * STRONG_WEIGHT + self.weak[e] for e in ENGINES}
@@ -515,7 +521,7 @@ class _Reader:
         engine = max(ENGINES, key=lambda e: (scores[e], -self.first_seen.get(e, 0)))
         warnings.extend(
             f"also found {len(self.readings[other])} acceptance and {len(self.kv[other])} KV reading(s) "
-            f"of {ENGINE_NAMES[other]}, left out: the text mixes engines; pass --engine to choose"
+            f"of {title(other)}, left out: the text mixes engines; pass --engine to choose"
             for other in ENGINES
             if other != engine and (self.readings[other] or self.kv[other])
         )
@@ -523,7 +529,7 @@ class _Reader:
 
 
 def _read_segments(
-    parts: Iterable[Segment], choice: EngineChoice, warnings: list[str], *, empty: bool
+    parts: Iterable[Segment], choice: Chosen, warnings: list[str], *, empty: bool
 ) -> ParseResult:
     reader = _Reader(choice)
     for segment in parts:

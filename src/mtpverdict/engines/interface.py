@@ -1,0 +1,125 @@
+"""What an engine module provides: one `EngineParts` per engine; a part it lacks is `Absent`, with why.
+
+    name, title              Engine, how prose names it ("vLLM")
+    flags                    its speculative flag table, removed flags among them (FlagGroup lines)
+    read_spec                the speculative config of the flags an argv gives (ServeSpec | SpecRefusal)
+    image_words              words in an image name that say it runs the engine
+    metric_prefix            the prefix of its /metrics names ("vllm:")
+    log_lines, responses     its log-line and response-JSON parsers (mtpverdict.parse.reader uses them)
+    depth_in_force           the depth a /metrics scrape shows in force
+    readiness                what collect reads after /health answers before a boot may run
+    server_fields            the per-request fields its responses carry, and the flag that turns its
+                             own per-request clock on
+    short_flags              short spellings of its settings, as the gate reads a command line
+    context_flags            the flags that set the context one request may use (the gate's envelope)
+    compile_schedule         the serve setting that runs a per-batch-size depth schedule
+
+The registry (mtpverdict.engines.registry) lists one EngineParts per engine; tests/engines/
+test_registry.py fails for an engine that neither implements nor declares absent every part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.spec import DepthRange, FlagGroup, FoundFlag, ServeSpec, SpecRefusal
+from mtpverdict.parse.model import AcceptanceReading, Found
+
+__all__ = [
+    "PARTS",
+    "Absent",
+    "EngineParts",
+    "LogParser",
+    "Readiness",
+    "ResponseParser",
+    "ScheduleCompiler",
+    "ServerFields",
+    "present",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """A part an engine does not provide, and why (said where a caller would have used it)."""
+
+    reason: str
+
+
+class LogParser(Protocol):
+    """An engine's log lines: the messages a segment holds, and whether it looks like its log."""
+
+    def find(self, text: str, line: int) -> list[Found]: ...
+
+    def evidence(self, text: str) -> bool: ...
+
+
+class ResponseParser(Protocol):
+    """An engine's per-request spec fields in response JSON, from a text line or a loaded document."""
+
+    def find(self, text: str, line: int) -> list[Found]: ...
+
+    def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Endpoints collect reads once /health answers, before a boot may run (collect/llamacpp.py)."""
+
+    paths: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFields:
+    """The response object that carries one request's own timing and drafting, and its clock.
+
+    `clock_flag` turns the engine's per-request clock on from version `clock_since`; None when the
+    engine reports it on every response.
+    """
+
+    response_key: str
+    clock_flag: str | None = None
+    clock_since: tuple[int, int] | None = None
+
+
+class ScheduleCompiler(Protocol):
+    """The exact serve setting (JSON) that runs `table` (first batch, last batch, k) up to depth `top`,
+    from the speculative settings the arms ran (`base`, depth keys left out)."""
+
+    def __call__(self, base: Mapping[str, object], top: int, table: Sequence[DepthRange]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParts:
+    """Everything mtpverdict knows of one engine."""
+
+    name: Engine
+    title: str
+    flags: tuple[FlagGroup, ...]
+    read_spec: Callable[[list[FoundFlag]], ServeSpec | SpecRefusal]
+    image_words: tuple[str, ...]
+    metric_prefix: str
+    log_lines: LogParser
+    responses: ResponseParser
+    depth_in_force: Callable[[int, bool], int | None]
+    readiness: Readiness | Absent
+    server_fields: ServerFields | Absent
+    short_flags: Mapping[str, str] | Absent
+    context_flags: tuple[str, ...]
+    compile_schedule: ScheduleCompiler | Absent
+
+
+# every part, in the order the docstring lists them (the registry test walks these)
+PARTS: tuple[str, ...] = tuple(
+    name for name in EngineParts.__dataclass_fields__ if name not in ("name", "title")
+)
+
+
+def present(part: T | Absent) -> T | None:
+    """The part, or None when the engine declares it absent."""
+    return None if isinstance(part, Absent) else part

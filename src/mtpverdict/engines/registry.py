@@ -1,0 +1,45 @@
+"""The registry of engines: one line per engine, in the order the reader breaks ties between them.
+
+A new engine is one module in mtpverdict/engines/ exposing ENGINE (an interface.EngineParts) plus
+one line here; tests/engines/test_registry.py fails for an engine missing a part, a docs row or its
+recorded samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mtpverdict.engines import llamacpp, sglang, vllm
+from mtpverdict.engines.interface import Absent, EngineParts, ScheduleCompiler, present
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.spec import NO_SCHEDULE
+
+__all__ = ["ENGINES", "get", "has", "present", "schedule_compiler", "title"]
+
+ENGINES: Mapping[Engine, EngineParts] = {
+    Engine.VLLM: vllm.ENGINE,
+    Engine.SGLANG: sglang.ENGINE,
+    Engine.LLAMACPP: llamacpp.ENGINE,
+}
+
+
+def get(engine: str) -> EngineParts:
+    """The parts of an engine by its name (an Engine or its text); ValueError for another name."""
+    return ENGINES[Engine(engine)]
+
+
+def has(engine: str | None, part: str) -> bool:
+    """Whether a named engine provides a part (False for no engine or an unknown name)."""
+    if engine is None or engine not in ENGINES:
+        return False
+    return not isinstance(getattr(get(engine), part), Absent)
+
+
+def title(engine: str) -> str:
+    """How prose names an engine: vLLM, SGLang, llama.cpp."""
+    return get(engine).title
+
+
+def schedule_compiler(engine: str | None) -> ScheduleCompiler | Absent:
+    """How an engine's serve setting runs a per-batch-size schedule, or why it has none."""
+    return get(engine).compile_schedule if engine is not None else Absent(NO_SCHEDULE)

@@ -1,0 +1,285 @@
+"""vLLM (0.32): its speculative flags and config, /metrics, log and response parsers, short flags, schedule.
+
+Sources: vllm/engine/arg_utils.py (flags and their short spellings), vllm/config/speculative.py (the
+speculative config), vllm/v1/spec_decode/dynamic/utils.py (the per-batch-size schedule), and the text
+recorded in tests/data/recorded/vllm-0.32.0-cpu/.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mtpverdict.engines.interface import Absent, EngineParts, ServerFields
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.spec import (
+    MAX_K,
+    DepthRange,
+    FlagGroup,
+    FoundFlag,
+    ServeSpec,
+    SpecRefusal,
+    canonical,
+    int_or_text,
+    is_depth,
+    is_int,
+)
+from mtpverdict.parse import vllm_log, vllm_response
+
+__all__ = ["DATA_PARALLEL_FLAGS", "ENGINE", "NAME", "PROGRAM", "SHORT_FLAGS", "compile_schedule", "read_spec"]
+
+NAME = Engine.VLLM
+PROGRAM = "vllm"  # the CLI executable; `vllm serve MODEL` runs the server
+
+# Each line: a flag and its aliases (the first is the canonical name).
+# vLLM 0.32, vllm/engine/arg_utils.py: the speculative config and its three shorthands.
+_VLLM_FLAGS = """
+--speculative-config -sc
+--spec-method
+--spec-model
+--spec-tokens
+"""
+# Flags of vLLM before 0.10 that 0.32 refuses ("unrecognized arguments").
+_VLLM_REMOVED = """
+--speculative-model
+--num-speculative-tokens
+--speculative-draft-tensor-parallel-size
+--speculative-max-model-len
+--speculative-disable-by-batch-size
+--speculative-model-quantization
+--speculative-disable-mqa-scorer
+--ngram-prompt-lookup-max
+--ngram-prompt-lookup-min
+--spec-decoding-acceptance-method
+--typical-acceptance-sampler-posterior-threshold
+--typical-acceptance-sampler-posterior-alpha
+--disable-logprobs-during-spec-decoding
+"""
+
+
+# vllm/config/speculative.py (0.32): MTPModelTypes become mtp; the rest map to the results methods.
+_VLLM_METHODS = {
+    "mtp": "mtp", "ngram": "ngram", "[ngram]": "ngram", "ngram_gpu": "ngram", "eagle": "eagle",
+    "eagle3": "eagle3", "draft_model": "draft_model", "medusa": "medusa", "suffix": "suffix",
+    "mlp_speculator": "other", "dflash": "other", "dspark": "other", "custom_class": "other",
+    "extract_hidden_states": "other",
+}  # fmt: skip
+_VLLM_MTP_SUFFIX = "_mtp"  # deepseek_mtp, qwen3_5_mtp, ...: vLLM replaces them with mtp
+
+
+def _json_value(text: str) -> Any:
+    """JSON that refuses duplicate keys and non-finite numbers (ValueError), or RecursionError."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number")
+
+    return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+
+
+def _vllm_config(found: list[FoundFlag]) -> tuple[dict[str, Any], list[str]]:
+    """vLLM's speculative config dict as its parser builds it from the flags, with any contradiction."""
+    reasons: list[str] = []
+    whole = [f for f in found if f.flag == "--speculative-config"]
+    dotted = [f for f in found if f.flag.startswith("--speculative-config.")]
+    config: dict[str, Any] = {}
+    if len(whole) > 1:
+        reasons.append("--speculative-config is given more than once; vLLM keeps only the last")
+    if whole and dotted:
+        reasons.append(
+            f"--speculative-config and {dotted[0].given} together: vLLM replaces the whole object "
+            "with the dotted keys"
+        )
+    for f in whole:
+        try:
+            parsed = _json_value(f.value or "")
+        except (ValueError, RecursionError) as exc:
+            reasons.append(f"{f.given} {f.value!r:.80}: not valid JSON ({str(exc)[:80]})")
+            continue
+        if not isinstance(parsed, dict) or not parsed:
+            reasons.append(f"{f.given}: must be a non-empty JSON object")
+            continue
+        config.update({k.replace("-", "_"): v for k, v in parsed.items()})
+    for f in dotted:
+        path = f.flag.split(".")[1:]
+        path[0] = path[0].replace("-", "_")
+        try:
+            value: Any = _json_value(f.value or "")
+        except (ValueError, RecursionError):
+            value = f.value
+        _set_path(config, path, value, f.given, reasons)
+    return config, reasons
+
+
+def _set_path(config: dict[str, Any], path: list[str], value: Any, given: str, reasons: list[str]) -> None:
+    target = config
+    for key in path[:-1]:
+        nested = target.setdefault(key, {})
+        if not isinstance(nested, dict):
+            reasons.append(f"{given}: {key} is not an object")
+            return
+        target = nested
+    if path[-1] in target:
+        reasons.append(f"{given}: sets {'.'.join(path)} twice")
+    target[path[-1]] = value
+
+
+def read_spec(found: list[FoundFlag]) -> ServeSpec | SpecRefusal:
+    config, reasons = _vllm_config(found)
+    shorthand = {
+        "--spec-method": "method",
+        "--spec-model": "model",
+        "--spec-tokens": "num_speculative_tokens",
+    }
+    for f in found:
+        key = shorthand.get(f.flag)
+        if key is None:
+            continue
+        if key in config:
+            reasons.append(f"{f.given} and --speculative-config['{key}'] together: vLLM refuses both")
+            continue
+        config[key] = int_or_text(f.value or "") if key == "num_speculative_tokens" else f.value
+    if reasons:
+        return SpecRefusal(tuple(reasons))
+    method, why = _vllm_method(config)
+    k = config.get("num_speculative_tokens")
+    if method is None:
+        return SpecRefusal((why,))
+    if not is_depth(k):
+        return SpecRefusal(
+            (
+                f"num_speculative_tokens must be an integer from 1 to {MAX_K}, got {k!r}: without it "
+                "the depth comes from the draft model's own config, which the gate does not read",
+            )
+        )
+    schedule = _schedule(config.get("num_speculative_tokens_per_batch_size"), k)
+    if isinstance(schedule, SpecRefusal):
+        return schedule
+    return ServeSpec(NAME, method, k, canonical(config), schedule)
+
+
+def _vllm_method(config: Mapping[str, Any]) -> tuple[str | None, str]:
+    method = config.get("method")
+    model = config.get("model")
+    if method is None:
+        # vLLM 0.32 infers the method from `model` alone (SpeculativeConfig.__post_init__)
+        if not isinstance(model, str) or not model:
+            return None, "the speculative config names neither a method nor a model"
+        if model in ("ngram", "[ngram]"):
+            return "ngram", ""
+        parts = model.split(".")
+        custom = "/" not in model and len(parts) >= 2 and all(p.isidentifier() for p in parts)
+        return ("other" if custom else "draft_model"), ""
+    if not isinstance(method, str):
+        return None, f"method must be a string, got {method!r}"
+    if method.endswith(_VLLM_MTP_SUFFIX):
+        return "mtp", ""
+    if method not in _VLLM_METHODS:
+        return None, f"method {method!r} is not one vLLM 0.32 knows"
+    return _VLLM_METHODS[method], ""
+
+
+def _schedule(value: object, k: int) -> tuple[DepthRange, ...] | SpecRefusal:
+    """num_speculative_tokens_per_batch_size as vLLM validates it (v1/spec_decode/dynamic/utils.py)."""
+    if value is None:
+        return ()
+    bad = "num_speculative_tokens_per_batch_size"
+    if not isinstance(value, list) or not value:
+        return SpecRefusal((f"{bad} must be a non-empty list of [first, last, k] entries",))
+    ranges: list[DepthRange] = []
+    for entry in value:
+        if not (isinstance(entry, list) and len(entry) == 3 and all(is_int(v) for v in entry)):
+            return SpecRefusal((f"{bad}: {entry!r} is not [first batch, last batch, k] integers",))
+        first, last, depth = entry
+        if not 1 <= first <= last or depth < 0:
+            return SpecRefusal((f"{bad}: {entry!r} needs 1 <= first <= last and k >= 0",))
+        if depth > k:
+            return SpecRefusal((f"{bad}: {entry!r} drafts more than num_speculative_tokens {k}",))
+        ranges.append(DepthRange(first, last, depth))
+    ranges.sort(key=lambda r: r.first_batch)
+    if ranges[0].first_batch != 1:
+        return SpecRefusal((f"{bad}: the first range must start at batch size 1",))
+    if any(b.first_batch <= a.last_batch for a, b in zip(ranges, ranges[1:], strict=False)):
+        return SpecRefusal((f"{bad}: ranges overlap",))
+    return tuple(ranges)
+
+
+# --------------------------------------------------------------------------------------------------
+# what the gate and the schedule read
+
+# vLLM 0.32's short spellings of its settings (vllm/engine/arg_utils.py, add_argument with two names)
+SHORT_FLAGS = {
+    "-q": "--quantization",
+    "-pp": "--pipeline-parallel-size",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+    "-tp": "--tensor-parallel-size",
+    "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
+    "-dpl": "--data-parallel-size-local",
+    "-dpa": "--data-parallel-address",
+    "-dpp": "--data-parallel-rpc-port",
+    "-dpb": "--data-parallel-backend",
+    "-dph": "--data-parallel-hybrid-lb",
+    "-dpe": "--data-parallel-external-lb",
+    "-dpm": "--data-parallel-multi-port-external-lb",
+    "-ep": "--enable-expert-parallel",
+    "-sc": "--speculative-config",
+    "-dc": "--diffusion-config",
+    "-cc": "--compilation-config",
+    "-ac": "--attention-config",
+}
+# the data-parallel size, under which vLLM turns a per-batch-size schedule off
+DATA_PARALLEL_FLAGS = ("--data-parallel-size", "-dp")
+# vLLM reports each request's own timing (the last chunk's `metrics`) with this flag, from 0.32
+SERVER_CLOCK_FLAG = "--enable-per-request-metrics"
+SERVER_CLOCK_SINCE = (0, 32)
+
+
+def compile_schedule(base: Mapping[str, object], top: int, table: Sequence[DepthRange]) -> str:
+    """The exact JSON for --speculative-config running `table` with num_speculative_tokens `top`."""
+    config = dict(base)
+    config["num_speculative_tokens"] = top
+    config["num_speculative_tokens_per_batch_size"] = [[r.first_batch, r.last_batch, r.k] for r in table]
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def depth_in_force(positions: int, spec_counters: bool) -> int | None:
+    """The per-position series' count; 0 for an exposition without any spec-decode counter (off)."""
+    if positions:
+        return positions
+    return None if spec_counters else 0
+
+
+ENGINE = EngineParts(
+    name=NAME,
+    title="vLLM",
+    flags=(
+        FlagGroup(_VLLM_FLAGS),
+        FlagGroup(_VLLM_REMOVED, removed="removed from vLLM (0.32 takes --speculative-config)"),
+    ),
+    read_spec=read_spec,
+    image_words=("vllm",),
+    metric_prefix="vllm:",
+    log_lines=vllm_log,
+    responses=vllm_response,
+    depth_in_force=depth_in_force,
+    readiness=Absent(
+        "/health answering 200 is ready: vLLM serves only once its engine and drafter are built"
+    ),
+    server_fields=ServerFields("metrics", SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE),
+    context_flags=("--max-model-len",),
+    short_flags=SHORT_FLAGS,
+    compile_schedule=compile_schedule,
+)
