@@ -1,5 +1,5 @@
-"""Bounded: every pattern the gate, serveconfig, compose and servecommand modules hold is linear in its
-input (100 KB of adversarial text each, CPU time, generous for a loaded machine), and the gate answers
+"""Bounded: every pattern the gate, serveconfig, engines.spec, compose and servecommand modules hold is
+linear in its input (100 KB of adversarial text each, CPU time, generous for a loaded machine), and the gate answers
 a serve config of its size limit at once."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def _modules() -> Iterator[ModuleType]:
         "mtpverdict.compose",
         "mtpverdict.servecommand",
         "mtpverdict._shell",
+        "mtpverdict.engines.spec",
     ):
         yield importlib.import_module(name)
     package = importlib.import_module("mtpverdict.gate")  # the attribute mtpverdict.gate is the function
