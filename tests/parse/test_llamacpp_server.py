@@ -8,23 +8,18 @@ from typing import Any
 
 import pytest
 
-from mtpverdict.errors import CampaignError, EngineTextError
+from mtpverdict.collect.campaign import flag_spans, parity_problems
+from mtpverdict.engines.names import Engine
+from mtpverdict.errors import EngineTextError
 from mtpverdict.parse import AcceptanceReading, KvCapacity, parse_metrics
 from mtpverdict.parse.llamacpp_server import (
     CHECKED_VERSION,
     METRIC_COUNTERS,
     METRIC_GAUGES,
     METRIC_PER_POSITION,
-    REMOVED_FLAGS,
-    SPEC_ENV_VARS,
-    SPEC_SWITCH_FLAGS,
-    SPEC_VALUE_FLAGS,
     Health,
-    SpecArgs,
-    SpecType,
     build_version,
     cached_prompt_tokens,
-    configured_depth,
     depth_in_force,
     endpoint_refusal,
     health_state,
@@ -32,8 +27,8 @@ from mtpverdict.parse.llamacpp_server import (
     read_props,
     read_slots,
     response_acceptance,
-    split_spec_args,
 )
+from mtpverdict.serveconfig import FLAGS, ServeSpec, SpecRefusal, extract_spec, is_speculative_variable
 
 from .support import RECORDED
 
@@ -103,78 +98,103 @@ def test_health_and_refused_endpoints() -> None:
     assert endpoint_refusal(501, "not json") == "not supported (HTTP 501)"
 
 
+def _llama_spec(argv: list[str]) -> ServeSpec | SpecRefusal:
+    return extract_spec(argv, image="ghcr.io/ggml-org/llama.cpp:server")
+
+
 @pytest.mark.parametrize("arm", ARMS)
 def test_serve_args_split_and_depth(arm: str) -> None:
+    """The engine's flag table takes the speculative flags apart from the rest, and its reading of them
+    is the depth the per-position series then show."""
     argv = ["-m", "target.gguf", "-c", "4096", "--parallel", "4", *SERVE_ARGS[arm], "--metrics"]
-    spec, rest = split_spec_args(argv)
-    assert rest == ("-m", "target.gguf", "-c", "4096", "--parallel", "4", "--metrics")
-    assert spec.speculating is (arm != "none")
-    assert configured_depth(spec) == K[arm]
+    rest = [t for _, tokens, known in flag_spans(argv) if not known for t in tokens]
+    assert rest == ["-m", "target.gguf", "-c", "4096", "--parallel", "4", "--metrics"]
+    spec = _llama_spec(argv)
+    assert isinstance(spec, ServeSpec) and spec.engine is Engine.LLAMACPP
+    assert spec.off is (arm == "none")
+    assert (spec.k or 0) == K[arm]
 
 
 def test_every_spelling_names_one_flag() -> None:
     for alias in ("-md", "--model-draft", "--spec-draft-model"):
-        spec, rest = split_spec_args(["--spec-type", "draft-simple", alias, "d.gguf"])
-        assert spec.draft_model == "d.gguf" and rest == ()
-        assert spec.flags == (("--spec-type", "draft-simple"), ("--spec-draft-model", "d.gguf"))
-    spec, _ = split_spec_args(["-md", "d.gguf"])
-    assert not spec.speculating  # a draft model alone does not speculate in this version (see /slots)
-    spec, rest = split_spec_args(["--spec-default", "-cmoed", "-ngld", "99", "--draft-p-min", "0.5"])
-    assert spec.preset and rest == () and configured_depth(spec) == 64
-    assert [name for name, _ in spec.flags] == [
+        assert FLAGS[alias].canonical == "--spec-draft-model"
+        spec = _llama_spec(["--spec-type", "draft-simple", alias, "d.gguf", "--spec-draft-n-max", "2"])
+        assert isinstance(spec, ServeSpec) and spec.settings_dict()["--spec-draft-model"] == "d.gguf"
+    # a draft model alone does not speculate in this version (see /slots): the type is not guessed
+    assert isinstance(_llama_spec(["-md", "d.gguf"]), SpecRefusal)
+    spec = _llama_spec(["--spec-default", "-cmoed", "-ngld", "99", "--draft-p-min", "0.5"])
+    assert isinstance(spec, ServeSpec) and (spec.method, spec.k) == ("ngram", 64)
+    assert sorted(spec.settings_dict()) == [
         "--spec-default",
         "--spec-draft-cpu-moe",
         "--spec-draft-ngl",
         "--spec-draft-p-min",
+        "--spec-ngram-mod-n-max",
     ]
 
 
 @pytest.mark.parametrize(
     ("argv", "depth"),
     [
-        (["--spec-type", "draft-eagle3"], 3),
-        (["--spec-type", "ngram-simple"], 48),
+        (["--spec-type", "draft-eagle3", "-md", "d", "--spec-draft-n-max", "3"], 3),
         (["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "5"], 5),
         (["--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-m", "7"], 7),
-        (["--spec-type", "ngram-mod"], 64),
+        (["--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "2"], 2),
         (["--spec-type", "ngram-cache"], 8),
-        (["--spec-type", "draft-simple,ngram-map-k", "-md", "d", "--spec-draft-n-max", "4"], 48),
-        (["--spec-type", "none"], 0),
+        (["--spec-type", "none"], None),
     ],
 )
-def test_configured_depth_follows_each_type_default(argv: list[str], depth: int) -> None:
-    assert configured_depth(split_spec_args(argv)[0]) == depth
+def test_the_depth_is_the_flag_each_type_reads(argv: list[str], depth: int | None) -> None:
+    spec = _llama_spec(argv)
+    assert isinstance(spec, ServeSpec) and spec.k == depth
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "reason"),
     [
-        (["--draft-max", "3"], "--draft-max was removed from llama-server; use --spec-draft-n-max"),
-        (["--spec-type", "bogus"], "--spec-type 'bogus' is not a speculative type (none, draft-simple"),
-        (["--spec-type"], "--spec-type needs a value"),
-        (["--spec-draft-n-max", "two"], "--spec-draft-n-max 'two' is not a whole number"),
+        (["--spec-type", "draft-eagle3"], "--spec-type draft-eagle3 needs --spec-draft-n-max"),
+        (["--spec-type", "ngram-simple"], "--spec-type ngram-simple needs --spec-ngram-simple-size-m"),
+        (["--spec-type", "bogus"], "--spec-type bogus: not a type llama.cpp lists"),
+        (["--spec-type"], "--spec-type: takes 1 value(s), got 0"),
+        (["--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "two"], "needs --spec-ngram-mod-n-max (1 to"),
+        (["--spec-type", "draft-simple,ngram-map-k", "-md", "d"], "several types"),
+        (["--spec-type", "ngram-mod", "--draft-max", "3"], "--draft-max with --spec-type"),
+        (["--spec-ngram-size-n", "3"], "--spec-ngram-size-n: removed from llama.cpp"),
     ],
 )
-def test_bad_serve_args_are_one_clear_error(argv: list[str], message: str) -> None:
-    with pytest.raises(CampaignError) as caught:
-        split_spec_args(argv, source="campaign.toml")
-    assert str(caught.value.problems[0]).startswith(f"campaign.toml: {message}")
+def test_bad_serve_args_are_refused_with_their_reason(argv: list[str], reason: str) -> None:
+    spec = _llama_spec(argv)
+    assert isinstance(spec, SpecRefusal)
+    assert any(reason in line for line in spec.reasons), spec.reasons
+
+
+# spellings of llama.cpp builds other than the one recorded (older or newer), in the engine's table
+OTHER_BUILDS = {"--ctx-size-draft", "-cd", "--spec-replace", "--spec-draft-cpu-range-batch", "-Crbd"}
+OTHER_BUILDS |= {"--cpu-range-batch-draft", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec"}
 
 
 def test_every_flag_spelling_is_in_the_recorded_help() -> None:
-    """The flag tables are this version's: each spelling appears in `llama-server --help`."""
+    """The engine's flag table (engines/llamacpp.py) holds every spelling of the recorded build's
+    speculative section, and each of its spellings is in `llama-server --help` or of another build."""
     help_text = (SERVER / "help.txt").read_text()
     listed = set(re.findall(r"(?<![\w-])(-{1,2}[A-Za-z][\w-]*)", help_text))
-    spellings = {a for names in (*SPEC_VALUE_FLAGS.values(), *SPEC_SWITCH_FLAGS.values()) for a in names}
-    assert spellings | set(REMOVED_FLAGS) <= listed
-    for kind in SpecType:
-        assert kind.value in help_text
+    spellings = {name for name, flag in FLAGS.items() if flag.engine is Engine.LLAMACPP}
+    assert spellings - OTHER_BUILDS <= listed
     section = help_text[
         help_text.index("----- speculative params -----") : help_text.index("----- example-specific")
     ]
-    in_section = set(re.findall(r"^(-{1,2}[A-Za-z][\w-]*)", section, re.MULTILINE))
-    assert in_section <= spellings | set(REMOVED_FLAGS)
-    assert set(SPEC_ENV_VARS) <= set(re.findall(r"LLAMA_ARG_\w+", help_text))
+    in_section = {
+        name
+        for line in section.splitlines()
+        for head in re.findall(r"^((?:-{1,2}[A-Za-z][\w-]*(?:,\s*)?)+)", line)
+        for name in re.findall(r"-{1,2}[A-Za-z][\w-]*", head)
+    }
+    assert in_section and in_section <= spellings
+    assert "--draft-max" in in_section and "--spec-ngram-size-n" in in_section  # removed, still listed
+    for kind in ("none", "draft-simple", "ngram-mod", "ngram-cache"):
+        assert kind in help_text
+    assert {"LLAMA_ARG_SPEC_TYPE", "LLAMA_ARG_DRAFT_MAX"} <= set(re.findall(r"LLAMA_ARG_\w+", help_text))
+    assert all(is_speculative_variable(name) for name in ("LLAMA_ARG_SPEC_TYPE", "LLAMA_ARG_DRAFT_MAX"))
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -249,7 +269,6 @@ def test_response_acceptance_from_the_last_stream_chunk(arm: str, counts: tuple[
 def test_build_version_refuses_other_text() -> None:
     assert build_version("b7315-4a1b2c3d") == "7315 (4a1b2c3d)"
     assert build_version("vllm-0.32.0-abc") is None
-    assert SpecArgs().speculating is False
 
 
 def test_the_shipped_campaign_arms_differ_only_in_speculation_at_their_k() -> None:
@@ -259,10 +278,11 @@ def test_the_shipped_campaign_arms_differ_only_in_speculation_at_their_k() -> No
 
     plan = load_campaign_file(RECORDED.parents[2] / "collectors" / "llamacpp-cpu" / "campaign.toml")
     assert plan.server.engine == "llamacpp"
+    assert parity_problems(plan.arms) == []
     for arm in plan.arms:
-        spec, rest = split_spec_args(list(arm.serve_args), source=f"arm {arm.name}")
-        assert rest == ()
-        assert configured_depth(spec) == (arm.k or 0)
-        assert spec.speculating is (arm.role == "candidate")
+        spec = _llama_spec(list(arm.serve_args))
+        assert isinstance(spec, ServeSpec), spec
+        assert (spec.k or 0) == (arm.k or 0)
+        assert spec.off is (arm.role != "candidate")
     command = list(plan.server.command)
     assert command[command.index("--parallel") + 1] == "4" and "--metrics" in command

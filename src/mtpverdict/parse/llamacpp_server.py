@@ -1,14 +1,13 @@
-"""What driving llama.cpp's server needs: endpoints, readiness, speculative flags, depth, KV, acceptance.
+"""What driving llama.cpp's server needs: endpoints, readiness, depth in force, KV, per-request acceptance.
 
-Pure functions and named constants, checked against llama-server built from llama.cpp 0.5.0-dev
+Pure functions and named constants (the speculative flags and the depth they ask for are the engine
+module's, mtpverdict.engines.llamacpp), checked against llama-server built from llama.cpp 0.5.0-dev
 (commit 0c1e570, vendored by llama-cpp-python 0.3.36): its ``--help``, ``tools/server/server-context.cpp``,
 ``server-http.cpp``, ``server-task.cpp``, ``server-common.cpp``, ``common/arg.cpp``,
 ``common/speculative.cpp``, and the text recorded in ``tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/``.
 
     health_state(status)                      -> Health          /health: ready, loading or failed
     endpoint_refusal(status, body)            -> str | None      a 501 "Start it with --metrics"
-    split_spec_args(argv, source=...)         -> (SpecArgs, rest)  speculative flags apart (parity)
-    configured_depth(spec)                    -> int             the depth the flags ask for
     read_props(doc, source=...)               -> ServerProps     GET /props
     read_slots(doc, source=...)               -> SlotsInfo       GET /slots
     depth_in_force(snapshot, slots)           -> int | None      per-position series; 0 when off
@@ -22,12 +21,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from mtpverdict.errors import CampaignError, EngineTextError, Problem
+from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.parse.llamacpp_response import readings
 from mtpverdict.parse.metrics import MetricsSnapshot
 from mtpverdict.parse.model import AcceptanceReading, KvCapacity
@@ -84,151 +83,7 @@ class Health(StrEnum):
     FAILED = "failed"
 
 
-class SpecType(StrEnum):
-    """The `--spec-type` values of this version (`common_speculative_all_types_str`)."""
-
-    NONE = "none"
-    DRAFT_SIMPLE = "draft-simple"
-    DRAFT_EAGLE3 = "draft-eagle3"
-    DRAFT_MTP = "draft-mtp"
-    DRAFT_DFLASH = "draft-dflash"
-    DRAFT_DSPARK = "draft-dspark"
-    NGRAM_SIMPLE = "ngram-simple"
-    NGRAM_MAP_K = "ngram-map-k"
-    NGRAM_MAP_K4V = "ngram-map-k4v"
-    NGRAM_MOD = "ngram-mod"
-    NGRAM_CACHE = "ngram-cache"
-
-
-DRAFT_TYPES = frozenset(
-    {
-        SpecType.DRAFT_SIMPLE,
-        SpecType.DRAFT_EAGLE3,
-        SpecType.DRAFT_MTP,
-        SpecType.DRAFT_DFLASH,
-        SpecType.DRAFT_DSPARK,
-    }
-)
-# The defaults of `--help` that set the depth of each type (common_speculative_n_max).
-DEFAULT_DRAFT_N_MAX = 3  # --spec-draft-n-max
-DEFAULT_NGRAM_SIZE_M = 48  # --spec-ngram-{simple,map-k,map-k4v}-size-m
-DEFAULT_NGRAM_MOD_N_MAX = 64  # --spec-ngram-mod-n-max
-NGRAM_CACHE_N_MAX = 8  # fixed in common_speculative_n_max
-
-# Speculative flags: every spelling this version accepts, by canonical name (common/arg.cpp).
-SPEC_VALUE_FLAGS: dict[str, tuple[str, ...]] = {
-    "--spec-type": ("--spec-type",),
-    "--spec-draft-model": ("--spec-draft-model", "-md", "--model-draft"),
-    "--spec-draft-hf": ("--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"),
-    "--spec-draft-n-max": ("--spec-draft-n-max",),
-    "--spec-draft-n-min": ("--spec-draft-n-min",),
-    "--spec-draft-p-split": ("--spec-draft-p-split", "--draft-p-split"),
-    "--spec-draft-p-min": ("--spec-draft-p-min", "--draft-p-min"),
-    "--spec-draft-threads": ("--spec-draft-threads", "-td", "--threads-draft"),
-    "--spec-draft-threads-batch": ("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"),
-    "--spec-draft-cpu-mask": ("--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"),
-    "--spec-draft-cpu-range": ("--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"),
-    "--spec-draft-cpu-strict": ("--spec-draft-cpu-strict", "--cpu-strict-draft"),
-    "--spec-draft-prio": ("--spec-draft-prio", "--prio-draft"),
-    "--spec-draft-poll": ("--spec-draft-poll", "--poll-draft"),
-    "--spec-draft-cpu-mask-batch": ("--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"),
-    "--spec-draft-cpu-strict-batch": ("--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"),
-    "--spec-draft-prio-batch": ("--spec-draft-prio-batch", "--prio-batch-draft"),
-    "--spec-draft-poll-batch": ("--spec-draft-poll-batch", "--poll-batch-draft"),
-    "--spec-draft-type-k": ("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"),
-    "--spec-draft-type-v": ("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"),
-    "--spec-draft-override-tensor": ("--spec-draft-override-tensor", "-otd", "--override-tensor-draft"),
-    "--spec-draft-n-cpu-moe": (
-        "--spec-draft-n-cpu-moe",
-        "--spec-draft-ncmoe",
-        "-ncmoed",
-        "--n-cpu-moe-draft",
-    ),
-    "--spec-draft-device": ("--spec-draft-device", "-devd", "--device-draft"),
-    "--spec-draft-ngl": ("--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"),
-    "--spec-synth-len": ("--spec-synth-len",),
-    "--spec-synth-rates": ("--spec-synth-rates",),
-    "--spec-ngram-mod-n-min": ("--spec-ngram-mod-n-min",),
-    "--spec-ngram-mod-n-max": ("--spec-ngram-mod-n-max",),
-    "--spec-ngram-mod-n-match": ("--spec-ngram-mod-n-match",),
-    "--spec-ngram-simple-size-n": ("--spec-ngram-simple-size-n",),
-    "--spec-ngram-simple-size-m": ("--spec-ngram-simple-size-m",),
-    "--spec-ngram-simple-min-hits": ("--spec-ngram-simple-min-hits",),
-    "--spec-ngram-map-k-size-n": ("--spec-ngram-map-k-size-n",),
-    "--spec-ngram-map-k-size-m": ("--spec-ngram-map-k-size-m",),
-    "--spec-ngram-map-k-min-hits": ("--spec-ngram-map-k-min-hits",),
-    "--spec-ngram-map-k4v-size-n": ("--spec-ngram-map-k4v-size-n",),
-    "--spec-ngram-map-k4v-size-m": ("--spec-ngram-map-k4v-size-m",),
-    "--spec-ngram-map-k4v-min-hits": ("--spec-ngram-map-k4v-min-hits",),
-    "--lookup-cache-static": ("--lookup-cache-static", "-lcs"),  # ngram-cache files
-    "--lookup-cache-dynamic": ("--lookup-cache-dynamic", "-lcd"),
-}
-SPEC_SWITCH_FLAGS: dict[str, tuple[str, ...]] = {
-    "--spec-draft-cpu-moe": ("--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"),
-    "--spec-draft-backend-sampling": ("--spec-draft-backend-sampling",),
-    "--no-spec-draft-backend-sampling": ("--no-spec-draft-backend-sampling",),
-    "--spec-default": ("--spec-default",),  # a preset: ngram-mod, n_match 24, n_min 48, n_max 64
-}
-# Removed in this version: the server refuses to start ("the argument has been removed. use ...").
-REMOVED_FLAGS: dict[str, str] = {
-    "--draft": "--spec-draft-n-max or --spec-ngram-mod-n-max",
-    "--draft-n": "--spec-draft-n-max or --spec-ngram-mod-n-max",
-    "--draft-max": "--spec-draft-n-max or --spec-ngram-mod-n-max",
-    "--draft-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
-    "--draft-n-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
-    "--spec-ngram-size-n": "--spec-ngram-*-size-n or --spec-ngram-mod-n-match",
-    "--spec-ngram-size-m": "--spec-ngram-*-size-m",
-    "--spec-ngram-min-hits": "--spec-ngram-*-min-hits",
-}
-# Environment variables that set speculation as the flags do (`--help`): a launch must not inherit them.
-SPEC_ENV_VARS = (
-    "LLAMA_ARG_SPEC_TYPE",
-    "LLAMA_ARG_SPEC_DRAFT_MODEL",
-    "LLAMA_ARG_SPEC_DRAFT_HF_REPO",
-    "LLAMA_ARG_SPEC_DRAFT_N_MAX",
-    "LLAMA_ARG_SPEC_DRAFT_N_MIN",
-    "LLAMA_ARG_SPEC_DRAFT_P_MIN",
-    "LLAMA_ARG_SPEC_DRAFT_P_SPLIT",
-    "LLAMA_ARG_SPEC_SYNTH_LEN",
-    "LLAMA_ARG_SPEC_SYNTH_RATES",
-    "LLAMA_ARG_DRAFT_MAX",
-    "LLAMA_ARG_DRAFT_MIN",
-)
-_CANONICAL = {alias: name for name, aliases in SPEC_VALUE_FLAGS.items() for alias in aliases} | {
-    alias: name for name, aliases in SPEC_SWITCH_FLAGS.items() for alias in aliases
-}
-_DEPTH_FLAGS = {
-    "--spec-draft-n-max": "draft_n_max",
-    "--spec-ngram-simple-size-m": "ngram_simple_size_m",
-    "--spec-ngram-map-k-size-m": "ngram_map_k_size_m",
-    "--spec-ngram-map-k4v-size-m": "ngram_map_k4v_size_m",
-    "--spec-ngram-mod-n-max": "ngram_mod_n_max",
-}
-_SPEC_TYPE_NAMES = frozenset(t.value for t in SpecType)
 FINGERPRINT_RE = re.compile(r"^b(\d+)-([0-9a-fA-F]+|unknown)$")
-
-
-@dataclass(frozen=True, slots=True)
-class SpecArgs:
-    """The speculative part of a llama-server argv: types, draft model and the depth settings.
-
-    ``flags`` keeps every speculative flag as given (canonical name, value or None), in order.
-    """
-
-    types: tuple[SpecType, ...] = ()
-    draft_model: str | None = None
-    draft_n_max: int | None = None
-    ngram_simple_size_m: int | None = None
-    ngram_map_k_size_m: int | None = None
-    ngram_map_k4v_size_m: int | None = None
-    ngram_mod_n_max: int | None = None
-    preset: bool = False  # --spec-default
-    flags: tuple[tuple[str, str | None], ...] = ()
-
-    @property
-    def speculating(self) -> bool:
-        """Whether the flags turn speculation on; a draft model alone (``-md``) does not, here."""
-        return self.preset or any(t is not SpecType.NONE for t in self.types)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,86 +135,6 @@ def endpoint_refusal(status: int, body: str) -> str | None:
     error = _json_field(body, "error")
     message = error.get("message") if isinstance(error, dict) else None
     return message if isinstance(message, str) else "not supported (HTTP 501)"
-
-
-def split_spec_args(argv: Sequence[str], *, source: str = "serve_args") -> tuple[SpecArgs, tuple[str, ...]]:
-    """Take the speculative flags (every spelling) out of a llama-server argv; return them and the rest.
-
-    Raises CampaignError for a flag this version removed, an unknown --spec-type value, a depth
-    that is not a whole number, or a flag without its value.
-    """
-    flags: list[tuple[str, str | None]] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in REMOVED_FLAGS:
-            raise _arg_error(source, arg, f"was removed from llama-server; use {REMOVED_FLAGS[arg]}")
-        name = _CANONICAL.get(arg)
-        if name is None:
-            rest.append(arg)
-        elif name in SPEC_SWITCH_FLAGS:
-            flags.append((name, None))
-        elif i + 1 >= len(argv):
-            raise _arg_error(source, arg, "needs a value")
-        else:
-            i += 1
-            flags.append((name, argv[i]))
-        i += 1
-    return _spec_args(flags, source), tuple(rest)
-
-
-def _spec_args(flags: list[tuple[str, str | None]], source: str) -> SpecArgs:
-    values: dict[str, Any] = {}
-    types: list[SpecType] = []
-    for name, value in flags:
-        if name == "--spec-type" and value is not None:
-            for item in value.split(","):
-                if item not in _SPEC_TYPE_NAMES:
-                    known = ", ".join(SpecType)
-                    raise _arg_error(source, name, f"{item!r} is not a speculative type ({known})")
-                types.append(SpecType(item))
-        elif name == "--spec-draft-model":
-            values["draft_model"] = value
-        elif name in _DEPTH_FLAGS and value is not None:
-            if not value.isdigit():
-                raise _arg_error(source, name, f"{value!r} is not a whole number")
-            values[_DEPTH_FLAGS[name]] = int(value)
-    preset = any(name == "--spec-default" for name, _ in flags)
-    return SpecArgs(types=tuple(types), preset=preset, flags=tuple(flags), **values)
-
-
-def _arg_error(source: str, flag: str, message: str) -> CampaignError:
-    return CampaignError([Problem(source, f"{flag} {message}")])
-
-
-def configured_depth(spec: SpecArgs) -> int:
-    """The draft length the flags ask for: the largest over the types, as common_speculative_n_max.
-
-    0 without speculation. Implementations may clamp it (a DFlash drafter to its trained block, an
-    MTP drafter to its layers); the per-position series on /metrics show the depth in force.
-    """
-    depth = 0
-    if spec.preset:
-        depth = DEFAULT_NGRAM_MOD_N_MAX
-    for kind in spec.types:
-        if kind in DRAFT_TYPES:
-            depth = max(depth, _or(spec.draft_n_max, DEFAULT_DRAFT_N_MAX))
-        elif kind is SpecType.NGRAM_SIMPLE:
-            depth = max(depth, _or(spec.ngram_simple_size_m, DEFAULT_NGRAM_SIZE_M))
-        elif kind is SpecType.NGRAM_MAP_K:
-            depth = max(depth, _or(spec.ngram_map_k_size_m, DEFAULT_NGRAM_SIZE_M))
-        elif kind is SpecType.NGRAM_MAP_K4V:
-            depth = max(depth, _or(spec.ngram_map_k4v_size_m, DEFAULT_NGRAM_SIZE_M))
-        elif kind is SpecType.NGRAM_MOD:
-            depth = max(depth, _or(spec.ngram_mod_n_max, DEFAULT_NGRAM_MOD_N_MAX))
-        elif kind is SpecType.NGRAM_CACHE:
-            depth = max(depth, NGRAM_CACHE_N_MAX)
-    return depth
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
 
 
 def read_props(doc: Any, *, source: str = PROPS_PATH) -> ServerProps:
