@@ -1,0 +1,225 @@
+"""The registry of engines: a half-added engine (a part neither implemented nor declared absent, no docs
+row, no samples) fails loudly."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import (
+    PARTS,
+    Absent,
+    EngineParts,
+    Readiness,
+    ServerFields,
+)
+from mtpverdict.engines.names import ENGINES, Engine
+from mtpverdict.engines.spec import FlagGroup
+from mtpverdict.parse.metrics import PREFIXES
+
+from ..conftest import ROOT
+
+DOC = ROOT / "docs" / "engine-formats.md"
+DATA = ROOT / "tests" / "data"
+SURFACES = "## Surfaces read, per engine, and the version each was checked against"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the check: every engine whole, in the code, the docs and the recorded samples
+
+
+def registry_problems(engines: Mapping[Engine, EngineParts], doc: str, data: Path) -> list[str]:
+    """Every way the engines fall short of a whole engine; empty when each is whole."""
+    problems = [f"{e}: not in the registry" for e in Engine if e not in engines]
+    rows = surface_rows(doc)
+    for name, parts in engines.items():
+        found = code_problems(name, parts) + part_problems(parts)
+        found += doc_problems(parts, rows) + sample_problems(name, rows.get(parts.title, []), data)
+        problems += [f"{name}: {p}" for p in found]
+    return problems
+
+
+def code_problems(name: Engine, parts: EngineParts) -> list[str]:
+    """Its own module mtpverdict.engines.<name>, holding ENGINE, with a docstring."""
+    out = []
+    if parts.name is not name:
+        out.append(f"registered as {name!r} but named {parts.name!r}")
+    module = sys.modules.get(f"mtpverdict.engines.{name}")
+    if module is None or getattr(module, "ENGINE", None) is not parts:
+        out.append(f"not the ENGINE of its own module mtpverdict.engines.{name}")
+    elif not (module.__doc__ or "").strip():
+        out.append("no module docstring")
+    if not parts.title.strip():
+        out.append("no title")
+    return out
+
+
+def part_problems(parts: EngineParts) -> list[str]:
+    """Each part implemented (of its kind) or declared Absent with a reason."""
+    out = []
+    for part in PARTS:
+        value = getattr(parts, part)
+        if isinstance(value, Absent):
+            if not value.reason.strip():
+                out.append(f"{part}: declared absent without a reason")
+            continue
+        why = _implemented(part, value, parts.name)
+        if why:
+            out.append(f"{part}: {why}")
+    return out
+
+
+def _implemented(part: str, value: object, name: Engine) -> str | None:
+    """Why a present part is not one (None when it is)."""
+    checks: dict[str, tuple[bool, str]] = {
+        "flags": (
+            isinstance(value, tuple)
+            and bool(value)
+            and all(isinstance(g, FlagGroup) and g.text.strip() for g in value),
+            "not a non-empty tuple of FlagGroup lines",
+        ),
+        "image_words": (
+            isinstance(value, tuple) and bool(value) and all(isinstance(w, str) and w for w in value),
+            "no words that name the engine in an image",
+        ),
+        "metric_prefix": (
+            value == f"{name}:" and PREFIXES.get(str(value)) is name,
+            "not the prefix parse.metrics reads as this engine's",
+        ),
+        "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
+        "responses": (_has(value, "find", "readings"), "no find and readings"),
+        "readiness": (isinstance(value, Readiness) and bool(value.paths), "not a Readiness with paths"),
+        "server_fields": (isinstance(value, ServerFields) and bool(value.response_key), "not ServerFields"),
+        "short_flags": (
+            isinstance(value, Mapping)
+            and all(k.startswith("-") and v.startswith("--") for k, v in value.items()),
+            "not a mapping of short flags to long ones",
+        ),
+        "context_flags": (
+            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
+            "no flags",
+        ),
+    }
+    if part in checks:
+        ok, why = checks[part]
+        return None if ok else why
+    return None if callable(value) else "neither callable nor Absent"
+
+
+def _has(value: object, *methods: str) -> bool:
+    return all(callable(getattr(value, m, None)) for m in methods)
+
+
+def surface_rows(doc: str) -> dict[str, list[str]]:
+    """docs/engine-formats.md's surfaces table: engine title -> its rows' "checked against" cells."""
+    if SURFACES not in doc:
+        return {}
+    section = doc[doc.index(SURFACES) :].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 4 and cells[0] not in ("engine", "---"):
+            rows.setdefault(cells[0], []).append(cells[3])
+    return rows
+
+
+def doc_problems(parts: EngineParts, rows: Mapping[str, list[str]]) -> list[str]:
+    if parts.title not in rows:
+        return [f"no row for {parts.title} in docs/engine-formats.md's surfaces table"]
+    return []
+
+
+def sample_problems(name: Engine, checked: list[str], data: Path) -> list[str]:
+    """Hand-checked cases in tests/data/engine/<name>/ (text and expected parse), and real output in
+    tests/data/recorded/<name>-<version>-*/ for an engine the docs call recorded."""
+    out = []
+    cases = data / "engine" / name
+    texts = sorted(cases.glob("*.txt")) if cases.is_dir() else []
+    if not texts:
+        out.append(f"no cases in tests/data/engine/{name}/")
+    out += [
+        f"tests/data/engine/{name}/{t.name} has no {t.stem}.expected.json"
+        for t in texts
+        if not (cases / f"{t.stem}.expected.json").is_file()
+    ]
+    if any(c.startswith("recorded") for c in checked) and not any((data / "recorded").glob(f"{name}-*")):
+        out.append(f"the docs say recorded, but tests/data/recorded/ has no {name}-<version>-* directory")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the registry as it is
+
+
+def test_every_engine_is_whole() -> None:
+    assert registry_problems(registry.ENGINES, DOC.read_text(), DATA) == []
+
+
+def test_the_registry_holds_every_engine_in_order() -> None:
+    assert tuple(registry.ENGINES) == ENGINES == tuple(Engine)
+    assert [registry.title(e) for e in Engine] == ["vLLM", "SGLang", "llama.cpp"]
+
+
+def test_parts_lists_every_field_but_the_names() -> None:
+    fields = [f.name for f in dataclasses.fields(EngineParts)]
+    assert list(PARTS) == fields[2:] and fields[:2] == ["name", "title"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the check catches a half-added engine
+
+
+def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
+    engines = dict(registry.ENGINES)
+    engines[engine] = dataclasses.replace(engines[engine], **changes)  # type: ignore[arg-type]
+    return engines
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"readiness": None}, "sglang: readiness: not a Readiness with paths"),
+        ({"compile_schedule": Absent(" ")}, "sglang: compile_schedule: declared absent without a reason"),
+        ({"depth_in_force": 0}, "sglang: depth_in_force: neither callable nor Absent"),
+        ({"flags": ()}, "sglang: flags: not a non-empty tuple of FlagGroup lines"),
+        ({"metric_prefix": "sgl:"}, "sglang: metric_prefix: not the prefix parse.metrics reads"),
+        ({"title": "SGLang 2"}, "sglang: no row for SGLang 2 in docs/engine-formats.md"),
+    ],
+)
+def test_a_half_added_engine_fails(changes: dict[str, object], expected: str) -> None:
+    problems = registry_problems(_with(Engine.SGLANG, **changes), DOC.read_text(), DATA)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_an_engine_missing_from_the_registry_fails() -> None:
+    engines: dict[Engine, EngineParts] = {e: p for e, p in registry.ENGINES.items() if e is not Engine.SGLANG}
+    assert registry_problems(engines, DOC.read_text(), DATA) == ["sglang: not in the registry"]
+
+
+def test_an_engine_without_samples_fails(tmp_path: Path) -> None:
+    (tmp_path / "engine" / "vllm").mkdir(parents=True)
+    (tmp_path / "engine" / "vllm" / "case.txt").write_text("text\n")
+    only: dict[Engine, EngineParts] = {Engine.VLLM: registry.ENGINES[Engine.VLLM]}
+    problems = registry_problems(only, DOC.read_text(), tmp_path)
+    assert "vllm: tests/data/engine/vllm/case.txt has no case.expected.json" in problems
+    assert any(p.startswith("vllm: the docs say recorded, but tests/data/recorded/") for p in problems)
+    assert any(p == "llamacpp: not in the registry" for p in problems)
+
+
+def test_another_modules_engine_fails() -> None:
+    problems = registry_problems(_with(Engine.VLLM, name=Engine.LLAMACPP), DOC.read_text(), DATA)
+    assert any(p.startswith("vllm: registered as") for p in problems), problems
+    assert any(p.startswith("vllm: not the ENGINE of its own module") for p in problems), problems
+
+
+def test_the_surfaces_table_is_read() -> None:
+    rows = surface_rows(DOC.read_text())
+    assert set(rows) == {"vLLM", "SGLang", "llama.cpp"}
+    assert any(re.match(r"recorded", c) for c in rows["vLLM"])
+    assert surface_rows("# no table\n") == {}
