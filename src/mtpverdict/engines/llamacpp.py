@@ -25,6 +25,7 @@ from mtpverdict.engines.spec import (
     single_values,
 )
 from mtpverdict.parse import llamacpp_log, llamacpp_response
+from mtpverdict.parse.llamacpp_server import PROPS_PATH, SLOTS_PATH
 
 __all__ = ["ENGINE", "NAME", "NGRAM_CACHE_K", "SPEC_DEFAULT_K", "read_spec"]
 
@@ -196,7 +197,7 @@ ENGINE = EngineParts(
     responses=llamacpp_response,
     depth_in_force=depth_in_force,
     readiness=Readiness(
-        ("/props", "/slots"),
+        (PROPS_PATH, SLOTS_PATH),
         "/health answers before a speculative context that failed to build is known: /slots says whether "
         "the slots speculate (collect/llamacpp.py)",
     ),

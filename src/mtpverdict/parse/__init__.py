@@ -7,7 +7,8 @@
     observed_k(snapshot)              -> int | None
 
 ``mtpverdict.parse.llamacpp_server`` holds what driving llama.cpp's server needs (endpoints,
-readiness, speculative flags, depth, KV window and slots, per-request acceptance).
+readiness, depth in force, KV window and slots, per-request acceptance). Each engine's line and
+response parsers are named by its module in ``mtpverdict.engines`` (SGLang's live there).
 
 Readings carry only what the text shows: rates are fractions, absent values are None, nothing is
 derived. Content problems become warnings; only a malformed exposition given to ``parse_metrics``

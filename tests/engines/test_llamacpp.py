@@ -1,0 +1,33 @@
+"""engines.llamacpp: its readiness probe, per-request fields, depth in force and context flags."""
+
+from __future__ import annotations
+
+from mtpverdict.collect.served import reads_readiness
+from mtpverdict.engines import llamacpp, registry
+from mtpverdict.engines.interface import Readiness, ServerFields
+from mtpverdict.engines.names import Engine
+from mtpverdict.gate.envelope import context_limit
+from mtpverdict.parse import observed_k, parse_metrics
+from mtpverdict.parse.llamacpp_server import PROPS_PATH, SLOTS_PATH
+
+
+def test_collect_reads_props_and_slots_after_health() -> None:
+    readiness = registry.get(Engine.LLAMACPP).readiness
+    assert isinstance(readiness, Readiness) and readiness.paths == (PROPS_PATH, SLOTS_PATH)
+    assert reads_readiness(Engine.LLAMACPP) and not reads_readiness(Engine.VLLM)
+    assert not reads_readiness("tgi")
+
+
+def test_the_clock_is_on_every_response() -> None:
+    assert registry.get(Engine.LLAMACPP).server_fields == ServerFields("timings")
+
+
+def test_the_depth_is_unseen_before_the_first_verified_draft() -> None:
+    before = parse_metrics("llamacpp:spec_decode_num_drafts_total 0\n")
+    assert before.engine is Engine.LLAMACPP and observed_k(before) is None
+    assert llamacpp.depth_in_force(4, True) == 4
+
+
+def test_the_gate_reads_both_context_spellings() -> None:
+    assert context_limit(["llama-server", "-c", "4096"]) == ("-c", 4096)
+    assert context_limit(["llama-server", "--ctx-size", "8k"]) == ("--ctx-size", 8000)
