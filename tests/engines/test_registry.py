@@ -18,6 +18,7 @@ from mtpverdict.engines.interface import (
     EngineParts,
     Readiness,
     ServerFields,
+    SpecCounters,
 )
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.engines.spec import FlagGroup
@@ -94,6 +95,7 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
         ),
         "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
         "responses": (_has(value, "find", "readings"), "no find and readings"),
+        "metric_counters": (isinstance(value, SpecCounters), "not SpecCounters"),
         "readiness": (isinstance(value, Readiness) and bool(value.paths), "not a Readiness with paths"),
         "server_fields": (isinstance(value, ServerFields) and bool(value.response_key), "not ServerFields"),
         "short_flags": (
@@ -223,3 +225,13 @@ def test_the_surfaces_table_is_read() -> None:
     assert set(rows) == {"vLLM", "SGLang", "llama.cpp"}
     assert any(re.match(r"recorded", c) for c in rows["vLLM"])
     assert surface_rows("# no table\n") == {}
+
+
+def test_alerts_cover_every_engine_with_counters() -> None:
+    from mtpverdict.live.alerts import COUNTERS, AlertEngine
+
+    with_counters = [e for e, parts in registry.ENGINES.items() if registry.has(e, "metric_counters")]
+    assert [str(e) for e in AlertEngine] == [str(e) for e in with_counters] == [str(e) for e in COUNTERS]
+    for engine, counters in COUNTERS.items():
+        prefix = registry.get(engine).metric_prefix
+        assert all(name.startswith(prefix) for name in dataclasses.astuple(counters))

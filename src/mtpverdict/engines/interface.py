@@ -5,6 +5,7 @@
     read_spec                the speculative config of the flags an argv gives (ServeSpec | SpecRefusal)
     image_words              words in an image name that say it runs the engine
     metric_prefix            the prefix of its /metrics names ("vllm:")
+    metric_counters          the spec-decode and generation counters a rate() reads (live alerts)
     log_lines, responses     its log-line and response-JSON parsers (mtpverdict.parse.reader uses them)
     depth_in_force           the depth a /metrics scrape shows in force
     readiness                what collect reads after /health answers before a boot may run
@@ -37,6 +38,7 @@ __all__ = [
     "ResponseParser",
     "ScheduleCompiler",
     "ServerFields",
+    "SpecCounters",
     "present",
 ]
 
@@ -48,6 +50,16 @@ class Absent:
     """A part an engine does not provide, and why (said where a caller would have used it)."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpecCounters:
+    """The /metrics counters of drafting and generation, by full name (prefix and _total included)."""
+
+    drafts: str  # verification steps that drafted
+    draft_tokens: str
+    accepted: str
+    generated: str
 
 
 class LogParser(Protocol):
@@ -104,6 +116,7 @@ class EngineParts:
     read_spec: Callable[[list[FoundFlag]], ServeSpec | SpecRefusal]
     image_words: tuple[str, ...]
     metric_prefix: str
+    metric_counters: SpecCounters | Absent
     log_lines: LogParser
     responses: ResponseParser
     depth_in_force: Callable[[int, bool], int | None]

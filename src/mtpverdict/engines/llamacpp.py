@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mtpverdict.engines.interface import Absent, EngineParts, Readiness, ServerFields
+from mtpverdict.engines.interface import Absent, EngineParts, Readiness, ServerFields, SpecCounters
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -193,6 +193,12 @@ ENGINE = EngineParts(
     read_spec=read_spec,
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
     metric_prefix="llamacpp:",
+    metric_counters=SpecCounters(
+        "llamacpp:spec_decode_num_drafts_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
     log_lines=llamacpp_log,
     responses=llamacpp_response,
     depth_in_force=depth_in_force,

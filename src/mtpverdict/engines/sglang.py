@@ -367,6 +367,10 @@ ENGINE = EngineParts(
     read_spec=read_spec,
     image_words=("sglang",),
     metric_prefix="sglang:",
+    metric_counters=Absent(
+        "SGLang's /metrics gives spec_accept_length and spec_accept_rate as gauges of its latest logging "
+        "interval, no counters a rate() could read"
+    ),
     log_lines=_LogLines(),
     responses=_Responses(),
     depth_in_force=depth_in_force,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, ServerFields
+from mtpverdict.engines.interface import Absent, EngineParts, ServerFields, SpecCounters
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -272,6 +272,12 @@ ENGINE = EngineParts(
     read_spec=read_spec,
     image_words=("vllm",),
     metric_prefix="vllm:",
+    metric_counters=SpecCounters(
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:generation_tokens_total",
+    ),
     log_lines=vllm_log,
     responses=vllm_response,
     depth_in_force=depth_in_force,

@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import SpecCounters
 from mtpverdict.engines.names import Engine
 from mtpverdict.errors import InputError, Problem, printable
 from mtpverdict.live.reference import Reference
@@ -79,29 +81,11 @@ class AlertEngine(StrEnum):
     LLAMACPP = Engine.LLAMACPP
 
 
-@dataclass(frozen=True, slots=True)
-class EngineCounters:
-    """The counters of one engine (docs/engine-formats.md)."""
-
-    drafts: str
-    draft_tokens: str
-    accepted: str
-    generated: str
-
-
-COUNTERS = {
-    AlertEngine.VLLM: EngineCounters(
-        "vllm:spec_decode_num_drafts_total",
-        "vllm:spec_decode_num_draft_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:generation_tokens_total",
-    ),
-    AlertEngine.LLAMACPP: EngineCounters(
-        "llamacpp:spec_decode_num_drafts_total",
-        "llamacpp:spec_decode_num_draft_tokens_total",
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-        "llamacpp:tokens_predicted_total",
-    ),
+EngineCounters = SpecCounters  # the counters of one engine (engines/*.py `metric_counters`)
+COUNTERS: dict[AlertEngine, SpecCounters] = {
+    engine: counters
+    for engine in AlertEngine
+    if (counters := registry.present(registry.get(engine).metric_counters)) is not None
 }
 
 
