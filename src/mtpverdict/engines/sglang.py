@@ -1,13 +1,10 @@
-"""SGLang: its speculative flags, /metrics prefix, log lines and per-request response fields.
+"""SGLang: its speculative flags, /metrics prefix, log lines and per-request response fields (read only).
 
 Sources: python/sglang/srt/server_args.py and docs/advanced_features/speculative_decoding.md (flags),
 the scheduler's log lines and the tokenizer manager's ``meta_info`` (as docs/engine-formats.md lists).
 
-Log lines (``find_log_lines``):
-
-SGLang server log lines: decode-batch acceptance, prefix-cache hits of prefill batches, KV pool size.
-
-Formats, as the engine's source prints them (see docs/engine-formats.md):
+Log lines (``find_log_lines``): decode-batch acceptance, prefix-cache hits of prefill batches, KV pool
+size. Formats, as the engine's source prints them (see docs/engine-formats.md):
 
 - ``Decode batch, #running-req: %d, #token: %d, token usage: %.2f, accept len: %.2f, accept rate: %.2f,
   cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, `` (older releases: ``Decode batch.``
@@ -21,18 +18,15 @@ Formats, as the engine's source prints them (see docs/engine-formats.md):
 - ``max_total_num_tokens=%d, chunked_prefill_size=..., max_prefill_tokens=%d, max_running_requests=%d,
   context_len=%d``.
 
-Response fields (``find_responses``, ``response_readings``):
-
-SGLang per-request ``meta_info`` spec fields in a saved /generate (or OpenAI) response or an SSE capture.
-
-Names by release (SGLang ``tokenizer_manager``; the rename is in 0.5.15): ``spec_verify_ct`` (verify
-steps) throughout; accepted and proposed draft tokens as ``spec_num_correct_drafts`` /
-``spec_num_proposed_drafts`` (aliases ``spec_accepted_drafts`` / ``spec_proposed_drafts``) from 0.5.15,
-``spec_accept_token_num`` / ``spec_draft_token_num`` before; per-step histogram
-``spec_correct_drafts_histogram`` (older ``spec_accept_histogram``: steps by accepted count);
-``spec_accept_rate`` (newer also ``spec_acceptance_rate``: accepted / proposed, bonus token out) and
-``spec_accept_length`` (mean tokens per step, bonus token in). When both generations' names are present
-the current ones are read (the older keys read 0 there), and a warning says so.
+Response fields (``find_responses``, ``response_readings``): per-request ``meta_info`` spec fields in a
+saved /generate (or OpenAI) response or an SSE capture. Names by release (SGLang ``tokenizer_manager``;
+the rename is in 0.5.15): ``spec_verify_ct`` (verify steps) throughout; accepted and proposed draft
+tokens as ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` (aliases ``spec_accepted_drafts`` /
+``spec_proposed_drafts``) from 0.5.15, ``spec_accept_token_num`` / ``spec_draft_token_num`` before;
+per-step histogram ``spec_correct_drafts_histogram`` (older ``spec_accept_histogram``: steps by accepted
+count); ``spec_accept_rate`` (newer also ``spec_acceptance_rate``: accepted / proposed, bonus token out)
+and ``spec_accept_length`` (mean tokens per step, bonus token in). When both generations' names are
+present the current ones are read (the older keys read 0 there), and a warning says so.
 """
 
 from __future__ import annotations
