@@ -1,6 +1,6 @@
 """Bounded: every pattern the gate, serveconfig, engines.spec, compose and servecommand modules hold is
-linear in its input (100 KB of adversarial text each, CPU time, generous for a loaded machine), and the gate answers
-a serve config of its size limit at once."""
+linear in its input (100 KB of adversarial text each, CPU time, generous for a loaded machine), and the
+gate answers a serve config of its size limit at once."""
 
 from __future__ import annotations
 
