@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mtpverdict.engines import registry
 from mtpverdict.engines.names import Engine
-from mtpverdict.engines.vllm import PROGRAM as VLLM_PROGRAM
 
 __all__ = [
     "ENGINE_MODULES",
@@ -59,11 +59,11 @@ WRAPPERS: Mapping[str, _Wrapper] = {
 # taskset -c LIST: the list is the option's value and no mask follows
 _TASKSET_LIST = ("-c", "--cpu-list")
 
-# Engine modules an interpreter may run with -m; `serve` follows vLLM's CLI module
+# Engine modules an interpreter may run with -m (engines/*.py `programs`); True: the subcommand follows
 ENGINE_MODULES: Mapping[str, tuple[Engine, bool]] = {
-    "vllm.entrypoints.openai.api_server": (Engine.VLLM, False),
-    "vllm.entrypoints.cli.main": (Engine.VLLM, True),
-    "sglang.launch_server": (Engine.SGLANG, False),
+    module: (engine, subcommand)
+    for engine, parts in registry.ENGINES.items()
+    for module, subcommand in parts.programs.modules
 }
 # CPython options that change nothing a server computes from its arguments (the -X and -W values are
 # developer and warning settings); -c, a script file and anything else are not accepted.
@@ -121,18 +121,15 @@ def _is_python(name: str) -> bool:
     return all(c.isdigit() or c == "." for c in rest) and not rest.startswith(".")
 
 
-def _is_llama_server(name: str) -> bool:
-    """llama-server and its builds (llama-server-cuda, llama-server-b6100)."""
-    if name == "llama-server":
-        return True
-    build = name.removeprefix("llama-server-")
-    return build != name and bool(build) and all(c.isalnum() or c in "._" for c in build)
+def _server_engine(name: str) -> Engine | None:
+    """The engine whose server a program name runs (vllm, llama-server and its builds), if any."""
+    return next((e for e, parts in registry.ENGINES.items() if parts.programs.runs(name)), None)
 
 
 def known_program(token: str) -> bool:
     """Whether a token names a program the gate models (a wrapper, a server or an interpreter)."""
     name = program_name(token)
-    return name in WRAPPERS or name == VLLM_PROGRAM or _is_llama_server(name) or _is_python(name)
+    return name in WRAPPERS or _server_engine(name) is not None or _is_python(name)
 
 
 def _wrapper_end(argv: Sequence[str], i: int, wrapper: _Wrapper, name: str) -> int | Unproven:
@@ -185,11 +182,12 @@ def _python_end(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
     found = ENGINE_MODULES.get(module)
     if found is None:
         return Unproven(f"{program_name(argv[i])} -m {module}: not an engine's own serving module")
-    engine, needs_serve = found
+    engine, needs_subcommand = found
     end = j + 2
-    if needs_serve:
-        if end >= len(argv) or argv[end] != "serve":
-            return Unproven(f"-m {module} without the serve subcommand")
+    subcommand = registry.get(engine).programs.subcommand
+    if needs_subcommand and subcommand is not None:
+        if end >= len(argv) or argv[end] != subcommand:
+            return Unproven(f"-m {module} without the {subcommand} subcommand")
         end += 1
     return end, engine
 
@@ -198,12 +196,14 @@ def _program(argv: Sequence[str], i: int) -> tuple[int, Engine] | Unproven:
     """After the serving program at argv[i] (wrappers already skipped)."""
     token = argv[i]
     name = program_name(token)
-    if name == VLLM_PROGRAM:
-        if i + 1 >= len(argv) or argv[i + 1] != "serve":
-            return Unproven(f"{token} without the serve subcommand")
-        return i + 2, Engine.VLLM
-    if _is_llama_server(name):
-        return i + 1, Engine.LLAMACPP
+    engine = _server_engine(name)
+    if engine is not None:
+        subcommand = registry.get(engine).programs.subcommand
+        if subcommand is None:
+            return i + 1, engine
+        if i + 1 >= len(argv) or argv[i + 1] != subcommand:
+            return Unproven(f"{token} without the {subcommand} subcommand")
+        return i + 2, engine
     if _is_python(name):
         return _python_end(argv, i)
     return Unproven(f"{token!r} runs before the server: not a program the gate models")

@@ -16,6 +16,7 @@ from mtpverdict.engines.interface import (
     PARTS,
     Absent,
     EngineParts,
+    Programs,
     Readiness,
     ServerFields,
     SpecCounters,
@@ -84,6 +85,10 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             and bool(value)
             and all(isinstance(g, FlagGroup) and g.text.strip() for g in value),
             "not a non-empty tuple of FlagGroup lines",
+        ),
+        "programs": (
+            isinstance(value, Programs) and bool(value.executables or value.modules),
+            "not Programs naming an executable or a module",
         ),
         "image_words": (
             isinstance(value, tuple) and bool(value) and all(isinstance(w, str) and w for w in value),
@@ -190,6 +195,7 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
         ({"compile_schedule": Absent(" ")}, "sglang: compile_schedule: declared absent without a reason"),
         ({"depth_in_force": 0}, "sglang: depth_in_force: neither callable nor Absent"),
         ({"flags": ()}, "sglang: flags: not a non-empty tuple of FlagGroup lines"),
+        ({"programs": Programs()}, "sglang: programs: not Programs naming an executable or a module"),
         ({"metric_prefix": "sgl:"}, "sglang: metric_prefix: not the prefix parse.metrics reads"),
         ({"title": "SGLang 2"}, "sglang: no row for SGLang 2 in docs/engine-formats.md"),
     ],

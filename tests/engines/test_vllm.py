@@ -10,6 +10,7 @@ from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import DepthRange, ServeSpec
 from mtpverdict.gate import short_flags
 from mtpverdict.parse import observed_k, parse_metrics
+from mtpverdict.servecommand import Command, Unproven, split_command
 from mtpverdict.serveconfig import extract_spec
 
 
@@ -48,3 +49,14 @@ def test_the_gate_reads_vllm_short_flags_by_program_or_image() -> None:
 def test_the_server_clock_is_vllms_flag() -> None:
     fields = registry.get(Engine.VLLM).server_fields
     assert fields == ServerFields("metrics", "--enable-per-request-metrics", (0, 32))
+
+
+def test_the_serving_program_is_vllm_serve_or_its_modules() -> None:
+    programs = registry.get(Engine.VLLM).programs
+    assert programs.runs("vllm") and not programs.runs("vllm-cuda")  # no builds by another name
+    assert split_command(["vllm", "serve", "m", "-tp", "2"]) == Command(
+        ("vllm", "serve"), ("m", "-tp", "2"), Engine.VLLM
+    )
+    assert split_command(["vllm", "bench", "m"]) == Unproven("vllm without the serve subcommand")
+    found = split_command(["python3", "-m", "vllm.entrypoints.cli.main", "m"])
+    assert found == Unproven("-m vllm.entrypoints.cli.main without the serve subcommand")

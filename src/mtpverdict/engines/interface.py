@@ -3,6 +3,7 @@
     name, title              Engine, how prose names it ("vLLM")
     flags                    its speculative flag table, removed flags among them (FlagGroup lines)
     read_spec                the speculative config of the flags an argv gives (ServeSpec | SpecRefusal)
+    programs                 how a command line runs its server (executables, subcommand, -m modules)
     image_words              words in an image name that say it runs the engine
     metric_prefix            the prefix of its /metrics names ("vllm:")
     metric_counters          the spec-decode and generation counters a rate() reads (live alerts)
@@ -34,6 +35,7 @@ __all__ = [
     "Absent",
     "EngineParts",
     "LogParser",
+    "Programs",
     "Readiness",
     "ResponseParser",
     "ScheduleCompiler",
@@ -50,6 +52,33 @@ class Absent:
     """A part an engine does not provide, and why (said where a caller would have used it)."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Programs:
+    """How a command line runs the engine's server (mtpverdict.servecommand reads these).
+
+    `executables` run it, followed by `subcommand` when one is named; with `builds`, a build's name
+    (`<executable>-<build>`: llama-server-cuda, llama-server-b6100) runs it too. `modules` are what an
+    interpreter may run with -m, each True when `subcommand` follows it.
+    """
+
+    executables: tuple[str, ...] = ()
+    subcommand: str | None = None
+    builds: bool = False
+    modules: tuple[tuple[str, bool], ...] = ()
+
+    def runs(self, name: str) -> bool:
+        """Whether a program name (no directory, no .exe) is one of the executables or their builds."""
+        if name in self.executables:
+            return True
+        if not self.builds:
+            return False
+        for executable in self.executables:
+            build = name.removeprefix(f"{executable}-")
+            if build != name and build and all(c.isalnum() or c in "._" for c in build):
+                return True
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +143,7 @@ class EngineParts:
     title: str
     flags: tuple[FlagGroup, ...]
     read_spec: Callable[[list[FoundFlag]], ServeSpec | SpecRefusal]
+    programs: Programs
     image_words: tuple[str, ...]
     metric_prefix: str
     metric_counters: SpecCounters | Absent

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mtpverdict.engines.interface import Absent, EngineParts, Readiness, ServerFields, SpecCounters
+from mtpverdict.engines.interface import Absent, EngineParts, Programs, Readiness, ServerFields, SpecCounters
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -191,6 +191,7 @@ ENGINE = EngineParts(
         ),
     ),
     read_spec=read_spec,
+    programs=Programs(executables=("llama-server",), builds=True),
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
     metric_prefix="llamacpp:",
     metric_counters=SpecCounters(

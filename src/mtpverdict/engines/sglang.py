@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts
+from mtpverdict.engines.interface import Absent, EngineParts, Programs
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -359,6 +359,7 @@ ENGINE = EngineParts(
     title="SGLang",
     flags=(FlagGroup(_SGLANG_FLAGS),),
     read_spec=read_spec,
+    programs=Programs(modules=(("sglang.launch_server", False),)),
     image_words=("sglang",),
     metric_prefix="sglang:",
     metric_counters=Absent(

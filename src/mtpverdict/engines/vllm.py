@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, ServerFields, SpecCounters
+from mtpverdict.engines.interface import Absent, EngineParts, Programs, ServerFields, SpecCounters
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -27,10 +27,9 @@ from mtpverdict.engines.spec import (
 )
 from mtpverdict.parse import vllm_log, vllm_response
 
-__all__ = ["DATA_PARALLEL_FLAGS", "ENGINE", "NAME", "PROGRAM", "SHORT_FLAGS", "compile_schedule", "read_spec"]
+__all__ = ["DATA_PARALLEL_FLAGS", "ENGINE", "NAME", "SHORT_FLAGS", "compile_schedule", "read_spec"]
 
 NAME = Engine.VLLM
-PROGRAM = "vllm"  # the CLI executable; `vllm serve MODEL` runs the server
 
 # Each line: a flag and its aliases (the first is the canonical name).
 # vLLM 0.32, vllm/engine/arg_utils.py: the speculative config and its three shorthands.
@@ -270,6 +269,11 @@ ENGINE = EngineParts(
         FlagGroup(_VLLM_REMOVED, removed="removed from vLLM (0.32 takes --speculative-config)"),
     ),
     read_spec=read_spec,
+    programs=Programs(
+        executables=("vllm",),  # `vllm serve MODEL`
+        subcommand="serve",
+        modules=(("vllm.entrypoints.openai.api_server", False), ("vllm.entrypoints.cli.main", True)),
+    ),
     image_words=("vllm",),
     metric_prefix="vllm:",
     metric_counters=SpecCounters(
