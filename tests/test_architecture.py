@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     "mtpverdict.report": 6,
     "mtpverdict.gate": 6,
     "mtpverdict.verify": 6,  # the public path of decide/verify.py
-    "mtpverdict.simulate": 6,
+    "mtpverdict.sim": 6,
     "mtpverdict.plan": 3,  # planning maths over stats and the results format
     "mtpverdict.live": 6,  # after promotion: alerts and watch read a decision (and scrape like collect)
     "mtpverdict.cli": 9,

@@ -279,8 +279,8 @@ def test_a_full_disk_leaves_nothing_at_out(
 
 
 def test_collect_shard_refuses_a_negative_index_before_writing(tmp_path: Path) -> None:
-    from mtpverdict.errors import CollectError
     from mtpverdict.collect.ray_shards import collect_shard
+    from mtpverdict.errors import CollectError
 
     from .collect.conftest import devices_campaign_text
 

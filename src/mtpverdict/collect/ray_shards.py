@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict.collect import Collector, load_campaign_file
+from mtpverdict.collect.merge import MergeSummary, merge_results
 from mtpverdict.collect.shard import Shard
 from mtpverdict.errors import CollectError
-from mtpverdict.collect.merge import MergeSummary, merge_results
 
 DEVICE_RESOURCE = "mtpverdict-device-{name}"  # the custom resource that pins a shard to its device
 MERGED_DIR = "merged"
