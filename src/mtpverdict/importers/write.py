@@ -22,7 +22,7 @@ import msgspec
 from mtpverdict.errors import Problem, ResultsError
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import NAME_PATTERN, Arm, BootRecord, Campaign, Workload, as_builtins
-from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, parse_campaign, record_key
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, campaign_from_json, record_key
 from mtpverdict.importers.interface import ArmSpec, Entry, Imported, Importer, ImportReport, new_campaign
 
 NAME_RE = re.compile(NAME_PATTERN)
@@ -38,7 +38,7 @@ def existing_campaign(out: str | os.PathLike[str]) -> Campaign | None:
         obj = _check.loads_strict(_check.text_of(data, str(path), ResultsError))
     except ValueError as exc:
         raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
-    return parse_campaign(obj, str(path))
+    return campaign_from_json(obj, str(path))
 
 
 def campaign_id(out: str | os.PathLike[str], fallback: str) -> str:
