@@ -48,7 +48,7 @@ from mtpverdict.errors import EngineTextError, Problem, ResultsError
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role, as_builtins
 from mtpverdict.formats.results_io import ResultsWriter
-from mtpverdict.importers.interface import Entry, Importer, ImportReport
+from mtpverdict.importers.interface import COMMAND_LINE, Entry, Importer, ImportReport, Where
 from mtpverdict.importers.write import arm_orders, boot_record, check_names, held_in
 
 METHODS = tuple(m.value for m in Method)
@@ -129,17 +129,19 @@ def import_vllm_bench(
     k: int | None = None,
     workload: str = DEFAULT_WORKLOAD,
     concurrency: int | None = None,
+    where: Where = COMMAND_LINE,
 ) -> ImportReport:
     """Import bench result files as one arm's boot; create or extend campaign.json as needed.
 
     ``role`` defaults to ``candidate`` when ``method`` or ``k`` is given, else ``control``. The arm
     and workload are added to campaign.json when missing; an existing arm must agree with the role,
-    method and k given. ``concurrency`` is needed only when a file lacks ``max_concurrency``.
+    method and k given. ``concurrency`` is needed only when a file lacks ``max_concurrency``. A bad
+    argument raises EngineTextError naming ``where`` it was given (the command line's options).
     """
-    _check_arguments(arm, boot, workload, concurrency)
+    _check_arguments(arm, boot, workload, concurrency, where)
     runs = [run for path in files for run in _read_runs(Path(path))]
     root = Path(out)
-    campaign = _campaign(root, runs, arm, role, method, k, workload)
+    campaign = _campaign(root, runs, _NewArm(arm, role, method, k, where), workload)
     tally = _Tally()
     with ResultsWriter(root, campaign, sync_each=False) as writer:  # a rerun imports again
         # Every record is built, and every clash found, before the first one is written.
@@ -165,17 +167,18 @@ def import_vllm_bench(
     )
 
 
-def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None) -> None:
+def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None, where: Where) -> None:
     for label, name in (("arm", arm), ("workload", workload)):
         if not NAME_RE.match(name):
-            raise ValueError(
+            raise where.error(
                 f"{label} {name!r} must start with a letter or digit and hold only letters, digits and "
-                "_.+- (at most 64 characters)"
+                "_.+- (at most 64 characters)",
+                label,
             )
     if boot < 1:
-        raise ValueError(f"boot must be 1 or more; got {boot}")
+        raise where.error(f"boot must be 1 or more; got {boot}", "boot")
     if concurrency is not None and concurrency < 1:
-        raise ValueError(f"concurrency must be 1 or more; got {concurrency}")
+        raise where.error(f"concurrency must be 1 or more; got {concurrency}", "concurrency")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,15 +245,18 @@ def _refuse_nonfinite(obj: Any, source: str, line: int) -> None:
 # campaign.json
 
 
-def _campaign(
-    root: Path,
-    runs: list[_Run],
-    arm: str,
-    role: str | None,
-    method: str | None,
-    k: int | None,
-    workload: str,
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _NewArm:
+    """The arm the options describe, and where they were given."""
+
+    name: str
+    role: str | None
+    method: str | None
+    k: int | None
+    where: Where
+
+
+def _campaign(root: Path, runs: list[_Run], given: _NewArm, workload: str) -> dict[str, Any]:
     path = root / CAMPAIGN_FILE
     changed = False
     if path.exists():
@@ -282,12 +288,14 @@ def _campaign(
             "source": "vllm bench serve --save-result",
         }
         changed = True
-    existing = next((a for a in campaign["arms"] if isinstance(a, dict) and a.get("name") == arm), None)
+    existing = next(
+        (a for a in campaign["arms"] if isinstance(a, dict) and a.get("name") == given.name), None
+    )
     if existing is None:
-        campaign["arms"].append(_new_arm(campaign["arms"], arm, role, method, k))
+        campaign["arms"].append(_new_arm(campaign["arms"], given))
         changed = True
     else:
-        _check_existing_arm(path, existing, role, method, k)
+        _check_existing_arm(path, existing, given.role, given.method, given.k)
     if not any(isinstance(w, dict) and w.get("id") == workload for w in campaign["workloads"]):
         campaign["workloads"].append(
             {
@@ -309,25 +317,34 @@ def _campaign_id(root: Path) -> str:
     return name if NAME_RE.match(name) else DEFAULT_WORKLOAD
 
 
-def _new_arm(
-    arms: list[Any], arm: str, role: str | None, method: str | None, k: int | None
-) -> dict[str, Any]:
+def _new_arm(arms: list[Any], given: _NewArm) -> dict[str, Any]:
+    method, k, where = given.method, given.k, given.where
+    role = given.role
     if role is None:
         role = "candidate" if method is not None or k else "control"
     if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+        raise where.error(f"must be one of {', '.join(ROLES)}; got {role!r}", "role")
     if role == "control":
         if method is not None or k:
-            raise ValueError("a control arm runs with speculation off: drop --method and --k (or use k 0)")
+            raise where.error(
+                "a control arm runs with speculation off: drop the method and k (or use k 0)",
+                "method" if method is not None else "k",
+            )
         spec: dict[str, Any] = {"method": None, "k": 0}
     else:
         if method not in METHODS:
-            raise ValueError(f"a candidate arm needs --method, one of {', '.join(METHODS)}")
+            raise where.error(f"a candidate arm needs a method, one of {', '.join(METHODS)}", "method")
         if k is None or k < 1:
-            raise ValueError("a candidate arm needs --k, the speculative tokens per step (1 or more)")
+            raise where.error("a candidate arm needs k, the speculative tokens per step (1 or more)", "k")
         spec = {"method": method, "k": k}
     orders = [int(a["order"]) for a in arms if isinstance(a, dict) and isinstance(a.get("order"), int)]
-    return {"name": arm, "role": role, "spec": spec, "order": max(orders, default=0) + 1, "serve_argv": None}
+    return {
+        "name": given.name,
+        "role": role,
+        "spec": spec,
+        "order": max(orders, default=0) + 1,
+        "serve_argv": None,
+    }
 
 
 def _check_existing_arm(
@@ -693,6 +710,7 @@ def import_vllm_bench_entries(entries: Sequence[Entry], *, out: str | os.PathLik
             k=spec.k,
             workload=spec.workload or DEFAULT_WORKLOAD,
             concurrency=spec.concurrency,
+            where=spec.where,
         )
         boot = _write_boot(out, spec.arm, spec.boot, order, f"{NOTE_PREFIX} {entry.file.name}")
         for kind, n in (*report.written, *((("boot", 1),) if boot else ())):
