@@ -22,7 +22,7 @@ from statsmodels.stats.proportion import proportion_confint
 from mtpverdict.decide import decide
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 SETTLED = ("eligible", "rejected", "void")
 

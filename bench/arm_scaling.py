@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mtpverdict._jsonio import atomic_write, canonical, record_line
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 ARMS = (250, 1000, 2000, 10_000)
 MAX_K = 8  # depths cycle through 1..MAX_K

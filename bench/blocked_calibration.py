@@ -1,7 +1,7 @@
 """Calibration of the blocked procedure: campaigns over D devices whose levels differ 5x the boot noise.
 
 `python bench/calibration.py --blocked` runs this. Each campaign is drawn at the boot level
-(mtpverdict.simulate.simulate_boots with devices: every device runs off_A, k1, k2, k3, off_B `rounds`
+(mtpverdict.sim.simulate_boots with devices: every device runs off_A, k1, k2, k3, off_B `rounds`
 times; a device's level, sd DEVICE_SD, is added to every boot on it), then decided twice on the same
 numbers: by stats.blocked.blocked_batch (arms against the controls of their own device) and by
 stats.procedure.batch_procedure on the same boots with the devices ignored (the contrast). A blocked
@@ -31,7 +31,7 @@ import numpy as np
 from procedure_calibration import ALPHA, BETTER, BOOT_SD, MARGIN, MAX_DRIFT, MODES, _rate, sweep
 
 from mtpverdict.plan import Design, blocked_floor
-from mtpverdict.simulate import BootBatch, BootScenario, simulate_boots
+from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
 from mtpverdict.stats.blocked import blocked_batch
 from mtpverdict.stats.positions import device_position, position_failing
 from mtpverdict.stats.procedure import batch_procedure
@@ -203,13 +203,13 @@ def run(campaigns: int) -> str:
 
 
 def end_to_end_rows(campaigns: int) -> list[str]:
-    """Full records (mtpverdict.simulate.simulate_campaign) of 8 devices x 1 round, first and last boot
+    """Full records (mtpverdict.sim.simulate_campaign) of 8 devices x 1 round, first and last boot
     of each device 5% slow, every depth null, decided by the real `decide` under the default policy."""
     from mtpverdict.decide import decide as decide_records
     from mtpverdict.formats.decision import DecisionKind
     from mtpverdict.formats.results_io import results_from_records
     from mtpverdict.rules import load_policy
-    from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+    from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
     policy = load_policy("default")
     arms = (SimArm("off_A"), SimArm("k1", 1), SimArm("k2", 2), SimArm("k3", 3), SimArm("off_B"))

@@ -50,7 +50,7 @@ import mtpverdict.decide.engine  # noqa: F401  (loaded before the workers fork, 
 from mtpverdict.formats.policy import Policy
 from mtpverdict.plan import Design, boot_level_sd, welch_df, welch_floor
 from mtpverdict.rules import load_policy, shipped_policies
-from mtpverdict.simulate import Calibration, Scenario, SimArm, calibrate, combine
+from mtpverdict.sim import Calibration, Scenario, SimArm, calibrate, combine
 
 ALPHA = 0.05  # every shipped policy's family-wise alpha; the floor is computed at it
 MIN_EFFECT = 0.03  # the default policy's min_effect (its equivalence margin): part of the floor

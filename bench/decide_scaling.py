@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from mtpverdict._jsonio import atomic_write, canonical, record_line
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 ARMS = (SimArm("off_A"), SimArm("k1", 1, 0.05), SimArm("k2", 2, 0.08), SimArm("k3", 3, 0.06), SimArm("off_B"))
 CONCURRENCY = (1, 4, 16, 64)

@@ -12,7 +12,7 @@ they follow the next step:
 - `uncounted` (the earlier next step, resumed without --until-resolved as collect required): the
   same campaign resumed one boot per arm at a time, every look at the full alpha.
 
-Per-boot statistics from mtpverdict.simulate.simulate_boots, decided by stats.procedure.
+Per-boot statistics from mtpverdict.sim.simulate_boots, decided by stats.procedure.
 batch_procedure; each look sees the first r boots of every arm. A depth settled at a look (better,
 equivalent, worse, below min_effect) is not booted again in real life; here its later boots are
 drawn but its outcome is frozen at the look that settled it.
@@ -25,7 +25,7 @@ import math
 import numpy as np
 from procedure_calibration import ALPHA, BETTER, INCONCLUSIVE, MARGIN, _rate, sweep
 
-from mtpverdict.simulate import BootBatch, BootScenario, simulate_boots
+from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
 from mtpverdict.stats.looks import look_alpha
 from mtpverdict.stats.procedure import batch_procedure
 

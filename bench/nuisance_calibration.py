@@ -31,7 +31,7 @@ import numpy as np
 from procedure_calibration import ALPHA, BETTER, MARGIN, MAX_DRIFT, sweep
 from statsmodels.stats.proportion import proportion_confint
 
-from mtpverdict.simulate import BootBatch, BootScenario, simulate_boots
+from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
 from mtpverdict.stats.blocked import blocked_batch
 from mtpverdict.stats.drift import failing, fit_shapes
 from mtpverdict.stats.looks import look_alpha

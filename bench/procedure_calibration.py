@@ -1,7 +1,7 @@
 """Procedure-level calibration: the family procedure and the control check on simulated per-boot statistics.
 
 `python bench/calibration.py --procedure` runs this. Every campaign is drawn at the boot level
-(mtpverdict.simulate.simulate_boots: boot shift shared by a boot's cells, cell noise, and each
+(mtpverdict.sim.simulate_boots: boot shift shared by a boot's cells, cell noise, and each
 scenario's twist), then decided by stats.procedure.batch_procedure and stats.drift (the same code the
 typed call runs, on a batch). A promotion is an arm called better while the control check passes; it
 is false when the arm's true effect is not beyond log(1 + min_effect) at every design cell.
@@ -23,7 +23,7 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.plan import Design, welch_floor
-from mtpverdict.simulate import BootArm, BootBatch, BootScenario, ChainModel, simulate_boots, simulate_chain
+from mtpverdict.sim import BootArm, BootBatch, BootScenario, ChainModel, simulate_boots, simulate_chain
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.acceptance_ci import ratio_interval
 from mtpverdict.stats.drift import failing, fit_shapes

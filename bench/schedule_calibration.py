@@ -1,7 +1,7 @@
 """Calibration of schedules: does a schedule follow a true crossover, and does it switch without one?
 
 `python bench/calibration.py --schedule` runs this. Each campaign is simulated at the request level
-(mtpverdict.simulate.simulate_campaign: off_A, k1, k2, k3, off_B in round-robin boot order, one `chat`
+(mtpverdict.sim.simulate_campaign: off_A, k1, k2, k3, off_B in round-robin boot order, one `chat`
 workload at concurrency 1, 2, 4 and 8, 2 reps, 128 tokens, the simulator's default noise) and decided by
 the real engine under the default policy with `[selection] mode = "schedule"`. A depth's true effect is
 log-linear in concurrency doublings (SimArm.effect at c=1, effect_slope per doubling). Scenarios:
@@ -38,7 +38,7 @@ from mtpverdict.formats.decision import Decision
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules.registry import parse_rules
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 SEED = 20261218
 CONCURRENCY = (1, 2, 4, 8)

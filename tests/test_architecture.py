@@ -42,18 +42,16 @@ LAYERS: dict[str, int] = {
     "mtpverdict.decide": 5,
     "mtpverdict.report": 6,
     "mtpverdict.gate": 6,
-    "mtpverdict.verify": 6,
-    "mtpverdict.simulate": 6,
+    "mtpverdict.verify": 6,  # the public path of decide/verify.py
+    "mtpverdict.sim": 6,
     "mtpverdict.plan": 3,  # planning maths over stats and the results format
-    "mtpverdict.merge": 6,
     "mtpverdict.live": 6,  # after promotion: alerts and watch read a decision (and scrape like collect)
-    "mtpverdict.ray_shards": 6,
     "mtpverdict.cli": 9,
     "mtpverdict.__main__": 9,
     "mtpverdict": 9,  # the package's lazy public API names everything
 }
 COLLECT = "mtpverdict.collect"
-SCALE_OUT = ("mtpverdict.cli", "mtpverdict.merge", "mtpverdict.ray_shards")  # what may drive collect
+SCALE_OUT = ("mtpverdict.cli",)  # what may drive collect (merge and the Ray shards live inside it)
 COLLECT_MAY_USE = (
     "mtpverdict.errors",
     "mtpverdict._",

@@ -107,7 +107,7 @@ def test_malformed_results_list_each_problem_with_file_and_line(tmp_path: Path) 
 def test_the_pure_core_imports_neither_httpx_nor_typer() -> None:
     code = (
         "import sys; import mtpverdict.decide, mtpverdict.formats.results_io, mtpverdict.stats.compare, "
-        "mtpverdict.rules, mtpverdict.evidence.gather, mtpverdict.simulate; "
+        "mtpverdict.rules, mtpverdict.evidence.gather, mtpverdict.sim; "
         "print(sorted(m for m in ('httpx', 'typer') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -59,7 +59,7 @@ def _policy(name: str, tmp: Path) -> str:
 
 def _decide(fixture: str, policy: str, tmp: Path) -> dict[str, object]:
     # the results directory as a user in the checkout names it (a decision names no path: its next-step
-    # command says RESULTS; tests/test_verify_paths.py decides from other spellings)
+    # command says RESULTS; tests/decide/test_verify_paths.py decides from other spellings)
     run = decide_directory((FIXTURES / fixture).relative_to(ROOT), _policy(policy, tmp))
     return {"text": run.json_text, "decision": json.loads(run.json_text)}
 

@@ -12,7 +12,7 @@ from mtpverdict._jsonio import atomic_write, canonical, record_line
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.report import load_report_data
 from mtpverdict.report.data import DecisionIndex
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from .conftest import FIXTURES, run_cli
 

@@ -257,7 +257,7 @@ def test_merge_refuses_out_inside_a_shard(pair: tuple[Path, Path], tmp_path: Pat
 def test_a_full_disk_leaves_nothing_at_out(
     pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mtpverdict.merge as merge
+    import mtpverdict.collect.merge as merge
 
     real = merge._copy_records
     calls = []
@@ -279,8 +279,8 @@ def test_a_full_disk_leaves_nothing_at_out(
 
 
 def test_collect_shard_refuses_a_negative_index_before_writing(tmp_path: Path) -> None:
+    from mtpverdict.collect.ray_shards import collect_shard
     from mtpverdict.errors import CollectError
-    from mtpverdict.ray_shards import collect_shard
 
     from .collect.conftest import devices_campaign_text
 

@@ -15,7 +15,7 @@ from mtpverdict.decide import decide, decide_directory
 from mtpverdict.formats.decision import Decision
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy, parse_rules
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from .conftest import FIXTURES, ROOT
 

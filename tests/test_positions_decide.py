@@ -10,7 +10,7 @@ from mtpverdict.decide import decide
 from mtpverdict.formats.decision import ControlStatus, Decision, DecisionKind
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 ARMS = (SimArm("off_A"), SimArm("k1", 1, math.log(1.2)), SimArm("k2", 2), SimArm("k3", 3), SimArm("off_B"))
 

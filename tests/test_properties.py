@@ -15,7 +15,7 @@ from mtpverdict.decide import decide
 from mtpverdict.formats.decision import decision_json
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import SCENARIOS, simulate_campaign
+from mtpverdict.sim import SCENARIOS, simulate_campaign
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.runs import cell_summaries
 

@@ -15,7 +15,7 @@ from mtpverdict.report.data import DecisionIndex, ReportData
 from mtpverdict.report.tables import acceptance_table
 from mtpverdict.report.terminal import render_summary
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 
 def _campaign() -> tuple[dict[str, Any], list[dict[str, Any]]]:

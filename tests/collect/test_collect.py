@@ -322,7 +322,7 @@ def test_a_full_disk_stops_cleanly_and_resume_completes(
                 raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr("mtpverdict.formats.results_io.os.write", full_disk)
+    monkeypatch.setattr("mtpverdict.formats.results_io.write.os.write", full_disk)
     with pytest.raises(OSError, match="No space left"):
         Collector(
             campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
@@ -330,7 +330,7 @@ def test_a_full_disk_stops_cleanly_and_resume_completes(
     kept = load_results(out)
     tables = (kept.requests, kept.boots, kept.acceptance, kept.coherence, kept.likelihood, kept.summaries)
     assert sum(len(t) for t in tables) == 9  # every record written before the disk filled, none torn
-    monkeypatch.setattr("mtpverdict.formats.results_io.os.write", real_write)
+    monkeypatch.setattr("mtpverdict.formats.results_io.write.os.write", real_write)
     events: list[Event] = []
     Collector(
         campaign, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=events.append

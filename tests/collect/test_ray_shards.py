@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from mtpverdict.collect import load_campaign_file
+from mtpverdict.collect.ray_shards import device_resource, run_shards, shard_dir, submit_shards
 from mtpverdict.formats.results_io import load_results
-from mtpverdict.ray_shards import device_resource, run_shards, shard_dir, submit_shards
 from mtpverdict.stats.layout import round_order
 
 from ..conftest import child_processes, leaks, open_descriptors, wait_for_request

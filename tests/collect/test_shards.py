@@ -16,10 +16,10 @@ import pytest
 
 from mtpverdict.collect import Collector, CollectSummary, load_campaign_file
 from mtpverdict.collect.campaign import parse_campaign
+from mtpverdict.collect.merge import merge_results
 from mtpverdict.collect.shard import parse_shard
 from mtpverdict.errors import CampaignError, CollectError, InputError
 from mtpverdict.formats.results_io import load_results
-from mtpverdict.merge import merge_results
 from mtpverdict.stats.layout import boot_number, device_of, layout, round_order, seq_of
 
 from ..conftest import wait_for_request

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import Scenario, SimArm, calibrate
+from mtpverdict.sim import Scenario, SimArm, calibrate
 
 NULL_CAMPAIGNS = 240  # a few hundred: the interval below still detects a rate twice alpha
 

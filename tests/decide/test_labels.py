@@ -10,7 +10,7 @@ from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.data import DecisionIndex, ReportData
 from mtpverdict.report.tables import floor_table
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 
 def test_the_control_pair_names_its_boots_when_off_b_lacks_the_cell() -> None:

@@ -19,7 +19,7 @@ from mtpverdict.formats.policy import Beyond
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.terminal import render_summary
 from mtpverdict.rules.registry import parse_rules
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from ..conftest import ROOT
 

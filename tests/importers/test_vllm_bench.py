@@ -126,3 +126,45 @@ def test_manifest_file_missing_is_one_error(tmp_path: Path) -> None:
     shutil.copy(MANIFEST, manifest)  # the files are relative to the manifest: none beside this copy
     code, _, err = run("import", "vllm-bench", "--manifest", str(manifest), "--out", str(tmp_path / "r"))
     assert code == 2 and "off-boot1.json" in err and "Traceback" not in err
+
+
+def test_the_campaign_it_extends_is_read_typed_and_a_bad_one_is_named_by_key(tmp_path: Path) -> None:
+    # the importer builds the typed Campaign: a campaign.json it continues is checked, key by key,
+    # before anything is written (a bad arm used to be carried along into the directory)
+    out = tmp_path / "r"
+    out.mkdir()
+    campaign = {
+        "format": "mtpverdict.results/1",
+        "id": "r",
+        "title": "t",
+        "scope": {"device": None, "engine": "vllm", "engine_version": None, "model": None, "claim": None},
+        "arms": [
+            {
+                "name": "off_A",
+                "role": "boss",
+                "spec": {"method": None, "k": 0},
+                "order": 1,
+                "serve_argv": None,
+            }
+        ],
+        "workloads": [],
+        "window_tokens": None,
+    }
+    (out / "campaign.json").write_text(json.dumps(campaign))
+    code, stdout, err = run(
+        "import",
+        "vllm-bench",
+        str(BENCH / "off-boot1.json"),
+        "--arm",
+        "k3",
+        "--method",
+        "mtp",
+        "--k",
+        "3",
+        "--out",
+        str(out),
+    )
+    assert code == 2 and stdout == ""
+    assert err.startswith(f"Error: {out / 'campaign.json'}: arms[0].role: must be one of control, candidate")
+    assert sorted(p.name for p in out.iterdir()) == ["campaign.json"]
+    assert json.loads((out / "campaign.json").read_text()) == campaign

@@ -92,7 +92,9 @@ def test_import_errors_exit_2_with_file_and_line(tmp_path: Path) -> None:
         "mtp",
     )
     assert (
-        code == 2 and err == "Error: a candidate arm needs --k, the speculative tokens per step (1 or more)\n"
+        code == 2
+        and err
+        == "Error: command line: --k: a candidate arm needs k, the speculative tokens per step (1 or more)\n"
     )
 
 

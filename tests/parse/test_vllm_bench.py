@@ -191,16 +191,25 @@ def test_bad_files_are_engine_text_errors(tmp_path: Path, content: str, message:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"arm": "bad name"}, "arm 'bad name'"),
-        ({"arm": "k3", "role": "control", "method": "mtp", "k": 3}, "control arm runs with speculation off"),
-        ({"arm": "k3", "role": "candidate"}, "candidate arm needs --method"),
-        ({"arm": "k3", "method": "mtp"}, "candidate arm needs --k"),
-        ({"arm": "k3", "boot": 0}, "boot must be 1 or more"),
+        ({"arm": "bad name"}, ("--arm", "arm 'bad name'")),
+        (
+            {"arm": "k3", "role": "control", "method": "mtp", "k": 3},
+            ("--method", "control arm runs with speculation off"),
+        ),
+        ({"arm": "k3", "role": "candidate"}, ("--method", "candidate arm needs a method")),
+        ({"arm": "k3", "method": "mtp"}, ("--k", "candidate arm needs k")),
+        ({"arm": "k3", "boot": 0}, ("--boot", "boot must be 1 or more")),
+        ({"arm": "k3", "role": "leader"}, ("--role", "must be one of control, candidate")),
     ],
 )
-def test_bad_arguments_are_value_errors(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_bad_arguments_are_the_package_input_error_naming_the_option(
+    tmp_path: Path, kwargs: dict[str, object], message: tuple[str, str]
+) -> None:
+    with pytest.raises(EngineTextError) as caught:
         import_vllm_bench([BENCH / "off_summary.json"], out=tmp_path / "r", **kwargs)  # type: ignore[arg-type]
+    [problem] = caught.value.problems
+    assert (problem.source, problem.key) == ("command line", message[0])
+    assert message[1] in problem.message
 
 
 def test_summary_cell_taken_by_another_file_is_refused(tmp_path: Path) -> None:

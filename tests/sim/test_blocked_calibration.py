@@ -11,7 +11,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.plan import Costs, Design, blocked_floor, blocked_power, make_plan, stated_components
-from mtpverdict.simulate import BootScenario, simulate_boots
+from mtpverdict.sim import BootScenario, simulate_boots
 from mtpverdict.stats.blocked import blocked_batch, device_drift
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

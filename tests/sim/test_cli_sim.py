@@ -107,7 +107,7 @@ def test_simulate_bad_input_is_one_line_per_problem_and_exit_2(tmp_path: Path) -
     lines = err.splitlines()
     assert all(line.startswith(f"Error: {config}: ") for line in lines)
     assert any("colour: unknown key" in line for line in lines)
-    assert any("boots: must be a whole number >= 1" in line for line in lines)
+    assert any("boots: must be >= 1, got 0" in line for line in lines)  # formats/_check's wording
     assert any("arms[0].effect: 'fast' is not an effect" in line for line in lines)
     assert any("no control arm" in line for line in lines)
     assert not (tmp_path / "o").exists()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from mtpverdict.simulate import BootScenario, simulate_boots
+from mtpverdict.sim import BootScenario, simulate_boots
 from mtpverdict.stats.blocked import blocked_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -11,7 +11,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from mtpverdict.plan import welch_floor
-from mtpverdict.simulate import BootArm, BootBatch, BootScenario, simulate_boots
+from mtpverdict.sim import BootArm, BootBatch, BootScenario, simulate_boots
 from mtpverdict.stats import compare as cmp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -8,7 +8,7 @@ import pytest
 
 from mtpverdict.errors import InputError
 from mtpverdict.rules import load_policy
-from mtpverdict.simulate import (
+from mtpverdict.sim import (
     SCENARIOS,
     Scenario,
     SimArm,
@@ -93,7 +93,7 @@ def test_chain_acceptance_draws_each_position_from_the_one_before() -> None:
 
     import numpy as np
 
-    from mtpverdict.simulate import SCENARIOS, simulate_campaign
+    from mtpverdict.sim import SCENARIOS, simulate_campaign
 
     base = SCENARIOS["clean-win"]
     chained = dataclasses.replace(base, chain_acceptance=True)
@@ -117,3 +117,42 @@ def test_a_bare_effect_of_one_or_more_is_refused_not_read_as_hundreds_of_percent
             parse_effect(bare, "arms[1].effect")
     assert parse_effect("150%", "x") == pytest.approx(1.5)
     assert parse_effect(0.5, "x") == 0.5
+
+
+def test_the_file_is_checked_by_the_formats_validator_naming_every_bad_key() -> None:
+    # the shape through formats/_check (its wording), every arm table checked, then the meaning
+    obj = {
+        "boots": 0,
+        "run_sd": 1.5,
+        "concurrency": [1, True],
+        "colour": "red",
+        "arms": [
+            {"name": "off", "k": -1},
+            {"name": "k1", "k": 1, "effect": "fast"},
+            {"name": "k2", "kk": 2},
+            {"name": "k3", "k": 3, "effect": "5%"},
+        ],
+    }
+    with pytest.raises(InputError) as caught:
+        simulation_from_mapping(obj, "s.toml")
+    by_key = {p.key: p.message for p in caught.value.problems}
+    assert all(p.source == "s.toml" for p in caught.value.problems)
+    assert by_key["boots"] == "must be >= 1, got 0"
+    assert by_key["run_sd"] == "must be <= 1, got 1.5 (a fraction between 0 and 1)"
+    assert by_key["concurrency[1]"] == "must be an integer, got bool"
+    assert by_key["colour"].startswith("unknown key; allowed keys are ")
+    assert by_key["arms[0].k"] == "must be >= 0, got -1"
+    assert by_key["arms[1].effect"].startswith("'fast' is not an effect")
+    assert by_key["arms[2].kk"].startswith("unknown key; allowed keys are ")
+    assert by_key["arms"] == "no control arm: add one with k 0 (e.g. off_A first and off_B last)"
+
+
+def test_repeated_concurrency_an_empty_arm_list_and_an_unbounded_integer_are_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        simulation_from_mapping({"seed": 2**60}, "t")
+    [problem] = caught.value.problems
+    assert problem.key == "seed" and problem.message.startswith("must be between -2**53 and 2**53 ")
+    with pytest.raises(InputError, match="concurrency: must list distinct levels"):
+        simulation_from_mapping({"concurrency": [1, 4, 1]}, "t")
+    with pytest.raises(InputError, match="arms: must list the arms"):
+        simulation_from_mapping({"arms": []}, "t")

@@ -7,7 +7,7 @@ import pytest
 import statsmodels.api as sm
 from statsmodels.stats.proportion import proportion_confint
 
-from mtpverdict.simulate import ChainModel, simulate_chain
+from mtpverdict.sim import ChainModel, simulate_chain
 from mtpverdict.stats.acceptance_ci import (
     AcceptanceCounts,
     ClusterUnit,
@@ -137,7 +137,7 @@ def test_without_per_position_counts_a_round_counts_as_one_trial() -> None:
 
 def test_acceptance_records_become_window_clusters_with_the_same_rate() -> None:
     from mtpverdict.formats.results_io import results_from_records
-    from mtpverdict.simulate import SCENARIOS, simulate_campaign
+    from mtpverdict.sim import SCENARIOS, simulate_campaign
     from mtpverdict.stats.acceptance import arm_acceptance
     from mtpverdict.stats.acceptance_ci import counts_from_rows
 

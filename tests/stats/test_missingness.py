@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from mtpverdict.decide import decide
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules import load_policy, parse_rules
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 from mtpverdict.stats.missingness import MissingRow, fisher_exact, refusals
 from mtpverdict.stats.runs import run_table
 

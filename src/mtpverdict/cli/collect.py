@@ -233,7 +233,7 @@ def merge(
     out: Annotated[Path, typer.Option("--out", "-o", help="Merged results directory (must not exist).")],
 ) -> None:
     """Join the shards of a campaign laid out over devices into one results directory."""
-    from mtpverdict.merge import merge_results
+    from mtpverdict.collect.merge import merge_results
 
     try:
         summary = merge_results(shards, out)

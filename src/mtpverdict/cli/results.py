@@ -136,7 +136,7 @@ def verify(
     ] = None,
 ) -> None:
     """Recompute the input hashes and the decision; exit 0 when both match, 1 when not."""
-    from mtpverdict.verify import verify as run_verify
+    from mtpverdict.decide.verify import verify as run_verify
 
     try:
         result = run_verify(decision, results, rules)

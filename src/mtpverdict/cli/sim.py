@@ -77,7 +77,7 @@ def simulate(
 ) -> None:
     """Write a SYNTHETIC campaign (results format v1, synthetic: true) with known true effects."""
     from mtpverdict.errors import InputError, Problem
-    from mtpverdict.simulate import parse_arm, simulate, simulation_from_mapping
+    from mtpverdict.sim import parse_arm, simulate, simulation_from_mapping
 
     settings: dict[str, Any] = {}
     source = "command line"
@@ -182,7 +182,7 @@ def plan(
         render_plan,
         stated_components,
     )
-    from mtpverdict.simulate import parse_effect
+    from mtpverdict.sim import parse_effect
 
     try:
         relative = parse_effect(_with_unit(effect, "--effect", "+"), "--effect")

@@ -2,7 +2,7 @@
 
 `collect --shard I/N` runs the boots of device I (from 0) of a campaign with N [[devices]] into its own
 results directory, and writes raw/shard.json: which shard it is, the campaign's devices and rounds, and
-the content hash of campaign.json. `mtpverdict merge` (merge.py) reads that file to refuse shards of
+the content hash of campaign.json. `mtpverdict merge` (collect/merge.py) reads that file to refuse shards of
 another campaign and to record the boots of a missing or unfinished shard as failed.
 """
 

@@ -17,7 +17,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats.results import Arm, Campaign, Method, Record, Role, Spec, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where an arm's description was given, so a problem with it names that place: the command line
+    (its keys are the options) or a manifest row (the manifest, the row's line, its boots[i] table)."""
+
+    source: str = "command line"
+    line: int | None = None
+    prefix: str = "--"  # column `k` is the key `--k` on the command line, `boots[2].k` in a TOML manifest
+
+    def error(self, message: str, key: str) -> EngineTextError:
+        """The package's input error for one problem of the column `key`."""
+        return EngineTextError([Problem(self.source, message, line=self.line, key=f"{self.prefix}{key}")])
+
+
+COMMAND_LINE = Where()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,25 +50,30 @@ class ArmSpec:
     workload: str | None = None  # None: the importer's own default
     concurrency: int | None = None  # for files that do not record it
     order: int | None = None  # boot order in the campaign; None: after every boot already imported
+    where: Where = COMMAND_LINE  # where it was given, for the problems it raises
 
     def typed_arm(self, order: int) -> Arm:
-        """The campaign arm this spec describes (a control when no method or k is given)."""
+        """The campaign arm this spec describes (a control when no method or k is given); an
+        EngineTextError naming where the spec was given when it describes no arm."""
         role = self.role
         if role is None:
             role = Role.CANDIDATE if self.method is not None or self.k else Role.CONTROL
         if role is Role.CONTROL:
             if self.method is not None or self.k:
-                raise ValueError(
-                    f"arm {self.arm!r}: a control arm runs with speculation off: drop the method and k"
+                raise self.where.error(
+                    f"arm {self.arm!r}: a control arm runs with speculation off: drop the method and k",
+                    "method" if self.method is not None else "k",
                 )
             spec = Spec(method=None, k=0)
         else:
             if self.method is None:
-                raise ValueError(
-                    f"arm {self.arm!r}: a candidate arm needs a method, one of {', '.join(Method)}"
+                raise self.where.error(
+                    f"arm {self.arm!r}: a candidate arm needs a method, one of {', '.join(Method)}", "method"
                 )
             if self.k is None or self.k < 1:
-                raise ValueError(f"arm {self.arm!r}: a candidate arm needs k, the draft tokens per step")
+                raise self.where.error(
+                    f"arm {self.arm!r}: a candidate arm needs k, the draft tokens per step", "k"
+                )
             spec = Spec(method=self.method, k=self.k)
         return Arm(name=self.arm, role=role, spec=spec, order=order, serve_argv=None)
 

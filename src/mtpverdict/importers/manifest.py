@@ -17,7 +17,7 @@ from typing import Any
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import Method, Role
-from mtpverdict.importers.interface import ArmSpec, Entry
+from mtpverdict.importers.interface import ArmSpec, Entry, Where
 
 MAX_MANIFEST_BYTES = 4 << 20
 REQUIRED = ("file", "arm", "boot", "order")
@@ -127,6 +127,7 @@ def _entry(
         k=values.get("k"),
         workload=row.get("workload"),
         concurrency=values.get("concurrency"),
+        where=Where(source, line, f"{prefix}." if prefix else ""),
     )
     return Entry(file=base / row["file"], spec=spec)
 

@@ -43,14 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from mtpverdict._jsonio import atomic_write, canonical
 from mtpverdict.engines.names import Engine
-from mtpverdict.errors import EngineTextError, Problem, ResultsError
+from mtpverdict.errors import EngineTextError, InputError, Problem, ResultsError
 from mtpverdict.formats import _check
-from mtpverdict.formats.results import RESULTS_FORMAT, Method, Role, as_builtins
+from mtpverdict.formats.results import Arm, Campaign, Method, Role, Spec, Workload, as_builtins
 from mtpverdict.formats.results_io import ResultsWriter
-from mtpverdict.importers.interface import Entry, Importer, ImportReport
-from mtpverdict.importers.write import arm_orders, boot_record, check_names, held_in
+from mtpverdict.importers.interface import COMMAND_LINE, Entry, Importer, ImportReport, Where, new_campaign
+from mtpverdict.importers.write import arm_orders, boot_record, campaign_id, check_names, held_in
 
 METHODS = tuple(m.value for m in Method)
 ROLES = tuple(r.value for r in Role)
@@ -130,19 +132,21 @@ def import_vllm_bench(
     k: int | None = None,
     workload: str = DEFAULT_WORKLOAD,
     concurrency: int | None = None,
+    where: Where = COMMAND_LINE,
 ) -> ImportReport:
     """Import bench result files as one arm's boot; create or extend campaign.json as needed.
 
     ``role`` defaults to ``candidate`` when ``method`` or ``k`` is given, else ``control``. The arm
     and workload are added to campaign.json when missing; an existing arm must agree with the role,
-    method and k given. ``concurrency`` is needed only when a file lacks ``max_concurrency``.
+    method and k given. ``concurrency`` is needed only when a file lacks ``max_concurrency``. A bad
+    argument raises EngineTextError naming ``where`` it was given (the command line's options).
     """
-    _check_arguments(arm, boot, workload, concurrency)
+    _check_arguments(arm, boot, workload, concurrency, where)
     runs = [run for path in files for run in _read_runs(Path(path))]
     root = Path(out)
-    campaign = _campaign(root, runs, arm, role, method, k, workload)
+    campaign, campaign_obj = _campaign(root, runs, _NewArm(arm, role, method, k, where), workload)
     tally = _Tally()
-    with ResultsWriter(root, campaign, sync_each=False) as writer:  # a rerun imports again
+    with ResultsWriter(root, campaign_obj, sync_each=False) as writer:  # a rerun imports again
         # Every record is built, and every clash found, before the first one is written.
         planned: list[tuple[_Run, dict[str, Any]]] = []
         for run in runs:
@@ -153,7 +157,7 @@ def import_vllm_bench(
             )
         for run, record in planned:
             tally.add(writer, record, run)
-    if not any(a.get("role") == "control" for a in campaign["arms"]):
+    if not any(a.is_control for a in campaign.arms):
         tally.warnings.append(
             "the campaign has no control arm yet; import an unspeculated run with --role control"
         )
@@ -166,17 +170,18 @@ def import_vllm_bench(
     )
 
 
-def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None) -> None:
+def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None, where: Where) -> None:
     for label, name in (("arm", arm), ("workload", workload)):
         if not NAME_RE.match(name):
-            raise ValueError(
+            raise where.error(
                 f"{label} {name!r} must start with a letter or digit and hold only letters, digits and "
-                "_.+- (at most 64 characters)"
+                "_.+- (at most 64 characters)",
+                label,
             )
     if boot < 1:
-        raise ValueError(f"boot must be 1 or more; got {boot}")
+        raise where.error(f"boot must be 1 or more; got {boot}", "boot")
     if concurrency is not None and concurrency < 1:
-        raise ValueError(f"concurrency must be 1 or more; got {concurrency}")
+        raise where.error(f"concurrency must be 1 or more; got {concurrency}", "concurrency")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -243,112 +248,142 @@ def _refuse_nonfinite(obj: Any, source: str, line: int) -> None:
 # campaign.json
 
 
-def _campaign(
-    root: Path,
-    runs: list[_Run],
-    arm: str,
-    role: str | None,
-    method: str | None,
-    k: int | None,
-    workload: str,
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _NewArm:
+    """The arm the options describe, and where they were given."""
+
+    name: str
+    role: str | None
+    method: str | None
+    k: int | None
+    where: Where
+
+
+def _campaign(root: Path, runs: list[_Run], given: _NewArm, workload: str) -> tuple[Campaign, dict[str, Any]]:
+    """The typed campaign the import writes into (created, or extended by the arm and the workload), and
+    its JSON object: the file's own when nothing was added, so a directory is continued as it is."""
     path = root / CAMPAIGN_FILE
-    changed = False
-    if path.exists():
-        data = _check.read_document(path, what="campaign.json", error=ResultsError)
-        try:
-            campaign = _check.loads_strict(_check.text_of(data, str(path), ResultsError))
-        except ValueError as exc:
-            raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
-        if not isinstance(campaign, dict) or not isinstance(campaign.get("arms"), list):
-            raise ResultsError([Problem(str(path), "must be a campaign object with an arms list")])
-        if not isinstance(campaign.get("workloads"), list):
-            raise ResultsError([Problem(str(path), "must be a campaign object with a workloads list")])
-    else:
+    held = _held_campaign(path)
+    if held is None:
         model = next((r.data.get("model_id") for r in runs if isinstance(r.data.get("model_id"), str)), None)
-        campaign = {
-            "format": RESULTS_FORMAT,
-            "id": _campaign_id(root),
-            "title": "Runs imported from vllm bench serve result files",
-            "scope": {
-                "device": None,
-                "engine": Engine.VLLM,
-                "engine_version": None,
-                "model": model,
-                "claim": None,
-            },
-            "arms": [],
-            "workloads": [],
-            "window_tokens": None,
-            "source": "vllm bench serve --save-result",
-        }
-        changed = True
-    existing = next((a for a in campaign["arms"] if isinstance(a, dict) and a.get("name") == arm), None)
-    if existing is None:
-        campaign["arms"].append(_new_arm(campaign["arms"], arm, role, method, k))
-        changed = True
-    else:
-        _check_existing_arm(path, existing, role, method, k)
-    if not any(isinstance(w, dict) and w.get("id") == workload for w in campaign["workloads"]):
-        campaign["workloads"].append(
-            {
-                "id": workload,
-                "prompt_tokens": None,
-                "max_tokens": None,
-                "expect_identical": False,
-                "description": "requests sent by vllm bench serve (imported)",
-            }
+        campaign = new_campaign(
+            campaign_id(root, DEFAULT_WORKLOAD),
+            "Runs imported from vllm bench serve result files",
+            "vllm bench serve --save-result",
+            Engine.VLLM,
+            model,
+            _workload(workload),
         )
-        changed = True
-    if changed:
-        atomic_write(path, canonical(campaign))
-    return campaign
+        campaign = msgspec.structs.replace(campaign, workloads=())
+    else:
+        campaign = held[0]
+    existing = next((a for a in campaign.arms if a.name == given.name), None)
+    if existing is None:
+        campaign = msgspec.structs.replace(campaign, arms=(*campaign.arms, _new_arm(campaign.arms, given)))
+    else:
+        _check_existing_arm(path, existing, given.role, given.method, given.k)
+    if workload not in {w.id for w in campaign.workloads}:
+        campaign = msgspec.structs.replace(campaign, workloads=(*campaign.workloads, _workload(workload)))
+    if held is not None and campaign == held[0]:
+        return campaign, held[1]
+    obj = _campaign_object(campaign)
+    atomic_write(path, canonical(obj))
+    return campaign, obj
 
 
-def _campaign_id(root: Path) -> str:
-    name = re.sub(r"[^A-Za-z0-9_.+-]", "-", root.resolve().name).lstrip("_.+-")[:64]
-    return name if NAME_RE.match(name) else DEFAULT_WORKLOAD
+# keys msgspec writes at their defaults that this importer's campaign.json never held: left out, so
+# a directory it wrote before is continued byte for byte and a new one reads as it always did
+CAMPAIGN_DEFAULTS: tuple[tuple[str, object], ...] = (
+    ("notes", None),
+    ("synthetic", False),
+    ("concurrency", None),
+    ("sequential_looks", 1),
+)
+ARM_DEFAULTS: tuple[tuple[str, object], ...] = (("labels", {}), ("family", "default"))
+SPEC_DEFAULTS: tuple[tuple[str, object], ...] = (("config", None),)
 
 
-def _new_arm(
-    arms: list[Any], arm: str, role: str | None, method: str | None, k: int | None
-) -> dict[str, Any]:
+def _campaign_object(campaign: Campaign) -> dict[str, Any]:
+    """campaign.json's object of the typed campaign, the keys at their defaults left out."""
+    obj: dict[str, Any] = msgspec.to_builtins(campaign)
+    tables = [(obj, CAMPAIGN_DEFAULTS)]
+    tables += [(arm, ARM_DEFAULTS) for arm in obj["arms"]] + [
+        (arm["spec"], SPEC_DEFAULTS) for arm in obj["arms"]
+    ]
+    for table, defaults in tables:
+        for key, default in defaults:
+            if key in table and table[key] == default:
+                del table[key]
+    return obj
+
+
+def _held_campaign(path: Path) -> tuple[Campaign, dict[str, Any]] | None:
+    """The campaign a directory holds, typed (a campaign without its control yet is fine: imports add
+    arms one at a time), with the file's object; None when there is none."""
+    if not path.exists():
+        return None
+    data = _check.read_document(path, what="campaign.json", error=ResultsError)
+    try:
+        obj = _check.loads_strict(_check.text_of(data, str(path), ResultsError))
+    except ValueError as exc:
+        raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
+    try:
+        return _check.convert(obj, Campaign, str(path)), obj
+    except InputError as exc:
+        raise ResultsError(exc.problems) from None
+
+
+def _workload(workload: str) -> Workload:
+    return Workload(
+        id=workload,
+        prompt_tokens=None,
+        max_tokens=None,
+        expect_identical=False,
+        description="requests sent by vllm bench serve (imported)",
+    )
+
+
+def _new_arm(arms: Sequence[Arm], given: _NewArm) -> Arm:
+    method, k, where = given.method, given.k, given.where
+    role = given.role
     if role is None:
         role = "candidate" if method is not None or k else "control"
     if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+        raise where.error(f"must be one of {', '.join(ROLES)}; got {role!r}", "role")
     if role == "control":
         if method is not None or k:
-            raise ValueError("a control arm runs with speculation off: drop --method and --k (or use k 0)")
-        spec: dict[str, Any] = {"method": None, "k": 0}
+            raise where.error(
+                "a control arm runs with speculation off: drop the method and k (or use k 0)",
+                "method" if method is not None else "k",
+            )
+        spec = Spec(method=None, k=0)
     else:
         if method not in METHODS:
-            raise ValueError(f"a candidate arm needs --method, one of {', '.join(METHODS)}")
+            raise where.error(f"a candidate arm needs a method, one of {', '.join(METHODS)}", "method")
         if k is None or k < 1:
-            raise ValueError("a candidate arm needs --k, the speculative tokens per step (1 or more)")
-        spec = {"method": method, "k": k}
-    orders = [int(a["order"]) for a in arms if isinstance(a, dict) and isinstance(a.get("order"), int)]
-    return {"name": arm, "role": role, "spec": spec, "order": max(orders, default=0) + 1, "serve_argv": None}
+            raise where.error("a candidate arm needs k, the speculative tokens per step (1 or more)", "k")
+        spec = Spec(method=Method(method), k=k)
+    order = max((a.order for a in arms), default=0) + 1
+    return Arm(name=given.name, role=Role(role), spec=spec, order=order, serve_argv=None)
 
 
 def _check_existing_arm(
-    path: Path, existing: dict[str, Any], role: str | None, method: str | None, k: int | None
+    path: Path, existing: Arm, role: str | None, method: str | None, k: int | None
 ) -> None:
-    held = existing.get("spec")
-    spec: dict[str, Any] = held if isinstance(held, dict) else {}
     clashes = []
-    if role is not None and existing.get("role") != role:
-        clashes.append(f"role {existing.get('role')!r}, not {role!r}")
-    if method is not None and spec.get("method") != method:
-        clashes.append(f"method {spec.get('method')!r}, not {method!r}")
-    if k is not None and (spec.get("k") or 0) != k:
-        clashes.append(f"k {spec.get('k')!r}, not {k}")
+    if role is not None and existing.role != role:
+        clashes.append(f"role {str(existing.role)!r}, not {role!r}")
+    if method is not None and existing.spec.method != method:
+        held = None if existing.spec.method is None else str(existing.spec.method)
+        clashes.append(f"method {held!r}, not {method!r}")
+    if k is not None and (existing.spec.k or 0) != k:
+        clashes.append(f"k {existing.spec.k!r}, not {k}")
     if clashes:
         raise ResultsError(
             [
                 Problem(
                     str(path),
-                    f"arm {existing.get('name')!r} already exists with {'; '.join(clashes)}; "
+                    f"arm {existing.name!r} already exists with {'; '.join(clashes)}; "
                     "drop the option or import under another --arm",
                     key="arms",
                 )
@@ -694,6 +729,7 @@ def import_vllm_bench_entries(entries: Sequence[Entry], *, out: str | os.PathLik
             k=spec.k,
             workload=spec.workload or DEFAULT_WORKLOAD,
             concurrency=spec.concurrency,
+            where=spec.where,
         )
         boot = _write_boot(out, spec.arm, spec.boot, order, f"{NOTE_PREFIX} {entry.file.name}")
         for kind, n in (*report.written, *((("boot", 1),) if boot else ())):

@@ -22,7 +22,7 @@ import msgspec
 from mtpverdict.errors import Problem, ResultsError
 from mtpverdict.formats import _check
 from mtpverdict.formats.results import NAME_PATTERN, Arm, BootRecord, Campaign, Workload, as_builtins
-from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, parse_campaign, record_key
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, campaign_from_json, record_key
 from mtpverdict.importers.interface import ArmSpec, Entry, Imported, Importer, ImportReport, new_campaign
 
 NAME_RE = re.compile(NAME_PATTERN)
@@ -38,7 +38,7 @@ def existing_campaign(out: str | os.PathLike[str]) -> Campaign | None:
         obj = _check.loads_strict(_check.text_of(data, str(path), ResultsError))
     except ValueError as exc:
         raise ResultsError([Problem(str(path), f"cannot be read as JSON: {exc}")]) from None
-    return parse_campaign(obj, str(path))
+    return campaign_from_json(obj, str(path))
 
 
 def campaign_id(out: str | os.PathLike[str], fallback: str) -> str:
@@ -48,16 +48,18 @@ def campaign_id(out: str | os.PathLike[str], fallback: str) -> str:
 
 
 def check_names(spec: ArmSpec) -> None:
-    """Arm and workload names as campaign.json allows them; boot, concurrency and order from 1."""
+    """Arm and workload names as campaign.json allows them; boot, concurrency and order from 1 (an
+    EngineTextError naming where the spec was given, otherwise)."""
     for label, name in (("arm", spec.arm), ("workload", spec.workload)):
         if name is not None and not NAME_RE.match(name):
-            raise ValueError(
+            raise spec.where.error(
                 f"{label} {name!r} must start with a letter or digit and hold only letters, digits and "
-                "_.+- (at most 64 characters)"
+                "_.+- (at most 64 characters)",
+                label,
             )
     for label, value in (("boot", spec.boot), ("concurrency", spec.concurrency), ("order", spec.order)):
         if value is not None and value < 1:
-            raise ValueError(f"{label} must be 1 or more; got {value}")
+            raise spec.where.error(f"{label} must be 1 or more; got {value}", label)
 
 
 def merged(existing: Campaign | None, imported: Campaign, source: str) -> Campaign:
@@ -140,7 +142,9 @@ def typed_arms(specs: list[ArmSpec], firsts: dict[str, int]) -> tuple[Arm, ...]:
         arm = spec.typed_arm(firsts[spec.arm])
         held = arms.setdefault(spec.arm, arm)
         if held != arm:
-            raise ValueError(f"arm {spec.arm!r} is described twice with different role, method or k")
+            raise spec.where.error(
+                f"arm {spec.arm!r} is described twice with different role, method or k", "arm"
+            )
     return tuple(sorted(arms.values(), key=lambda a: (a.order, a.name)))
 
 

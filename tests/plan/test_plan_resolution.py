@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mtpverdict.plan import Design, resolution, settle_probability, until_resolved_command, welch_floor
-from mtpverdict.simulate import BootArm, BootScenario, simulate_boots
+from mtpverdict.sim import BootArm, BootScenario, simulate_boots
 from mtpverdict.stats.procedure import (
     OUTCOMES,
     BootValue,

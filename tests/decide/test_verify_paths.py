@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from mtpverdict.cli import app
 from mtpverdict.formats.decision import fill_paths
 
-from .conftest import FIXTURES, ROOT
+from ..conftest import FIXTURES, ROOT
 
 runner = CliRunner()
 

@@ -2,7 +2,7 @@
 
 Ray is an optional extra (`pip install 'mtpverdict[ray]'`). Each shard is one Ray task that runs the
 ordinary collector (`collect --shard I/N`) into OUT/shard-I on the node that holds its device, then the
-shards are merged into OUT/merged (merge.py). A task is pinned by a custom resource named after its
+shards are merged into OUT/merged (collect/merge.py). A task is pinned by a custom resource named after its
 device (`mtpverdict-device-<name>`, given to each node with `ray start --resources`), or asks Ray for a
 GPU (`num_gpus=1`: Ray then sets CUDA_VISIBLE_DEVICES for the task, and the launched server inherits
 it). Ray schedules; mtpverdict does not. A shard whose task died (a node lost, a worker killed) is
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from mtpverdict.collect import Collector, load_campaign_file
+from mtpverdict.collect.merge import MergeSummary, merge_results
 from mtpverdict.collect.shard import Shard
 from mtpverdict.errors import CollectError
-from mtpverdict.merge import MergeSummary, merge_results
 
 DEVICE_RESOURCE = "mtpverdict-device-{name}"  # the custom resource that pins a shard to its device
 MERGED_DIR = "merged"
@@ -125,7 +125,7 @@ def run_shards(
     """Run every shard on the Ray cluster, resubmit (with resume) a shard whose task died, then merge.
 
     A shard still failing after `retries` resubmissions is left out of the merge, which records its
-    boots as failed (merge.py). Returns the shard runs and the merge summary.
+    boots as failed (collect/merge.py). Returns the shard runs and the merge summary.
     """
     ray = _ray()
     pending = submit_shards(

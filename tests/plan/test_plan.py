@@ -25,7 +25,7 @@ from mtpverdict.plan import (
     required_boots,
     stated_components,
 )
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 from mtpverdict.stats import compare as cmp
 
 BOOT_SD = 0.03

@@ -1,0 +1,1 @@
+"""Tests of the planner: designs, pilots, the way out of inconclusive."""

@@ -1,0 +1,1 @@
+"""Tests of the report's plots: the registry of plot modules."""
