@@ -111,15 +111,28 @@ class ChunkedDecoder:
         self._trailer = 0
         self.done = False
 
+    def whole(self, data: bytes) -> bytes | None:
+        """The payload when `data` is exactly one whole, non-empty chunk read at a chunk boundary (the
+        usual network read of a stream: one event per chunk), else None; the decoder's state is the
+        same after it either way, so None means: feed() these bytes."""
+        if self._state != self._SIZE or self._pending:
+            return None
+        eol = data.find(b"\r\n")
+        if not 0 < eol <= 16:
+            return None
+        line = data[:eol]
+        if line.strip(_HEX):
+            return None
+        stop = eol + 2 + int(line, 16)
+        if stop > eol + 2 and len(data) == stop + 2 and data[stop:] == b"\r\n":
+            return data[eol + 2 : stop]
+        return None
+
     def feed(self, data: bytes) -> list[bytes]:
         """Payload pieces in `data` (bytes after the last chunk are ignored)."""
-        if self._state == self._SIZE and not self._pending:  # the common case: one whole chunk
-            eol = data.find(b"\r\n")
-            line = data[:eol]
-            if 0 < eol <= 16 and not line.strip(_HEX):
-                stop = eol + 2 + int(line, 16)
-                if stop > eol + 2 and len(data) == stop + 2 and data[stop:] == b"\r\n":
-                    return [data[eol + 2 : stop]]
+        payload = self.whole(data)
+        if payload is not None:
+            return [payload]
         if self._pending:
             data = self._pending + data
             self._pending = b""
