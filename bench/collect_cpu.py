@@ -20,7 +20,10 @@ collect figure is split into a fixed part and the rest: the fixed part is the CP
 at concurrency 1 and 2 tokens per request (start-up and imports, preflight, two boots, their /metrics
 scrapes and records: everything that does not grow with the tokens), the rest is what grows with them.
 
-    python bench/collect_cpu.py [--levels 64,256] [--rounds 2] [--reps 2]
+With --baseline SRC (the src/ directory of an earlier version), that version is measured too, in turn
+with this one in every round, so before and after see the same load.
+
+    python bench/collect_cpu.py [--levels 64,256] [--rounds 2] [--reps 2] [--baseline OLD/src]
 """
 
 from __future__ import annotations
@@ -172,24 +175,25 @@ def _streamed_tokens(results: Path) -> int:
 
 
 def _collect(
-    port: int, level: int, args: argparse.Namespace, tmp: Path, tokens: int | None = None
+    src: Path, port: int, level: int, args: argparse.Namespace, tmp: Path, tokens: int | None = None
 ) -> tuple[float, int]:
-    """One whole collect of the small campaign: (process CPU seconds, tokens streamed)."""
+    """One whole collect of the small campaign by the mtpverdict in `src`: (process CPU seconds, tokens
+    streamed)."""
     campaign = tmp / f"campaign-c{level}.toml"
     sized = argparse.Namespace(**{**vars(args), "tokens": tokens or args.tokens})
     campaign.write_text(_campaign(port, level, sized), encoding="utf-8")
     results = Path(tempfile.mkdtemp(dir=tmp, prefix=f"results-c{level}-"))
     results.rmdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     cpu, _ = _cpu_of(
         [sys.executable, "-m", "mtpverdict", "collect", str(campaign), "--out", str(results)], env
     )
     return cpu, _streamed_tokens(results)
 
 
-def _startup() -> float:
+def _startup(src: Path) -> float:
     """CPU of the interpreter, the imports and the CLI: `python -m mtpverdict collect --help`."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     return _cpu_of([sys.executable, "-m", "mtpverdict", "collect", "--help"], env)[0]
 
 
@@ -219,8 +223,8 @@ def _worker(name: str, port: int) -> None:
         sys.stdout.flush()
 
 
-def _start_worker(name: str, port: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def _start_worker(name: str, port: int, src: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     return subprocess.Popen(
         [sys.executable, str(BENCH), "--worker", name, "--port", str(port)],
         stdin=subprocess.PIPE,
@@ -245,21 +249,38 @@ def _ask(proc: subprocess.Popen[str], cmd: dict[str, int]) -> tuple[float, int]:
 # the measurement
 
 
+def _versions(args: argparse.Namespace) -> dict[str, Path]:
+    """The mtpverdict source trees measured: this one, and the --baseline tree when given."""
+    found = {"this tree": ROOT / "src"}
+    if args.baseline:
+        found["baseline"] = args.baseline
+    return found
+
+
 def _measure(port: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    workers = {name: _start_worker(name, port) for name in ("stream-loop", "floor")}
-    found: dict[str, Any] = {"startup": [], "fixed": [], "cells": {}}
+    """Every measurement of every version, in turn within each round (so the machine's load hits all)."""
+    versions = _versions(args)
+    workers = {
+        (version, name): _start_worker(name, port, src)
+        for version, src in versions.items()
+        for name in ("stream-loop", "floor")
+    }
+    found: dict[str, Any] = {v: {"startup": [], "fixed": [], "cells": {}} for v in versions}
     try:
         for proc in workers.values():
             _ask(proc, {"c": 4, "tokens": 8, "runs": 1})  # warm-up: imports, code paths
         for _ in range(args.rounds):
-            found["startup"].append(_startup())
-            found["fixed"].append(_collect(port, 1, args, tmp, tokens=2)[0])
-            for level in args.levels:
-                runs = 2 * (1 + args.reps)  # as many runs as the campaign's two boots send
-                cell = found["cells"].setdefault(level, {"collect": [], "stream-loop": [], "floor": []})
-                cell["collect"].append(_collect(port, level, args, tmp))
-                for name, proc in workers.items():
-                    cell[name].append(_ask(proc, {"c": level, "tokens": args.tokens, "runs": runs}))
+            for version, src in versions.items():
+                mine = found[version]
+                mine["startup"].append(_startup(src))
+                mine["fixed"].append(_collect(src, port, 1, args, tmp, tokens=2)[0])
+                for level in args.levels:
+                    runs = 2 * (1 + args.reps)  # as many runs as the campaign's two boots send
+                    cell = mine["cells"].setdefault(level, {"collect": [], "stream-loop": [], "floor": []})
+                    cell["collect"].append(_collect(src, port, level, args, tmp))
+                    for name in ("stream-loop", "floor"):
+                        cmd = {"c": level, "tokens": args.tokens, "runs": runs}
+                        cell[name].append(_ask(workers[(version, name)], cmd))
     finally:
         for proc in workers.values():
             if proc.stdin is not None:
@@ -275,30 +296,41 @@ def _us(pairs: list[tuple[float, int]]) -> float:
 
 
 def _table(found: dict[str, Any]) -> list[str]:
-    startup = statistics.median(found["startup"])
-    fixed = statistics.median(found["fixed"])
-    lines = [
-        f"start-up (python -m mtpverdict collect --help): {startup:.2f} s CPU; fixed part (the campaign "
-        f"at c=1, 2 tokens per request): {fixed:.2f} s CPU (medians of {len(found['fixed'])})",
+    lines = []
+    for version, mine in found.items():
+        startup, fixed = statistics.median(mine["startup"]), statistics.median(mine["fixed"])
+        lines.append(
+            f"{version}: start-up (python -m mtpverdict collect --help) {startup:.2f} s CPU; fixed part (the "
+            f"campaign at c=1, 2 tokens per request) {fixed:.2f} s CPU (medians of {len(mine['fixed'])})"
+        )
+    lines += [
         "",
-        "| c | measured | tokens | CPU us per token | over the floor | per round |",
-        "|---|---|---|---|---|---|",
+        "| c | version | measured | tokens | CPU us per token | over its floor | per round |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for level, cell in found["cells"].items():
-        floor = _us(cell["floor"])
-        tokens = cell["collect"][0][1]
-        rest = [(cpu - fixed, n) for cpu, n in cell["collect"]]
-        rows = [
-            ("collect (whole process)", cell["collect"]),
-            ("collect without its fixed part", rest),
-            ("stream loop", cell["stream-loop"]),
-            ("floor", cell["floor"]),
-        ]
-        for what, pairs in rows:
-            each = ", ".join(f"{c / n * 1e6:.1f}" for c, n in pairs if n)
-            lines.append(
-                f"| {level} | {what} | {tokens} | {_us(pairs):.1f} | {_us(pairs) / floor:.2f} | {each} |"
-            )
+    levels = next(iter(found.values()))["cells"]
+    for level in levels:
+        for version, mine in found.items():
+            lines += _rows(level, version, mine)
+    return lines
+
+
+def _rows(level: int, version: str, mine: dict[str, Any]) -> list[str]:
+    cell = mine["cells"][level]
+    fixed = statistics.median(mine["fixed"])
+    floor = _us(cell["floor"])
+    tokens = cell["collect"][0][1]
+    rows = [
+        ("collect (whole process)", cell["collect"]),
+        ("collect without its fixed part", [(cpu - fixed, n) for cpu, n in cell["collect"]]),
+        ("stream loop", cell["stream-loop"]),
+        ("floor", cell["floor"]),
+    ]
+    lines = []
+    for what, pairs in rows:
+        each = ", ".join(f"{c / n * 1e6:.1f}" for c, n in pairs if n)
+        us = _us(pairs)
+        lines.append(f"| {level} | {version} | {what} | {tokens} | {us:.1f} | {us / floor:.2f} | {each} |")
     return lines
 
 
@@ -314,6 +346,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=128, help="completion tokens per request")
     parser.add_argument("--tps", type=float, default=50.0, help="tokens per second per stream")
     parser.add_argument("--ttft-ms", type=float, default=100.0)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="the src/ of an earlier mtpverdict (`git archive` of a commit), measured in turn with this one",
+    )
     parser.add_argument("--save", type=Path, help="write the measurements here (JSON)")
     parser.add_argument("--serve", action="store_true", help="run the server (internal)")
     parser.add_argument("--worker", choices=("stream-loop", "floor"), help="run one client (internal)")
