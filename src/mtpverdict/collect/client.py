@@ -628,7 +628,7 @@ async def run_concurrent(
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed and not turned off, else None (asyncio's own).
 
-    uvloop reads a ready socket into a buffered protocol in C: about 4 us less CPU per streamed token
+    uvloop reads a ready socket into a buffered protocol in C: 3-4 us less CPU per streamed token
     than asyncio's selector loop (docs/performance.md, "The whole collect process"). Every timestamp is
     still taken by the protocol on the same clock, once per network read, whichever loop delivers it.
     MTPVERDICT_EVENT_LOOP=asyncio keeps asyncio's loop (where uvloop misbehaves, or to compare); any
