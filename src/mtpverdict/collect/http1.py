@@ -176,12 +176,15 @@ class ChunkedDecoder:
         self._pending = rest
 
     def _size_line(self, line: bytes) -> None:
-        if len(line) > MAX_CHUNK_LINE_BYTES:
-            raise WireError(f"a chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes")
-        match = _CHUNK_SIZE.fullmatch(line)
-        if match is None:
-            raise WireError(f"invalid chunk-size line {line[:40]!r}")
-        size = int(match.group(1), 16)
+        if 0 < len(line) <= 16 and not line.strip(_HEX):  # the usual line: the size alone, in hex
+            size = int(line, 16)
+        else:
+            if len(line) > MAX_CHUNK_LINE_BYTES:
+                raise WireError(f"a chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes")
+            match = _CHUNK_SIZE.fullmatch(line)
+            if match is None:
+                raise WireError(f"invalid chunk-size line {line[:40]!r}")
+            size = int(match.group(1), 16)
         if size:
             self._remaining, self._state = size, self._DATA
         else:
