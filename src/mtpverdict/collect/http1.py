@@ -163,6 +163,12 @@ class ChunkedDecoder:
                     break
                 line = data[pos:eol]
                 pos = eol + 2
+                if state == self._SIZE and 0 < len(line) <= 16 and not line.strip(_HEX):
+                    stop = pos + int(line, 16)
+                    if stop > pos and data[stop : stop + 2] == b"\r\n":  # a whole chunk, in one step
+                        out.append(data[pos:stop])
+                        pos = stop + 2
+                        continue
                 if state == self._SIZE:
                     self._size_line(line)
                 else:
