@@ -163,6 +163,17 @@ def leaks(descriptors: dict[int, str], children: dict[int, str]) -> list[str]:
     return found
 
 
+@pytest.fixture(autouse=True, scope="session")
+def uvloop_signal_pipe() -> None:
+    """libuv opens one signal pipe per process with the first uvloop loop and keeps it for the process's
+    life (collect runs its boots on uvloop where installed): opened here, before any test is counted."""
+    from mtpverdict.collect.client import loop_factory
+
+    factory = loop_factory()
+    if factory is not None:
+        factory().close()
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Fail a test that leaves a file descriptor open or a child process behind (after its own fixtures'

@@ -27,11 +27,13 @@ import functools
 import hashlib
 import json
 import math
+import os
 import ssl
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -73,7 +75,9 @@ FETCH_SECONDS = 60.0
 MAX_JSON_BODY_BYTES = 64 * 1024 * 1024  # a non-streamed completion or prompt-logprobs answer
 READ_BUFFER_BYTES = 32 * 1024  # one network read at most; a longer arrival takes several
 BACKSTOP_SECONDS = 5.0  # past the total bound, a request ends even if its watchdog never ran
+EVENT_LOOP_ENV = "MTPVERDICT_EVENT_LOOP"  # "asyncio" keeps asyncio's own loop where uvloop is installed
 _NS = 1_000_000_000
+T = TypeVar("T")
 _BUNCH_NS = int(BUNCH_SECONDS * _NS)
 
 
@@ -226,6 +230,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.head: ResponseHead | None = None
         self.head_buf = b""
         self.chunked: ChunkedDecoder | None = None
+        self.events: ChunkedDecoder | None = None  # the decoder of a 200 answer's chunked SSE body
         self.remaining: int | None = None  # bytes left of a Content-Length body
         self.splitter = sse.EventSplitter(limits.event_bytes(max_tokens))
         self.error_body = bytearray()
@@ -270,6 +275,12 @@ class _Stream(asyncio.BufferedProtocol):
                     f"the response passed {self.max_body} bytes, the bound for max_tokens "
                     f"{self.max_tokens}; not read further"
                 )
+            if self.events is not None:  # the usual read of a streamed answer: one chunk, one event
+                payload = self.events.whole(data)
+                event = None if payload is None else self.splitter.whole(payload)
+                if event is not None:
+                    self._event(event, now)
+                    return
             if self.head is None:
                 rest = self._read_head(data)
                 if rest is None:
@@ -314,6 +325,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.head = head
         if head.framing == "chunked":
             self.chunked = ChunkedDecoder()
+            self.events = self.chunked if head.status == 200 else None
         elif head.framing == "length":
             self.remaining = head.length
         rest = buf[cut + 4 :]
@@ -466,6 +478,14 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+@functools.cache
+def httpx_tls() -> ssl.SSLContext:
+    """httpx's own verifying TLS context (its CA store and SSL_CERT_FILE / SSL_CERT_DIR, as a client
+    built without one gets), built once per process: a client builds its own otherwise, about 50 ms of
+    CPU each, and collect opens one client per boot."""
+    return httpx.create_ssl_context()
+
+
 def _timed_error(stream: int, t_start: float, error: str, nonce: str | None) -> StreamResult:
     return StreamResult(stream, t_start, None, None, None, None, "error", error[:300], None, 0, nonce)
 
@@ -600,6 +620,35 @@ async def run_concurrent(
         )
     )
     return RunResult(tuple(streams), time.process_time() - cpu, clock.now() - start)
+
+
+# --- the event loop -----------------------------------------------------------------------------------
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed and not turned off, else None (asyncio's own).
+
+    uvloop reads a ready socket into a buffered protocol in C: 3-4 us less CPU per streamed token
+    than asyncio's selector loop (docs/performance.md, "The whole collect process"). Every timestamp is
+    still taken by the protocol on the same clock, once per network read, whichever loop delivers it.
+    MTPVERDICT_EVENT_LOOP=asyncio keeps asyncio's loop (where uvloop misbehaves, or to compare); any
+    other value is the default.
+    """
+    if os.environ.get(EVENT_LOOP_ENV, "").strip().lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # not built for this platform (Windows, PyPy): asyncio's loop measures alike
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end on a new event loop, as asyncio.run does (Ctrl-C cancels it and
+    raises KeyboardInterrupt), on uvloop's loop where `loop_factory` gives one."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(main)
 
 
 # --- plain requests through httpx, each read bounded --------------------------------------------------

@@ -111,15 +111,28 @@ class ChunkedDecoder:
         self._trailer = 0
         self.done = False
 
+    def whole(self, data: bytes) -> bytes | None:
+        """The payload when `data` is exactly one whole, non-empty chunk read at a chunk boundary (the
+        usual network read of a stream: one event per chunk), else None; the decoder's state is the
+        same after it either way, so None means: feed() these bytes."""
+        if self._state != self._SIZE or self._pending:
+            return None
+        eol = data.find(b"\r\n")
+        if not 0 < eol <= 16:
+            return None
+        line = data[:eol]
+        if line.strip(_HEX):
+            return None
+        stop = eol + 2 + int(line, 16)
+        if stop > eol + 2 and len(data) == stop + 2 and data[stop:] == b"\r\n":
+            return data[eol + 2 : stop]
+        return None
+
     def feed(self, data: bytes) -> list[bytes]:
         """Payload pieces in `data` (bytes after the last chunk are ignored)."""
-        if self._state == self._SIZE and not self._pending:  # the common case: one whole chunk
-            eol = data.find(b"\r\n")
-            line = data[:eol]
-            if 0 < eol <= 16 and not line.strip(_HEX):
-                stop = eol + 2 + int(line, 16)
-                if stop > eol + 2 and len(data) == stop + 2 and data[stop:] == b"\r\n":
-                    return [data[eol + 2 : stop]]
+        payload = self.whole(data)
+        if payload is not None:
+            return [payload]
         if self._pending:
             data = self._pending + data
             self._pending = b""
@@ -150,6 +163,12 @@ class ChunkedDecoder:
                     break
                 line = data[pos:eol]
                 pos = eol + 2
+                if state == self._SIZE and 0 < len(line) <= 16 and not line.strip(_HEX):
+                    stop = pos + int(line, 16)
+                    if stop > pos and data[stop : stop + 2] == b"\r\n":  # a whole chunk, in one step
+                        out.append(data[pos:stop])
+                        pos = stop + 2
+                        continue
                 if state == self._SIZE:
                     self._size_line(line)
                 else:
@@ -163,12 +182,15 @@ class ChunkedDecoder:
         self._pending = rest
 
     def _size_line(self, line: bytes) -> None:
-        if len(line) > MAX_CHUNK_LINE_BYTES:
-            raise WireError(f"a chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes")
-        match = _CHUNK_SIZE.fullmatch(line)
-        if match is None:
-            raise WireError(f"invalid chunk-size line {line[:40]!r}")
-        size = int(match.group(1), 16)
+        if 0 < len(line) <= 16 and not line.strip(_HEX):  # the usual line: the size alone, in hex
+            size = int(line, 16)
+        else:
+            if len(line) > MAX_CHUNK_LINE_BYTES:
+                raise WireError(f"a chunk-size line longer than {MAX_CHUNK_LINE_BYTES} bytes")
+            match = _CHUNK_SIZE.fullmatch(line)
+            if match is None:
+                raise WireError(f"invalid chunk-size line {line[:40]!r}")
+            size = int(match.group(1), 16)
         if size:
             self._remaining, self._state = size, self._DATA
         else:

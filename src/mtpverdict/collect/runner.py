@@ -697,7 +697,7 @@ class Collector:
         self._sent = []
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
         try:
-            asyncio.run(self._boot_async(planned, record, server, base_url, started))
+            cl.run_loop(self._boot_async(planned, record, server, base_url, started))
         except httpx.HTTPError as exc:  # a transport failure no request helper turned into a record
             record["status"] = "failed"
             record["error"] = self._redact(describe_exception(exc))
@@ -762,7 +762,7 @@ class Collector:
         # (llama-server closes one idle for 5 s, and after 100 requests), and the request sent on it fails
         limits = httpx.Limits(max_connections=max(plan.concurrency) + 4, max_keepalive_connections=0)
         timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
-        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        async with httpx.AsyncClient(limits=limits, timeout=timeout, verify=cl.httpx_tls()) as client:
             if server is not None:
                 port = plan.port(planned.device)
                 if await port_in_use(plan.server.host, port, plan.server.grace_seconds):

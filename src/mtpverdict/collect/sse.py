@@ -51,12 +51,20 @@ class EventSplitter:
         self._pending = b""
         self._cr = False  # the previous piece ended with CR (its LF may start this one)
 
+    def whole(self, piece: bytes) -> bytes | None:
+        """The event when `piece` is exactly one whole event with nothing pending (the usual piece of a
+        stream), else None; the splitter's state is the same after it either way."""
+        if self._pending or self._cr or b"\r" in piece:
+            return None
+        return piece[:-2] if piece.find(b"\n\n") == len(piece) - 2 > 0 else None
+
     def feed(self, piece: bytes) -> list[bytes]:
         """Complete events in `piece` plus what was pending, in order; raises EventTooLarge."""
+        event = self.whole(piece)
+        if event is not None:
+            return [event]
         if b"\r" in piece or self._cr:
             piece = self._normalise(piece)
-        elif not self._pending and piece.find(b"\n\n") == len(piece) - 2 > 0:
-            return [piece[:-2]]  # the common case: one whole event
         data = self._pending + piece if self._pending else piece
         events: list[bytes] = []
         start = 0
