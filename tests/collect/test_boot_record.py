@@ -24,7 +24,7 @@ from mtpverdict.collect import Collector, load_campaign_file
 from mtpverdict.collect.shard import parse_shard
 
 from .conftest import FAKE, campaign_text, devices_campaign_text, free_port
-from .test_llamacpp_collect import DRAFT_K2, llama_campaign
+from .test_llamacpp_collect import DRAFT_K2, Arms, llama_campaign
 from .test_llamacpp_collect import FAKE as FAKE_LLAMA
 
 FORGED_READY = 0.25  # no real boot is ready this soon: its first health poll waits HEALTH_POLL_SECONDS
@@ -84,7 +84,9 @@ def _vllm(out: Path, port: int) -> None:
     forged, one torn), draft_random_k2's server dies during its first measured run."""
     boots = out / "raw" / "boots"
     boots.mkdir(parents=True)
-    (boots / "off_A-boot1.json").write_text(json.dumps({"arm": "off_A", "boot": 1, "order": 1, "record": FORGED}))
+    (boots / "off_A-boot1.json").write_text(
+        json.dumps({"arm": "off_A", "boot": 1, "order": 1, "record": FORGED})
+    )
     (boots / "off_B-boot1.json").write_text('{"arm": "off_B", "boot": 1, "ord')
     text = campaign_text(port, reps=1, concurrency="[1]", faults={"draft_random_k2": "die:1"})
     _run(text, out, mismatch=True)
@@ -93,7 +95,7 @@ def _vllm(out: Path, port: int) -> None:
 def _llama(out: Path, port: int) -> None:
     """llama.cpp: slots and the per-slot window from /props and /slots; a draft arm whose slots do not
     speculate is refused."""
-    arms = (
+    arms: Arms = (
         ("off_A", None, []),
         ("draft_k2", 2, DRAFT_K2),
         ("no_draft_k2", 2, ["--spec-type", "draft-simple", "--spec-draft-n-max", "2"]),
@@ -113,7 +115,12 @@ def scenario_lines(name: str, tmp: Path) -> list[str]:
     """The normalized boot records of scenario `name`, then the records its start files hold."""
     out, port = tmp / name, free_port()
     SCENARIOS[name](out, port)
-    swaps = {str(out): "{results}", sys.executable: "{python}", str(FAKE_LLAMA): "{fake}", str(FAKE): "{fake}"}
+    swaps = {
+        str(out): "{results}",
+        sys.executable: "{python}",
+        str(FAKE_LLAMA): "{fake}",
+        str(FAKE): "{fake}",
+    }
     swaps[str(port)] = "{port}"
     lines = []
     for line in (out / "records.jsonl").read_text().splitlines():
