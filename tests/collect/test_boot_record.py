@@ -153,3 +153,33 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         for scenario in sorted(SCENARIOS):
             sys.stdout.write("".join(scenario_lines(scenario, Path(tmp))))
+
+
+def _recorded_boots() -> list[dict[str, Any]]:
+    entries = [json.loads(line) for line in RECORDED.read_text().splitlines()]
+    return [e["record"] for e in entries if e["record"].get("kind") == "boot"]
+
+
+def test_as_json_gives_back_every_recorded_shape() -> None:
+    """Each recorded boot record, rebuilt field by field, is written back as the same line: nulls and
+    absent keys (slots, device and node, note) kept apart."""
+    from msgspec import UNSET
+
+    from mtpverdict.collect.boot_record import RecordedBoot
+
+    records = _recorded_boots()
+    assert {"slots", "device", "note"} <= {k for r in records for k in r}, "the recording lost a shape"
+    for record in records:
+        fields = {k: v for k, v in record.items() if k != "kind"}
+        fields["argv"] = None if fields.get("argv") is None else tuple(fields["argv"])
+        fields["slots"] = fields.get("slots", UNSET)
+        assert record_line(RecordedBoot(**fields).as_json()) == record_line(record)
+
+
+def test_the_boot_record_collect_writes_is_the_one_the_results_format_reads() -> None:
+    from dataclasses import fields
+
+    from mtpverdict.collect.boot_record import RecordedBoot
+    from mtpverdict.formats.results import BootRecord
+
+    assert {f.name for f in fields(RecordedBoot)} <= set(BootRecord.__struct_fields__)

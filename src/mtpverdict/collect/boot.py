@@ -200,9 +200,8 @@ class BootSession:
     async def measure(self, client: httpx.AsyncClient, model: str) -> None:
         """Every run and check of the campaign on this boot (collect/measure.py); a server that dies or
         shows another depth fails the boot."""
-        write_started(
-            self.ctx.redactor, self.started, self.record, self.server, self.sent
-        )  # a resume keeps it
+        # what the boot learnt while it became ready: a resume keeps it
+        write_started(self.ctx.redactor, self.started, self.record, self.server, self.sent)
         try:
             await Measurement(self.ctx, self, client, self.base_url, model).run()
             if self.ctx.plan.server.settle_seconds:  # let the engine print its last stats window

@@ -68,7 +68,6 @@ class Collector:
         self.retry_failed = retry_failed
         self.results = Path(results)
         self.variables = variables
-        self._on_event = on_event
         self.until_resolved = until_resolved
         checked = preflight(
             plan,
