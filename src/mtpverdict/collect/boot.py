@@ -143,7 +143,21 @@ class BootSession:
         ctx.summary.boots += 1
 
     async def _serve(self) -> None:
-        """Start, ready, measure, on one HTTP client; a failure is left in the record."""
+        """Start, ready, measure, on one HTTP client; a failure is left in the record.
+
+        A signal taken inside a task of httpx's (an anyio task group, while it connects) leaves the
+        event loop from that task as any interrupt does, and reaches this boot again as a group while
+        asyncio.run cancels it: the boot then ends cancelled, as asyncio.run asked, instead of with an
+        error asyncio would print with its traceback.
+        """
+        try:
+            await self._on_client()
+        except BaseExceptionGroup as group:
+            if group.split((KeyboardInterrupt, asyncio.CancelledError))[1] is not None:
+                raise
+            raise asyncio.CancelledError from None
+
+    async def _on_client(self) -> None:
         plan = self.ctx.plan
         # one request per connection: a server may close a kept-alive connection just as it is reused
         # (llama-server closes one idle for 5 s, and after 100 requests), and the request sent on it fails
