@@ -25,7 +25,7 @@ from mtpverdict.collect.logruns import (
     sent_to_json,
     window_record,
 )
-from mtpverdict.collect.runner import _served_fields
+from mtpverdict.collect.measure import _served_fields
 from mtpverdict.parse import AcceptanceReading, acceptance_delta, parse_file, parse_metrics
 
 from ..conftest import DATA

@@ -285,7 +285,7 @@ def test_a_transport_error_fails_the_boot_with_its_type_and_a_text(
     async def read_error(*args: object) -> None:
         raise httpx.ReadError("")  # httpx raises its network errors with an empty message
 
-    monkeypatch.setattr("mtpverdict.collect.runner.Collector._boot_async", read_error)
+    monkeypatch.setattr("mtpverdict.collect.boot.BootSession._serve", read_error)
     text = small_campaign(8000).replace('mode = "launch"', 'mode = "external"')
     text = text.replace('name = "off_A"', 'name = "off_A"\nbase_url = "http://127.0.0.1:9"')
     plan = load_campaign_file(_write(tmp_path, text))

@@ -1,0 +1,58 @@
+"""What every boot of one collect shares: the plan, the writer, the redactor, progress and the summary."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtpverdict.collect import client as cl
+from mtpverdict.collect import served as sv
+from mtpverdict.collect.campaign import CampaignPlan
+from mtpverdict.collect.progress import CollectSummary, Event
+from mtpverdict.collect.redact import Redactor
+from mtpverdict.formats.results_io import ResultsWriter
+
+
+@dataclass(slots=True)
+class CollectContext:
+    """One collect's shared state; every byte it writes or reports passes its redactor."""
+
+    plan: CampaignPlan
+    results: Path
+    variables: dict[str, str]
+    writer: ResultsWriter
+    redactor: Redactor  # in every byte collect writes (collect/redact.py)
+    headers: dict[str, str]
+    report: Callable[[Event], None]
+    clock: cl.Clock
+    summary: CollectSummary = field(default_factory=CollectSummary)
+    said: set[str] = field(default_factory=set)  # evidence the engine does not show, said once per collect
+
+    @property
+    def llamacpp(self) -> bool:
+        return sv.reads_readiness(self.plan.server.engine)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record, redacted; ValueError when the results format refuses it."""
+        if self.writer.append(self.redactor.value(record)):
+            self.summary.records += 1
+
+    def redact(self, text: str) -> str:
+        return self.redactor.text(text)
+
+    def event(self, event: Event) -> None:
+        """Report progress to the caller, redacted: a note may quote a server's answer."""
+        self.report(dataclasses.replace(event, detail=self.redact(event.detail)))
+
+    def note(self, arm: str, boot: int, detail: str) -> None:
+        self.event(Event("note", arm, boot, detail))
+
+    def missing(self, note: tuple[str, str], arm: str, boot: int) -> None:
+        """Say once per collect that the engine does not show a piece of evidence (never a failure)."""
+        key, sentence = note
+        if key not in self.said:
+            self.said.add(key)
+            self.note(arm, boot, f"missing evidence: {sentence}")

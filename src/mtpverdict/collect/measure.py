@@ -1,0 +1,334 @@
+"""The measured part of a ready boot: warm-up, the cells (workload x concurrency x rep), checks, records.
+
+Every run is sent between two /metrics scrapes; each request becomes a request record, each pair of
+scrapes an acceptance record (the counter delta), each check (identity probe, coherence case,
+likelihood) its record. The boot being measured is seen through `LiveBoot`: it keeps the request
+groups sent, says whether its server still runs, and learns the depth in force from the scrapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+import httpx
+
+from mtpverdict._jsonio import atomic_write
+from mtpverdict.collect import client as cl
+from mtpverdict.collect import logruns
+from mtpverdict.collect import served as sv
+from mtpverdict.collect.campaign import WorkloadPlan
+from mtpverdict.collect.context import CollectContext
+from mtpverdict.collect.owed import PlannedBoot
+from mtpverdict.collect.progress import Event
+
+
+class LiveBoot(Protocol):
+    """What measuring needs of the boot it measures (collect/boot.py's BootSession)."""
+
+    @property
+    def planned(self) -> PlannedBoot: ...
+
+    def note_sent(self, group: logruns.Sent) -> None:
+        """Keep a request group of this boot (llama.cpp's log lines are matched to them)."""
+
+    def check_alive(self, where: str) -> None:
+        """Raise when the boot's server has exited (`where`: what was running)."""
+
+    def learn_depth(self, snapshot: Any) -> None:
+        """The depth in force from a /metrics snapshot, until known; raise when it is not the arm's."""
+
+
+def prompt_for(workload: WorkloadPlan) -> str:
+    """The prompt a warm-up or measured run of `workload` sends (each stream adds its nonce)."""
+    return workload.prompt
+
+
+class Measurement:
+    """One ready boot's measurement, on one HTTP client, against one model."""
+
+    def __init__(
+        self, ctx: CollectContext, boot: LiveBoot, client: httpx.AsyncClient, base_url: str, model: str
+    ) -> None:
+        self.ctx, self.boot, self.client, self.base_url, self.model = ctx, boot, client, base_url, model
+        self.arm, self.number = boot.planned.arm.name, boot.planned.boot
+
+    async def run(self) -> None:
+        """Warm-up runs, every cell (with the identity probes), the coherence cases, the likelihood."""
+        plan = self.ctx.plan
+        await self._warm_up()
+        for workload in plan.workloads:
+            for conc in plan.concurrency:
+                for rep in range(1, plan.reps + 1):
+                    await self._cell(workload, conc, rep)
+            if workload.expect_identical:
+                await self._identity_probe(workload)
+        await self._coherence()
+        await self._likelihood()
+
+    async def _warm_up(self) -> None:
+        plan = self.ctx.plan
+        first, conc = plan.workloads[0], min(plan.concurrency)
+        for rep in range(1, plan.warmup_runs + 1):
+            results = await self._streams(first, conc)
+            self._record_requests(first.id, conc, rep, results, warmup=True)
+            self.boot.note_sent(_sent_run(None, results, f"warm-up run {rep}"))
+            self.boot.check_alive("a warm-up run")
+
+    async def _streams(self, workload: WorkloadPlan, conc: int) -> cl.RunResult:
+        """One run of `workload` at `conc` streams, as the campaign sends it (warm-up or measured)."""
+        return await cl.run_concurrent(
+            self.base_url,
+            concurrency=conc,
+            model=self.model,
+            prompt=prompt_for(workload),
+            max_tokens=workload.max_tokens,
+            chat=workload.chat,
+            ignore_eos=workload.ignore_eos,
+            clock=self.ctx.clock,
+            nonce=workload.nonce,
+            headers=self.ctx.headers,
+            limits=cl.StreamLimits(stall_seconds=self.ctx.plan.server.stall_seconds),
+        )
+
+    async def _cell(self, workload: WorkloadPlan, conc: int, rep: int) -> None:
+        """One measured run between two /metrics scrapes, recorded; the depth learned from the scrapes."""
+        tag = f"{self.arm}-boot{self.number}-{workload.id}-c{conc}-r{rep}"
+        _, before, missed = await self._scrape(f"metrics/{tag}-before.prom")
+        self.boot.learn_depth(before)
+        results = await self._streams(workload, conc)
+        after_rel, after, missed_after = await self._scrape(f"metrics/{tag}-after.prom")
+        self._record_requests(workload.id, conc, rep, results, warmup=False)
+        self.boot.note_sent(_sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}"))
+        self._record_delta(workload.id, conc, rep, (before, after), after_rel, missed or missed_after)
+        errors = sum(1 for r in results.streams if r.status != "ok")
+        n = len(results.streams)
+        self.ctx.event(
+            Event("run", self.arm, self.number, f"{workload.id} c={conc} rep {rep}: {n - errors}/{n} ok")
+        )
+        self.boot.check_alive(f"{workload.id} c={conc} rep {rep}")
+        self.boot.learn_depth(after)
+
+    async def _scrape(self, rel: str) -> tuple[str | None, Any, str | None]:
+        """A /metrics snapshot, read bounded: (raw path, parsed snapshot, the bound it passed if any)."""
+        from mtpverdict.errors import EngineTextError
+        from mtpverdict.parse import parse_metrics
+
+        fetched = await cl.fetch_text(self.client, self.base_url + "/metrics", self.ctx.headers)
+        if fetched.text is None:
+            return None, None, fetched.error if fetched.breached else None
+        atomic_write(self.ctx.writer.raw_path(rel), self.ctx.redact(fetched.text))
+        try:
+            return f"raw/{rel}", parse_metrics(fetched.text), None
+        except EngineTextError:
+            return f"raw/{rel}", None, None
+
+    async def _identity_probe(self, workload: WorkloadPlan) -> None:
+        """One un-nonced greedy probe: the same prompt in every arm, EOS ignored (a probe that stops at the
+        first EOS compares a handful of tokens)."""
+        done = await cl.complete(
+            self.client,
+            self.base_url,
+            model=self.model,
+            prompt=workload.prompt,
+            max_tokens=workload.max_tokens,
+            chat=workload.chat,
+            headers=self.ctx.headers,
+            ignore_eos=True,
+        )
+        self.boot.note_sent(
+            logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
+        )
+        self.boot.check_alive(f"the identity probe of {workload.id}")
+        if done.text is not None:
+            self.ctx.append(self._coherence_record(f"identity-{workload.id}", True, None, done.text))
+        elif done.error:
+            self.ctx.note(self.arm, self.number, f"identity probe failed: {done.error}")
+
+    async def _coherence(self) -> None:
+        for case in self.ctx.plan.coherence:
+            done = await cl.complete(
+                self.client,
+                self.base_url,
+                model=self.model,
+                prompt=case.prompt,
+                max_tokens=case.max_tokens,
+                chat=case.chat,
+                headers=self.ctx.headers,
+            )
+            self.boot.note_sent(
+                logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")
+            )
+            self.boot.check_alive(f"coherence case {case.id}")
+            text, error = done.text, done.error
+            passed = text is not None and case.expected in text
+            shown = text if text is not None else f"[request failed: {error}]"
+            self.ctx.append(self._coherence_record(case.id, passed, case.expected, shown))
+
+    async def _likelihood(self) -> None:
+        plan = self.ctx.plan
+        if not plan.likelihood_text:
+            return
+        for rep in range(1, plan.likelihood_reps + 1):
+            found = await cl.prompt_nll(
+                self.client,
+                self.base_url,
+                model=self.model,
+                text=plan.likelihood_text,
+                headers=self.ctx.headers,
+            )
+            # its answer is not read for draft counts: llama.cpp's log lines stop being placed here
+            self.boot.note_sent(logruns.Sent(None, None, "the likelihood check"))
+            self.boot.check_alive("the likelihood check")
+            if isinstance(found, str):
+                self.ctx.note(self.arm, self.number, f"likelihood: {found}")
+                return
+            tokens, nll = found
+            self.ctx.append(
+                {
+                    "kind": "likelihood",
+                    "arm": self.arm,
+                    "boot": self.number,
+                    "rep": rep,
+                    "tokens": tokens,
+                    "mean_nll": nll,
+                }
+            )
+
+    def _record_requests(
+        self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
+    ) -> None:
+        summary, cpu_share = self.ctx.summary, results.cpu_share
+        for r in results.streams:
+            summary.requests += 0 if warmup else 1
+            summary.request_errors += 0 if warmup or r.status == "ok" else 1
+            self.ctx.append(
+                {
+                    "kind": "request",
+                    "arm": self.arm,
+                    "boot": self.number,
+                    "workload": workload,
+                    "concurrency": conc,
+                    "rep": rep,
+                    "stream": r.stream,
+                    "warmup": warmup,
+                    "t_start": r.t_start,
+                    "t_first": r.t_first,
+                    "t_end": r.t_end,
+                    "prompt_tokens": r.prompt_tokens,
+                    "completion_tokens": r.completion_tokens,
+                    "status": r.status,
+                    "error": None if r.error is None else self.ctx.redact(r.error),
+                    "output_sha256": r.output_sha256,
+                    "nonce": r.nonce,
+                    "bunched_chunks": r.bunched,
+                    "chunks": r.chunks,
+                    **_served_fields(r),
+                    "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
+                }
+            )
+
+    def _record_delta(
+        self,
+        workload: str,
+        conc: int,
+        rep: int,
+        scrapes: tuple[Any, Any],
+        raw: str | None,
+        missed: str | None = None,
+    ) -> None:
+        """The acceptance record of one run: the counter delta between its scrapes (before, after), void
+        with the reason when the delta is; a speculating arm whose scrape failed owes a void one."""
+        from mtpverdict.parse import VoidWindow, acceptance_delta
+
+        before, after = scrapes
+        base = {
+            "kind": "acceptance",
+            "arm": self.arm,
+            "boot": self.number,
+            "workload": workload,
+            "concurrency": conc,
+            "rep": rep,
+            "source": "metrics",
+            "scoped": "run",
+        }
+        if missed is not None:
+            self.ctx.note(self.arm, self.number, f"/metrics not read: {missed}")
+        void = {"status": "void", "drafts": None, "draft_tokens": None, "accepted_tokens": None}
+        if before is None or after is None:
+            if missed is not None and self.boot.planned.arm.k:  # a speculating arm owes this run's delta
+                self.ctx.append({**base, "raw": None, **void, "error": self.ctx.redact(missed)})
+            return
+        delta = acceptance_delta(before, after)
+        if delta is None:
+            return
+        if isinstance(delta, VoidWindow):
+            self.ctx.append({**base, "raw": raw, **void, "error": delta.reason})
+            return
+        per_position = None if delta.accepted_per_position is None else list(delta.accepted_per_position)
+        self.ctx.append(
+            {
+                **base,
+                "raw": raw,
+                "drafts": delta.drafts,
+                "draft_tokens": delta.draft_tokens,
+                "accepted_tokens": delta.accepted_tokens,
+                "accepted_per_position": per_position,
+            }
+        )
+
+    def _coherence_record(self, case: str, passed: bool, expected: str | None, text: str) -> dict[str, Any]:
+        return {
+            "kind": "coherence",
+            "arm": self.arm,
+            "boot": self.number,
+            "case": case,
+            "passed": passed,
+            "expected": expected,
+            "output_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "output": cl.truncate(text),
+        }
+
+
+def _llama_counts(served: sv.Served | None) -> tuple[bool, logruns.Pair | None]:
+    """A request as llama.cpp's log matching needs it: whether its `timings` were read, and its
+    (drafted, accepted) counts when it drafted (llama-server adds them only then)."""
+    if served is None or served.llama is None:
+        return False, None
+    found = served.acceptance
+    return True, None if found is None else (found.draft_tokens, found.accepted_tokens)
+
+
+def _sent_run(run: logruns.RunKey | None, results: cl.RunResult, what: str) -> logruns.Sent:
+    """A run's streams as one group of llama.cpp's log matching (collect/logruns.py)."""
+    requests = []
+    for r in results.streams:
+        found = r.acceptance
+        read = r.status == "ok" and r.llama is not None
+        requests.append((read, None if found is None else (found.draft_tokens, found.accepted_tokens)))
+    return logruns.Sent.of(run, requests, what)
+
+
+def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
+    """What the server reported about one request, as optional request-record fields (absent when unknown)."""
+    timing, acceptance, llama = r.timing, r.acceptance, r.llama
+    fields: dict[str, Any] = {}
+    if timing is not None:
+        fields.update(
+            server_ttft_ms=timing.ttft_ms,
+            server_queue_ms=timing.queue_ms,
+            server_generation_ms=timing.generation_ms,
+            server_mean_itl_ms=timing.mean_itl_ms,
+        )
+    elif llama is not None:  # prompt_ms: slot start to first token; predicted_ms: first to last token
+        fields.update(server_ttft_ms=llama.prompt_ms, server_generation_ms=llama.predicted_ms)
+    if acceptance is not None:
+        fields.update(
+            spec_steps=acceptance.steps,
+            spec_draft_tokens=acceptance.draft_tokens,
+            spec_accepted_tokens=acceptance.accepted_tokens,
+            spec_accepted_per_position=None
+            if acceptance.accepted_per_position is None
+            else list(acceptance.accepted_per_position),
+        )
+    return {k: v for k, v in fields.items() if v is not None}
