@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -94,6 +95,15 @@ class ResolvedService:
     compose_version: str
     sha256: str  # of the resolved service, canonical JSON
     refusals: tuple[str, ...] = ()  # why what runs cannot be told (interpolation, a shell line)
+    # the service as Compose resolved it (canonical JSON; sha256 is its hash) and the names Compose
+    # gives the project's volumes: what a `docker run` of it needs (compose/docker.py)
+    service_json: str = "{}"
+    volume_names: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def service_dict(self) -> dict[str, Any]:
+        loaded = json.loads(self.service_json)
+        return loaded if isinstance(loaded, dict) else {}
 
     @property
     def argv(self) -> tuple[str, ...]:

@@ -79,13 +79,29 @@ def _invoke(resolver: Resolver, args: Sequence[str], source: str) -> bytes:
 
 def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
     """One `config --format json` of Compose: its services."""
+    return _services(_project(resolver, args, source))
+
+
+def _project(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
+    """One `config --format json` of Compose: the resolved project."""
     stdout = _invoke(resolver, args, source)
     try:
         loaded = json.loads(stdout)
     except ValueError as exc:
         raise InputError([Problem(source, f"{resolver.name} printed no JSON project: {exc}")]) from None
-    services = loaded.get("services") if isinstance(loaded, dict) else None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _services(project: Mapping[str, Any]) -> dict[str, Any]:
+    services = project.get("services")
     return services if isinstance(services, dict) else {}
+
+
+def _volume_names(project: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The project's volume keys and the names Compose creates them under (PROJECT_KEY by default)."""
+    volumes = project.get("volumes")
+    found = volumes.items() if isinstance(volumes, dict) else ()
+    return tuple(sorted((str(k), str(v.get("name") or k)) for k, v in found if isinstance(v, dict)))
 
 
 def _unescape(value: str) -> str:
@@ -253,7 +269,8 @@ def resolve_service(
     args += [a for p in options.profiles for a in ("--profile", p)]
     names = _compose_environment(resolver, args, serve_config) if os.path.lexists(env_file) else []
     refusals += _env_settings([*names, *_env_names(env_file)], env_file, options)
-    running = _run(resolver, [*args, "config", "--format", "json"], serve_config)
+    project_json = _project(resolver, [*args, "config", "--format", "json"], serve_config)
+    running = _services(project_json)
     raw_all = _run(resolver, [*args, "config", "--no-interpolate", "--format", "json"], serve_config)
     if service is None:
         if len(running) != 1:
@@ -303,6 +320,8 @@ def resolve_service(
         compose_version=resolver.version,
         sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
         refusals=tuple(refusals),
+        service_json=json.dumps(resolved, sort_keys=True),
+        volume_names=_volume_names(project_json),
     )
 
 
