@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mtpverdict.serveconfig import (
     MAX_BYTES,
