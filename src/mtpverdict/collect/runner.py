@@ -28,6 +28,8 @@ from mtpverdict.collect import client as cl
 from mtpverdict.collect import logruns
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, WorkloadPlan
+from mtpverdict.collect.discipline import prepare_boot
+from mtpverdict.collect.launch import launched_server
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
 from mtpverdict.collect.ownership import ProcessMark, StopStatus, stop_marked
 from mtpverdict.collect.preflight import lock_results, preflight
@@ -692,7 +694,8 @@ class Collector:
         server = None
         if launch:
             env = plan.server_env(self.variables, planned.device)
-            server = LaunchedServer(argv, env, self.results / log_rel, started, self.redactor)
+            where = (arm.name, planned.boot, planned.device)
+            server = launched_server(plan, argv, env, self.results / log_rel, started, self.redactor, where)
         self.summary.boots += 1
         self._sent = []
         before_requests, before_errors = self.summary.requests, self.summary.request_errors
@@ -763,6 +766,10 @@ class Collector:
         limits = httpx.Limits(max_connections=max(plan.concurrency) + 4, max_keepalive_connections=0)
         timeout = httpx.Timeout(connect=30.0, read=plan.server.stall_seconds, write=60.0, pool=None)
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            failure = prepare_boot(plan, server, record)  # collect/discipline.py
+            if failure is not None:
+                record["status"], record["error"] = "failed", self._redact(failure)
+                return
             if server is not None:
                 port = plan.port(planned.device)
                 if await port_in_use(plan.server.host, port, plan.server.grace_seconds):

@@ -43,6 +43,9 @@ class Deployment(Struct, frozen=True, forbid_unknown_fields=True):
     service_json: Annotated[
         dict[str, Any], Meta(description="The service as Compose resolved it (its speculative flags kept).")
     ]
+    volume_names: Annotated[
+        dict[str, str], Meta(description="The names Compose gives the project's volumes (PROJECT_KEY).")
+    ] = {}
 
 
 class StepRecord(Struct, frozen=True, forbid_unknown_fields=True):
