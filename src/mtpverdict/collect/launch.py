@@ -23,10 +23,9 @@ from mtpverdict.collect.campaign import SPEC_PLACEHOLDER, CampaignPlan, DevicePl
 from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.compose import INSTALL_HINT, ComposeOptions, ResolvedService, find_resolver, resolve_service
-from mtpverdict.compose.derive import base_service
+from mtpverdict.compose.derive import base_service, deployment_record
 from mtpverdict.compose.docker import container_name, docker_remove_argv, docker_run_argv, docker_stop_argv
 from mtpverdict.errors import CampaignError, InputError, Problem
-from mtpverdict.formats.deployment import Deployment
 
 __all__ = ["ContainerServer", "launched_server", "remove_container", "resolve_deployment"]
 
@@ -73,20 +72,7 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
             ]
         )
     env = _environment(plan, resolved, source.file) if source.launch == "native" else plan.server.env
-    deployment = Deployment(
-        compose_files=resolved.files,
-        service=resolved.service,
-        project_dir=resolved.project_dir,
-        profiles=resolved.profiles,
-        env_files=resolved.env_files,
-        resolver=resolved.resolver,
-        compose_version=resolved.compose_version,
-        sha256=resolved.sha256,
-        base_sha256=base.sha256,
-        launch="docker" if source.launch == "docker" else "native",
-        service_json=resolved.service_dict,
-        volume_names=dict(resolved.volume_names),
-    )
+    deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtpverdict.compose._model import ResolvedService
+from mtpverdict.formats.deployment import Deployment
 from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag
 
-__all__ = ["BaseService", "base_service", "strip_speculative"]
+__all__ = ["BaseService", "base_service", "base_sha256", "deployment_record", "strip_speculative"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +79,21 @@ def base_sha256(service: Mapping[str, Any]) -> str:
         if isinstance(value, list):
             stripped[key] = list(strip_speculative([str(v) for v in value])[0])
     return hashlib.sha256(json.dumps(stripped, sort_keys=True).encode()).hexdigest()
+
+
+def deployment_record(resolved: ResolvedService, launch: str) -> Deployment:
+    """campaign.json's `deployment`: the service the arms were derived from, and how they ran."""
+    return Deployment(
+        compose_files=resolved.files,
+        service=resolved.service,
+        project_dir=resolved.project_dir,
+        profiles=resolved.profiles,
+        env_files=resolved.env_files,
+        resolver=resolved.resolver,
+        compose_version=resolved.compose_version,
+        sha256=resolved.sha256,
+        base_sha256=base_service(resolved).sha256,
+        launch="docker" if launch == "docker" else "native",
+        service_json=resolved.service_dict,
+        volume_names=dict(resolved.volume_names),
+    )
