@@ -265,3 +265,51 @@ def test_the_compose_path_is_the_campaign_files(tmp_path: Path) -> None:
     assert compose.file == str(tmp_path / "deploy" / "compose.yaml")
     assert compose.env_file == str(tmp_path / "deploy" / "seat.env")
     assert compose.profiles == ("mtp",) and compose.launch == "native"
+
+
+@pytest.mark.parametrize(
+    ("service", "server_extra", "env", "says"),
+    [
+        (
+            "    image: i:1.0\n    command: [--model, '${MODEL}']\n",
+            "",
+            {},
+            "cannot derive the arms: services.seat.command uses",
+        ),
+        ("    image: i:1.0\n", "", {}, "sets neither entrypoint nor command"),
+        (
+            "    image: i:1.0\n    command: [m]\n    environment: {A: '1'}\n",
+            "[server.env]\nA = '2'",
+            {},
+            "sets A otherwise than",
+        ),
+        (
+            "    image: i:1.0\n    command: [m]\n",
+            "",
+            {"MTPVERDICT_COMPOSE": "none"},
+            "needs a Compose v2 to resolve",
+        ),
+    ],
+)
+def test_a_service_collect_cannot_derive_arms_from_is_bad_input(
+    tmp_path: Path,
+    port: int,
+    resolver: object,
+    service: str,
+    server_extra: str,
+    env: dict[str, str],
+    says: str,
+) -> None:
+    (tmp_path / "compose.yaml").write_text(f"services:\n  seat:\n{service}")
+    campaign = _campaign(tmp_path, port, server_extra)
+    done = subprocess.run(
+        [*CLI, "collect", str(campaign), "--out", str(tmp_path / "results"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr  # README: bad input
+    assert says in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()

@@ -56,7 +56,7 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
     resolved = resolve_service(source.file, source.service, options, resolver)
     if resolved.refusals:
         raise InputError(
-            [Problem(source.file, why, key=f"services.{resolved.service}") for why in resolved.refusals]
+            [Problem(source.file, f"cannot derive the arms: {why}") for why in resolved.refusals]
         )
     base = base_service(resolved)
     command = (*base.argv[: base.insert_at], SPEC_PLACEHOLDER, *base.argv[base.insert_at :])
@@ -71,7 +71,8 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
                 )
             ]
         )
-    env = _environment(plan, resolved, source.file) if source.launch == "native" else plan.server.env
+    merged = _environment(plan, resolved, source.file)  # a conflict is refused for either launch
+    env = merged if source.launch == "native" else plan.server.env  # docker: the service's own
     deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
