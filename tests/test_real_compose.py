@@ -84,11 +84,15 @@ def test_the_arms_came_from_the_compose_service_with_the_discipline_recorded(
 
 
 def test_the_gate_accepts_the_evidence_for_its_compose_file_by_hash(collected: tuple[Path, Path]) -> None:
+    """Fresh by its argv and by hash. Whether `off` is then supported is the decision's to say (only
+    keep_mtp_disabled supports it; a tiny campaign on a loaded 2-core machine often drifts)."""
     out, compose = collected
     result = gate(out, None, None, serve_config=str(compose), service="seat")
-    assert result.supported, result.reasons
+    stale = [r for r in result.reasons if r.startswith(("stale evidence", "cannot tell"))]
+    assert not stale, result.reasons
+    assert any(r.startswith("evidence is fresh: ") for r in result.reasons), result.reasons
     assert any("has the same sha256 without its speculative flags" in r for r in result.reasons)
-    assert not any(r.startswith("stale evidence") for r in result.reasons)
+    assert result.supported is (result.decision == "keep_mtp_disabled"), result.reasons
 
 
 def test_the_gate_refuses_it_for_a_changed_non_speculative_flag(

@@ -67,3 +67,31 @@ def test_evidence_without_a_deployment_says_nothing_by_hash(tmp_path: Path, reso
     proposed = _compose(tmp_path / "deploy", f", --speculative-config, '{K2}'")
     result = gate(evidence, None, None, serve_config=str(proposed), service="seat")
     assert result.supported and not any("collected from compose service" in r for r in result.reasons)
+
+
+def test_the_environment_the_evidences_service_set_is_recorded_evidence(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """Without a deployment the gate refuses any engine variable (the evidence records no environment);
+    with one, a variable the evidence's service set alike is recorded, and one set otherwise is stale."""
+    env = "    environment:\n      VLLM_CPU_KVCACHE_SPACE: '4'\n"
+    ran = resolve_service(str(_compose(tmp_path / "ran", "", env)), "seat", ComposeOptions(), resolver)
+    evidence = seat_evidence(tmp_path / "evidence")
+    bare = gate(
+        evidence,
+        None,
+        None,
+        serve_config=str(_compose(tmp_path / "same", f", --speculative-config, '{K2}'", env)),
+        service="seat",
+    )
+    assert any(r.startswith("stale evidence, environment VLLM_CPU_KVCACHE_SPACE") for r in bare.reasons)
+    campaign = json.loads((evidence / "campaign.json").read_text())
+    campaign["deployment"] = msgspec.to_builtins(deployment_record(ran, "native"))
+    (evidence / "campaign.json").write_text(json.dumps(campaign, indent=2, sort_keys=True) + "\n")
+    same = gate(evidence, None, None, serve_config=str(tmp_path / "same" / "compose.yaml"), service="seat")
+    assert same.supported, same.reasons
+    other = _compose(tmp_path / "other", f", --speculative-config, '{K2}'", env.replace("'4'", "'8'"))
+    changed = gate(evidence, None, None, serve_config=str(other), service="seat")
+    assert not changed.supported
+    assert any(r.startswith("stale evidence, environment VLLM_CPU_KVCACHE_SPACE") for r in changed.reasons)
+    assert any(r.endswith("differs beyond speculation in services.seat.environment") for r in changed.reasons)

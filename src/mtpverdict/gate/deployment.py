@@ -19,7 +19,7 @@ from mtpverdict.compose.derive import base_sha256, strip_speculative
 from mtpverdict.formats.deployment import Deployment
 from mtpverdict.serveconfig import ServeConfig
 
-__all__ = ["COMMAND_KEYS", "deployment_reasons"]
+__all__ = ["COMMAND_KEYS", "deployment_reasons", "recorded_environment"]
 
 COMMAND_KEYS = ("command", "entrypoint")  # judged argument by argument by gate.fresh
 
@@ -30,6 +30,24 @@ def _stripped(service: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(key), list):
             out[key] = list(strip_speculative([str(v) for v in out[key]])[0])
     return out
+
+
+def recorded_environment(deployment: Deployment | None, config: ServeConfig) -> tuple[str, ...]:
+    """The variables the proposed compose service sets as the evidence's deployment set them: the
+    evidence records them (in its resolved service), so they are not the unrecorded environment
+    gate.fresh refuses. A variable set otherwise, only on one side, or passed through from the
+    deploying host (its value unknown) stays refused."""
+    if deployment is None or not isinstance(config.compose, ResolvedService) or not config.compose.resolver:
+        return ()
+    ran = deployment.service_json.get("environment")
+    recorded = ran if isinstance(ran, dict) else {}
+    return tuple(
+        name
+        for name, value in config.env_values
+        if value is not None
+        and isinstance(recorded.get(name), str)
+        and recorded[name].replace("$$", "$") == value
+    )
 
 
 def deployment_reasons(deployment: Deployment | None, config: ServeConfig) -> tuple[bool, list[str]]:
