@@ -60,6 +60,7 @@ COLLECT_MAY_USE = (
     "mtpverdict.parse",
     "mtpverdict.stats",
     "mtpverdict.serveconfig",
+    "mtpverdict.compose",  # a campaign's arms derived from the seat's compose service
     "mtpverdict.collect",
 )
 

@@ -23,7 +23,9 @@ from mtpverdict.collect import logruns
 from mtpverdict.collect.boot_record import INTERRUPTED, INTERRUPTED_NOTE, RecordedBoot, new_boot
 from mtpverdict.collect.campaign import ArmPlan
 from mtpverdict.collect.context import CollectContext
+from mtpverdict.collect.discipline import prepare_boot
 from mtpverdict.collect.engine_log import read_engine_log
+from mtpverdict.collect.launch import launched_server
 from mtpverdict.collect.llamacpp import judge_ready
 from mtpverdict.collect.measure import Measurement
 from mtpverdict.collect.owed import PlannedBoot
@@ -137,8 +139,9 @@ class BootSession:
         ctx.event(Event("boot", planned.arm.name, planned.boot, shown))
         if self.launch:
             env = ctx.plan.server_env(ctx.variables, planned.device)
-            self.server = LaunchedServer(
-                self.argv, env, ctx.results / self.log_rel, self.started, ctx.redactor
+            where = (planned.arm.name, planned.boot, planned.device)
+            self.server = launched_server(
+                ctx.plan, self.argv, env, ctx.results / self.log_rel, self.started, ctx.redactor, where
             )
         ctx.summary.boots += 1
 
@@ -174,6 +177,13 @@ class BootSession:
         """Launch the arm's server (none in external mode) once its port is free; False, the boot
         failed, when it cannot start."""
         plan, server = self.ctx.plan, self.server
+        prepared: dict[str, Any] = {}
+        failure = prepare_boot(plan, server, prepared)  # collect/discipline.py: host state, before_boot
+        if prepared:
+            self.record = replace(self.record, discipline=prepared)
+        if failure is not None:
+            self._fail(self.ctx.redact(failure))
+            return False
         if server is None:
             return True
         port = plan.port(self.planned.device)

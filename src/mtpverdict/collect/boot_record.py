@@ -3,12 +3,14 @@
 A boot's record is built when the boot is planned and replaced field by field as the boot learns
 (`dataclasses.replace`, which mypy checks); `as_json` is the only place it becomes the dictionary
 records.jsonl and the start files hold, so every boot record collect writes has the same fields:
-the fifteen it always carries (null when unknown), then `slots`, `device`/`node` and `note` only
+the fifteen it always carries (null when unknown), then `slots`, `device`/`node`, `note` and what ran
+before a launched boot (`container`, `before_boot`, `memory_check`, `host_state`) only
 when known. formats.results.BootRecord validates it when it is appended.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,6 +49,9 @@ class RecordedBoot:
     device: str | None = None  # None: a campaign without [[devices]] (no device or node key)
     node: str | None = None
     note: str | None = None
+    # what ran before a launched boot (collect/discipline.py): `container`, `before_boot`,
+    # `memory_check` and `host_state`, each written only when it ran
+    discipline: Mapping[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -77,6 +82,8 @@ class RecordedBoot:
             record |= {"device": self.device, "node": self.node}
         if not isinstance(self.slots, UnsetType):
             record["slots"] = self.slots
+        if self.discipline:
+            record |= self.discipline
         return record
 
 

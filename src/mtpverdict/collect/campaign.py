@@ -9,6 +9,7 @@ unless `shell = true` is set explicitly, and then every substituted value is quo
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from collections.abc import Iterator, Sequence
@@ -19,9 +20,17 @@ from typing import Any
 import msgspec
 
 from mtpverdict._files import NotReadable, read_regular
+from mtpverdict.collect.deployment import BootDiscipline, ComposeSource
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.formats import _check
-from mtpverdict.formats.campaign import CAMPAIGN_VERSION, ArmSection, CampaignFile, WorkloadSection
+from mtpverdict.formats.campaign import (
+    CAMPAIGN_VERSION,
+    ArmSection,
+    CampaignFile,
+    ServerSection,
+    WorkloadSection,
+)
+from mtpverdict.formats.deployment import Deployment
 from mtpverdict.formats.policy import load_toml
 from mtpverdict.formats.results import RESULTS_FORMAT
 
@@ -56,6 +65,9 @@ class ServerPlan:
     engine: str
     secrets: tuple[str, ...]
     model: str | None
+    compose: ComposeSource | None = None  # the arms' argv come from this service (collect/launch.py)
+    discipline: BootDiscipline = BootDiscipline()  # what runs before every boot (collect/discipline.py)
+    deployment: Deployment | None = None  # the service as resolved, once preflight resolved it
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +278,7 @@ class CampaignPlan:
             "notes": notes,
             "synthetic": False,
             "source": f"mtpverdict collect, campaign file sha256 {self.sha256[:16]}",
-        }
+        } | ({"deployment": msgspec.to_builtins(self.server.deployment)} if self.server.deployment else {})
 
 
 def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
@@ -375,8 +387,9 @@ def _file_problems(file: CampaignFile) -> list[_check.Located]:
     """What the types cannot say: a served command, speculation by role, unique names, devices."""
     out: list[_check.Located] = []
     server = file.server
-    if server.mode == "launch" and not server.command:
-        out.append(("server.command", "launch mode needs the serve command (an argv list)"))
+    if server.mode == "launch" and not server.command and server.compose is None:
+        out.append(("server.command", "launch mode needs the serve command (an argv list) or server.compose"))
+    out += _deployment_problems(server)
     if server.shell and len(server.command) != 1:
         out.append(("server.command", "shell = true takes the command as one string element"))
     for i, arm in enumerate(file.arms):
@@ -401,6 +414,46 @@ def _file_problems(file: CampaignFile) -> list[_check.Located]:
         for dup in sorted({n for n in ids if ids.count(n) > 1})
     )
     return out + _device_problems(file)
+
+
+def _deployment_problems(server: ServerSection) -> list[_check.Located]:
+    """[server] compose against command and mode, launch without compose, shell-mode before_boot."""
+    out: list[_check.Located] = []
+    if server.compose is not None and server.command:
+        out.append(("server.compose", "give server.command or server.compose, not both"))
+    if server.compose is not None and server.mode != "launch":
+        out.append(("server.compose", 'server.compose needs mode = "launch" (collect starts each arm)'))
+    if server.compose is not None and server.shell:
+        out.append(("server.shell", "shell = true with server.compose: the service's argv runs as it is"))
+    given = [k for k in ("service", "env_file", "project_dir") if getattr(server, k) is not None]
+    given += ["profiles"] if server.profiles else []
+    given += ["launch"] if server.launch != "native" else []
+    if server.compose is None and given:
+        out.append((f"server.{given[0]}", "needs server.compose (the compose file of the service)"))
+    for i, step in enumerate(server.before_boot):
+        if not step or (server.shell and len(step) != 1):
+            what = "one string (shell = true)" if server.shell else "a non-empty argv list"
+            out.append((f"server.before_boot[{i}]", f"each command is {what}"))
+    return out
+
+
+def _compose_source(server: ServerSection, source: str) -> ComposeSource | None:
+    """[server] compose with its paths taken from the campaign file's directory."""
+    if server.compose is None:
+        return None
+    here = os.path.dirname(source)
+
+    def path(value: str | None) -> str | None:
+        return None if value is None else os.path.join(here, value)
+
+    return ComposeSource(
+        file=os.path.join(here, server.compose),
+        service=server.service,
+        profiles=server.profiles,
+        env_file=path(server.env_file),
+        project_dir=path(server.project_dir),
+        launch=server.launch,
+    )
 
 
 def _device_problems(file: CampaignFile) -> list[_check.Located]:
@@ -467,6 +520,13 @@ def _plan(file: CampaignFile, source: str, sha256: str) -> CampaignPlan:
             engine=server.engine,
             secrets=server.secrets,
             model=server.model,
+            compose=_compose_source(server, source),
+            discipline=BootDiscipline(
+                server.before_boot,
+                server.before_boot_timeout,
+                server.min_available_memory_gib,
+                server.memory_wait_seconds,
+            ),
         ),
         vars=tuple(sorted(file.vars.items())),
         arms=tuple(_arm(a) for a in file.arms),

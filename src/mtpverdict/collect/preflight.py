@@ -25,6 +25,7 @@ from mtpverdict.collect.campaign import (
     depth_problems,
     parity_problems,
 )
+from mtpverdict.collect.launch import resolve_deployment
 from mtpverdict.collect.redact import Redactor, check_secrets, named_secrets
 from mtpverdict.engines import registry, vllm
 from mtpverdict.errors import CollectError, Problem, ResultsError
@@ -77,6 +78,7 @@ def preflight(
             f"{results}: already holds a campaign; pass --resume to continue it or "
             "choose a new results directory"
         )
+    plan = resolve_deployment(plan)  # [server] compose: the arms' argv from the service (collect/launch.py)
     undefined = plan.undefined(variables)
     if undefined:
         raise CollectError(

@@ -140,6 +140,7 @@ def campaign_controls(evidence: Evidence) -> list[ControlResult]:
         ctl.missingness_check(evidence),
         ctl.failed_boots_check(evidence),
         ctl.partial_boots_check(evidence),
+        ctl.host_state_check(evidence),
     ]
     return [c for c in found if c is not None]
 

@@ -22,7 +22,8 @@ from mtpverdict.formats.results import Arm
 
 # controls whose detail is a reason of its own (and WARN_CONTROLS when they warn)
 STATED_CONTROLS = ("floor", "drift", "blind", "failed_boots", "history", "partial_boots")
-WARN_CONTROLS = ("harness", "missingness")  # stated only when they warn (missingness: cells refused)
+# stated only when they warn (missingness: cells refused; host_state: arms' boots began differently)
+WARN_CONTROLS = ("harness", "missingness", "host_state")
 SPEED_KINDS = ("beats_target", "faster_than_off")  # what an eligible arm's reason cites
 
 

@@ -13,6 +13,7 @@ from mtpverdict._text import pct
 from mtpverdict.evidence.comparisons import design_cells, usable_history
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import ControlResult, ControlStatus, finite
+from mtpverdict.formats.deployment import HostState
 from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.blocked import DeviceBootValue
@@ -589,3 +590,65 @@ def partial_boots_check(evidence: Evidence) -> ControlResult | None:
         f'"exclude"): {listed}'
     )
     return ControlResult("partial_boots", ControlStatus.PASS, detail, float(len(found)))
+
+
+# Host states two arms' boots may start from and still be compared (docs/statistics.md, "host state"):
+# a tenth of the host's (or accelerator's) memory less available changes what the page cache and the
+# engine's KV pool get; one more runnable process on the 1-minute load average is a core's worth of
+# other work beside the server.
+HOST_MEMORY_SPREAD = 0.10  # of MemTotal (of an accelerator's memory)
+HOST_LOAD_SPREAD = 1.0  # runnable processes, 1-minute load average
+
+
+def _host_figures(evidence: Evidence) -> list[tuple[str, int, dict[str, tuple[float, float]]]]:
+    """(arm, boot, figure -> (value, the bound on its spread)) of every boot that recorded its host."""
+    boots = evidence.tables.results.boots
+    if "host_state" not in boots.columns:
+        return []
+    out = []
+    for arm, boot, state in zip(boots["arm"], boots["boot"], boots["host_state"], strict=True):
+        if not isinstance(state, HostState):
+            continue
+        figures: dict[str, tuple[float, float]] = {}
+        if state.mem_available_gib is not None and state.mem_total_gib:
+            figures["MemAvailable (GiB)"] = (
+                state.mem_available_gib,
+                HOST_MEMORY_SPREAD * state.mem_total_gib,
+            )
+        if state.load_1m is not None:
+            figures["1-minute load"] = (state.load_1m, HOST_LOAD_SPREAD)
+        for acc in state.accelerators:
+            if acc.memory_free_mib is not None and acc.memory_total_mib:
+                bound = HOST_MEMORY_SPREAD * acc.memory_total_mib / 1024
+                figures[f"accelerator {acc.index} free memory (GiB)"] = (acc.memory_free_mib / 1024, bound)
+        out.append((str(arm), int(boot), figures))
+    return out
+
+
+def host_state_check(evidence: Evidence) -> ControlResult | None:
+    """Boots of different arms that started from materially different host states (HOST_MEMORY_SPREAD,
+    HOST_LOAD_SPREAD): reported, as drift is, since the arms then ran on different machines in effect."""
+    boots = _host_figures(evidence)
+    if len({arm for arm, _, _ in boots}) < 2:
+        return None
+    found = []
+    names = sorted({name for _, _, figures in boots for name in figures})
+    worst = 0.0
+    for name in names:
+        have = [(arm, boot, f[name]) for arm, boot, f in boots if name in f]
+        pairs = [(a, b) for a in have for b in have if a[0] != b[0] and a[2][0] > b[2][0]]
+        if not pairs:
+            continue
+        high, low = max(pairs, key=lambda p: p[0][2][0] - p[1][2][0])
+        spread, bound = high[2][0] - low[2][0], min(high[2][1], low[2][1])
+        worst = max(worst, spread / bound if bound else 0.0)
+        if spread > bound:
+            found.append(
+                f"{name}: {high[0]} boot {high[1]} started at {high[2][0]:.2f}, {low[0]} boot {low[1]} at "
+                f"{low[2][0]:.2f} (apart by more than {bound:.2f})"
+            )
+    if found:
+        detail = "boots of different arms started from materially different host states: " + "; ".join(found)
+        return ControlResult("host_state", ControlStatus.WARN, detail, round(worst, 3))
+    detail = f"every boot recorded its host state; the arms' boots started alike ({', '.join(names)})"
+    return ControlResult("host_state", ControlStatus.PASS, detail, round(worst, 3))

@@ -76,6 +76,48 @@ class ServerSection(Struct, frozen=True, forbid_unknown_fields=True):
     model: Annotated[
         str | None, Meta(description="Model name sent in requests (default: the first of /v1/models).")
     ] = None
+    compose: Annotated[
+        str | None,
+        Meta(
+            description="A compose file (relative to the campaign file) whose service every arm's argv is "
+            "derived from, resolved by Compose; instead of command."
+        ),
+    ] = None
+    service: Annotated[str | None, Meta(description="The compose service (default: the only one).")] = None
+    profiles: Annotated[tuple[str, ...], Meta(description="Compose profiles to resolve with.")] = ()
+    env_file: Annotated[
+        str | None, Meta(description="Compose's --env-file (relative to the campaign file).")
+    ] = None
+    project_dir: Annotated[
+        str | None, Meta(description="Compose's --project-directory (relative to the campaign file).")
+    ] = None
+    launch: Annotated[
+        Literal["native", "docker"],
+        Meta(
+            description="With compose: native runs the derived argv on this host; docker runs the service "
+            "with `docker run`, one container per arm and boot."
+        ),
+    ] = "native"
+    before_boot: Annotated[
+        tuple[tuple[str, ...], ...],
+        Meta(
+            description="Commands (argv lists; one string each with shell = true) run before every boot; "
+            "one that fails fails the boot."
+        ),
+    ] = ()
+    before_boot_timeout: Annotated[Seconds, Meta(description="Seconds each before_boot command may run.")] = (
+        300.0
+    )
+    min_available_memory_gib: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        Meta(
+            description="GiB of MemAvailable (and of free memory on every accelerator nvidia-smi or "
+            "rocm-smi reports) a boot waits for before it starts."
+        ),
+    ] = None
+    memory_wait_seconds: Annotated[
+        Nonneg, Meta(description="Seconds a boot waits for min_available_memory_gib before it fails.")
+    ] = 60.0
 
 
 class ArmSection(Struct, frozen=True, forbid_unknown_fields=True):

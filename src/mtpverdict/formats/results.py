@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from mtpverdict.formats._check import Count, Fraction, Nonneg, PositiveInt, json_schema
+from mtpverdict.formats.deployment import ContainerRecord, Deployment, HostState, MemoryCheck, StepRecord
 
 RESULTS_FORMAT = "mtpverdict.results/1"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$"
@@ -168,6 +169,10 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True, dict=True):
             "tests each look at alpha / sequential_looks."
         ),
     ] = 1
+    deployment: Annotated[
+        Deployment | None,
+        Meta(description="The compose service the arms' argv were derived from ([server] compose)."),
+    ] = None
 
     @functools.cached_property
     def _arms_by_name(self) -> dict[str, Arm]:
@@ -438,6 +443,19 @@ class BootRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="kin
     node: Annotated[
         Name | None | UnsetType,
         Meta(description="Host (node) of the device, as the campaign names it; null when not named."),
+    ] = UNSET
+    before_boot: Annotated[
+        tuple[StepRecord, ...] | UnsetType,
+        Meta(description="The [server] before_boot commands run before it."),
+    ] = UNSET
+    memory_check: Annotated[
+        MemoryCheck | UnsetType, Meta(description="[server] min_available_memory_gib checked before it.")
+    ] = UNSET
+    host_state: Annotated[HostState | UnsetType, Meta(description="The host's state when it started.")] = (
+        UNSET
+    )
+    container: Annotated[
+        ContainerRecord | UnsetType, Meta(description='The container it ran as (launch = "docker").')
     ] = UNSET
     note: Text = UNSET
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mtpverdict.formats.decision import ContextEnvelope, Decision, Schedule
+from mtpverdict.formats.deployment import Deployment
 from mtpverdict.formats.policy import Severity
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class GateEvidence:
     envelopes: tuple[ContextEnvelope, ...] = ()  # prompt-token envelopes of the promoted arms
     provisional: bool = False  # the decision rests on too few degrees of freedom to be firm
     accept_provisional: bool = False  # the policy's [gate] provisional = "accept"
+    deployment: Deployment | None = None  # the compose service the arms were derived from, if any
 
     def arm(self, name: str | None) -> ArmEvidence | None:
         return next((a for a in self.arms if a.name == name), None)
@@ -120,6 +122,7 @@ def evidence_from(decision: Decision, results: Results, accept_provisional: bool
         envelopes=decision.envelopes,
         provisional=decision.provisional,
         accept_provisional=accept_provisional,
+        deployment=results.campaign.deployment,
     )
 
 

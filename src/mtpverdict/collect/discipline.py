@@ -1,0 +1,138 @@
+"""Boot discipline: what runs and is checked before every launched boot, all of it in the boot record.
+
+In order, as the seeds' sweeps did it by hand: a leftover container of the boot's name is removed
+(launch = "docker"); the `before_boot` commands run (argv lists; `[/bin/sh, -c, LINE]` only with
+shell = true), each with its exit code and output recorded, the first that fails failing the boot;
+`min_available_memory_gib` is checked against MemAvailable and every accelerator's free memory,
+waiting up to `memory_wait_seconds` for it and failing the boot with the figures otherwise; then the
+host's state is recorded (collect/hoststate.py). A failure here fails the boot, never the campaign.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from mtpverdict.collect.campaign import SHELL, CampaignPlan
+from mtpverdict.collect.deployment import BootDiscipline
+from mtpverdict.collect.hoststate import read_host_state
+from mtpverdict.collect.launch import ContainerServer, remove_container
+from mtpverdict.collect.server import LaunchedServer
+from mtpverdict.formats.deployment import ContainerRecord, HostState, MemoryCheck, StepRecord
+
+__all__ = ["MEMORY_POLL_SECONDS", "OUTPUT_CHARS", "check_memory", "prepare_boot", "run_steps"]
+
+OUTPUT_CHARS = 4096  # the end of a step's output is what says why it failed
+MEMORY_POLL_SECONDS = 2.0  # MemAvailable after a container's exit settles within seconds
+
+
+def _tail(data: bytes | str | None) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data or ""
+    return text[-OUTPUT_CHARS:]
+
+
+def run_steps(
+    steps: Sequence[Sequence[str]], shell: bool, timeout: float, clock: Callable[[], float] = time.monotonic
+) -> tuple[list[StepRecord], str | None]:
+    """Run the commands in order until one fails: their records, and why the boot fails (or None)."""
+    records: list[StepRecord] = []
+    for i, step in enumerate(steps):
+        argv = [SHELL, "-c", step[0]] if shell else list(step)
+        start = clock()
+        code: int | None = None
+        error: str | None = None
+        output = ""
+        try:
+            done = subprocess.run(  # noqa: S603 - an argv list from the campaign file
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
+                env=dict(os.environ),
+            )
+            code, output = done.returncode, _tail(done.stdout)
+        except subprocess.TimeoutExpired as exc:
+            error, output = (
+                f"did not finish within {timeout:.0f} s (server.before_boot_timeout)",
+                _tail(exc.output),
+            )
+        except OSError as exc:
+            error = f"cannot be run: {exc.strerror or exc}"
+        records.append(StepRecord(tuple(argv), code, round(clock() - start, 3), output, error))
+        if error is not None or code != 0:
+            why = error or f"exited with status {code}"
+            last = output.strip().splitlines()[-1:] if output.strip() else []
+            return records, f"before_boot[{i}] {' '.join(argv)[:200]} {why}" + (
+                f": {last[0][:200]}" if last else ""
+            )
+    return records, None
+
+
+def _accelerator_free_gib(state: HostState) -> float | None:
+    free = [a.memory_free_mib for a in state.accelerators if a.memory_free_mib is not None]
+    return round(min(free) / 1024, 3) if free else None
+
+
+def check_memory(
+    required: float,
+    wait_seconds: float,
+    state: Callable[[], HostState],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[MemoryCheck, str | None]:
+    """Wait until MemAvailable and every reporting accelerator's free memory reach `required` GiB, up
+    to `wait_seconds`: the last figures, and why the boot fails (None when the memory was there)."""
+    start = clock()
+    while True:
+        now = state()
+        available, accelerator = now.mem_available_gib, _accelerator_free_gib(now)
+        enough = available is not None and available >= required
+        enough = enough and (accelerator is None or accelerator >= required)
+        waited = round(clock() - start, 3)
+        if enough or waited >= wait_seconds:
+            break
+        sleep(min(MEMORY_POLL_SECONDS, max(wait_seconds - waited, 0.0)))
+    check = MemoryCheck(required, available, accelerator, waited, enough)
+    if enough:
+        return check, None
+    seen = "MemAvailable unreadable" if available is None else f"MemAvailable {available:.1f} GiB"
+    if accelerator is not None:
+        seen += f", least free accelerator memory {accelerator:.1f} GiB"
+    return check, (
+        f"the host did not have {required:g} GiB available within {wait_seconds:.0f} s "
+        f"(server.min_available_memory_gib): {seen}"
+    )
+
+
+def prepare_boot(
+    plan: CampaignPlan,
+    server: LaunchedServer | None,
+    record: dict[str, Any],
+    state: Callable[[], HostState] = read_host_state,
+) -> str | None:
+    """Everything the module's docstring lists, before a launched boot starts; the boot record gets
+    `container`, `before_boot`, `memory_check` and `host_state`. Why the boot fails, or None."""
+    if server is None:
+        return None
+    if isinstance(server, ContainerServer):
+        removed = remove_container(server.name)
+        record["container"] = msgspec.to_builtins(ContainerRecord(server.name, tuple(server.argv), removed))
+    discipline: BootDiscipline = plan.server.discipline
+    failure = None
+    if discipline.before_boot:
+        steps, failure = run_steps(discipline.before_boot, plan.server.shell, discipline.before_boot_timeout)
+        record["before_boot"] = msgspec.to_builtins(steps)
+    if failure is None and discipline.min_available_memory_gib is not None:
+        check, failure = check_memory(
+            discipline.min_available_memory_gib, discipline.memory_wait_seconds, state
+        )
+        record["memory_check"] = msgspec.to_builtins(check)
+    record["host_state"] = msgspec.to_builtins(state())
+    return failure

@@ -1,0 +1,163 @@
+"""Arms from the seat's own compose service, and how each boot of them is launched: natively or by docker.
+
+A campaign whose `[server] compose` names a service is resolved here, before anything runs, by the
+Compose the gate uses (mtpverdict.compose): the service's entrypoint and command, with its own
+speculative flags removed, become the serve command, and every arm's `serve_args` go where those
+flags stood ({spec}); the service's environment joins the server's. The resolved service, its hash
+and its hash without speculation go into campaign.json (`deployment`), so the gate can later say by
+hash which compose service the evidence was collected from.
+
+`launch = "native"` runs the derived argv on this host (mounts, devices and ipc are the container's
+and are not reproduced); `launch = "docker"` runs `docker run` of the service (compose/docker.py) as
+a container named per arm and boot, removes a leftover container of that name before the boot and
+stops the container by name after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+from mtpverdict.collect.campaign import SPEC_PLACEHOLDER, CampaignPlan, DevicePlan
+from mtpverdict.collect.redact import Redactor
+from mtpverdict.collect.server import LaunchedServer
+from mtpverdict.compose import INSTALL_HINT, ComposeOptions, ResolvedService, find_resolver, resolve_service
+from mtpverdict.compose.derive import base_service, deployment_record
+from mtpverdict.compose.docker import container_name, docker_remove_argv, docker_run_argv, docker_stop_argv
+from mtpverdict.errors import CampaignError, InputError, Problem
+
+__all__ = ["ContainerServer", "launched_server", "remove_container", "resolve_deployment"]
+
+DOCKER_SECONDS = 60.0  # a `docker rm` or the margin over a `docker stop`'s own grace period
+
+
+def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
+    """The plan with its serve command and environment derived from its compose service (unchanged
+    for a campaign without [server] compose). CampaignError without a resolver; InputError for what
+    Compose refuses, what the gate could not prove about the service, or an environment conflict."""
+    source = plan.server.compose
+    if source is None or plan.server.deployment is not None:
+        return plan
+    resolver = find_resolver()
+    if resolver is None:
+        raise CampaignError(
+            [
+                Problem(
+                    plan.source,
+                    f"needs a Compose v2 to resolve {source.file}: {INSTALL_HINT}",
+                    key="server.compose",
+                )
+            ]
+        )
+    options = ComposeOptions(
+        profiles=source.profiles, env_file=source.env_file, project_dir=source.project_dir
+    )
+    resolved = resolve_service(source.file, source.service, options, resolver)
+    if resolved.refusals:
+        raise InputError(
+            [Problem(source.file, f"cannot derive the arms: {why}") for why in resolved.refusals]
+        )
+    base = base_service(resolved)
+    command = (*base.argv[: base.insert_at], SPEC_PLACEHOLDER, *base.argv[base.insert_at :])
+    if not base.argv:
+        raise InputError(
+            [
+                Problem(
+                    source.file,
+                    "sets neither entrypoint nor command: it runs the image's own, which collect cannot "
+                    "derive arms from",
+                    key=f"services.{resolved.service}",
+                )
+            ]
+        )
+    merged = _environment(plan, resolved, source.file)  # a conflict is refused for either launch
+    env = merged if source.launch == "native" else plan.server.env  # docker: the service's own
+    deployment = deployment_record(resolved, source.launch)
+    server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
+    return dataclasses.replace(plan, server=server)
+
+
+def _environment(plan: CampaignPlan, resolved: ResolvedService, source: str) -> tuple[tuple[str, str], ...]:
+    """The service's environment (what a native launch must give the server too) with the campaign's
+    [server] env; a variable both set differently is refused (which of them was measured?)."""
+    own = {k: v for k, v in resolved.environment if v is not None}  # None: the host's, as it is
+    campaign = dict(plan.server.env)
+    clash = sorted(k for k in own.keys() & campaign.keys() if own[k] != campaign[k])
+    if clash:
+        raise InputError(
+            [
+                Problem(
+                    plan.source,
+                    f"sets {name} otherwise than {source} service {resolved.service} does; drop it from "
+                    "[server] env (the service's value is what is deployed)",
+                    key="server.env",
+                )
+                for name in clash
+            ]
+        )
+    return tuple(sorted((own | campaign).items()))
+
+
+class ContainerServer(LaunchedServer):
+    """A boot run as `docker run --rm --name=NAME ...`: the docker client is the launched process (its
+    output is the container's log); stopping it stops the container by name first."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        owner: Path,
+        redactor: Redactor | None = None,
+    ) -> None:
+        super().__init__(argv, env, log_path, owner, redactor)
+        self.name = name
+
+    def stop(self, grace_seconds: float) -> int | None:
+        if self.pid is not None:
+            _docker(docker_stop_argv(self.name, grace_seconds), grace_seconds + DOCKER_SECONDS)
+        return super().stop(grace_seconds)
+
+
+def remove_container(name: str) -> bool:
+    """Remove a container of this name left by an earlier boot; True when there was one."""
+    done = _docker(docker_remove_argv(name), DOCKER_SECONDS)
+    return done is not None and done.returncode == 0
+
+
+def _docker(argv: list[str], timeout: float) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(
+            argv, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+        )  # noqa: S603
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def launched_server(
+    plan: CampaignPlan,
+    argv: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    owner: Path,
+    redactor: Redactor,
+    where: tuple[str, int, DevicePlan | None],
+) -> LaunchedServer:
+    """The server of one boot (`where`: its arm, boot and device): the argv itself, or a container of
+    the compose service running it."""
+    deployment = plan.server.deployment
+    if deployment is None or deployment.launch != "docker":
+        return LaunchedServer(argv, env, log_path, owner, redactor)
+    arm, boot, device = where
+    name = container_name(plan.id, arm, boot, device.name if device else None)
+    run = docker_run_argv(
+        deployment.service_json,
+        argv,
+        name=name,
+        environment=env,
+        volume_names=deployment.volume_names,
+        source=deployment.compose_files[0],
+    )
+    return ContainerServer(name, run, {}, log_path, owner, redactor)

@@ -1,0 +1,121 @@
+"""collect.discipline and collect.hoststate: the steps, the memory wait and the host's figures, in units."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mtpverdict.collect.discipline import check_memory, run_steps
+from mtpverdict.collect.hoststate import accelerators, read_host_state
+from mtpverdict.formats.deployment import Accelerator, HostState
+
+NVIDIA = "0, NVIDIA GB10, 122880, 104448, 2418, 8533, 41\n1, NVIDIA GB10, 122880, [N/A], [N/A], 8533, 40\n"
+ROCM = json.dumps(
+    {
+        "card0": {
+            "Card series": "AMD Instinct MI300X",
+            "VRAM Total Memory (B)": str(192 * 1024**3),
+            "VRAM Total Used Memory (B)": str(2 * 1024**3),
+            "Temperature (Sensor edge) (C)": "45.0",
+            "sclk clock speed:": "(2100Mhz)",
+            "mclk clock speed:": "(1300Mhz)",
+        },
+        "system": {"Driver version": "6.8"},
+    }
+)
+
+
+def _proc(tmp_path: Path, available_kib: int) -> Path:
+    (tmp_path / "meminfo").write_text(
+        f"MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   {available_kib} kB\n"
+    )
+    (tmp_path / "loadavg").write_text("1.50 0.75 0.20 2/300 4000\n")
+    return tmp_path
+
+
+def test_the_host_state_reads_meminfo_loadavg_and_nvidia_smi(tmp_path: Path) -> None:
+    def run(argv: Sequence[str]) -> str | None:
+        return NVIDIA if argv[0] == "nvidia-smi" else None
+
+    state = read_host_state(_proc(tmp_path, 104857600), run)
+    assert state.mem_available_gib == 100.0 and state.mem_total_gib == 125.0
+    assert (state.load_1m, state.load_5m) == (1.5, 0.75)
+    first, second = state.accelerators
+    assert first == Accelerator(0, "nvidia-smi", "NVIDIA GB10", 122880, 104448, 2418, 8533, 41)
+    assert second.memory_free_mib is None and second.sm_clock_mhz is None  # [N/A] is no figure
+
+
+def test_rocm_smi_answers_where_nvidia_smi_does_not() -> None:
+    (card,) = accelerators(lambda argv: ROCM if argv[0] == "rocm-smi" else None)
+    assert card.source == "rocm-smi" and card.name == "AMD Instinct MI300X"
+    assert card.memory_total_mib == 192 * 1024 and card.memory_free_mib == 190 * 1024
+    assert (card.sm_clock_mhz, card.memory_clock_mhz, card.temperature_c) == (2100, 1300, 45.0)
+    assert accelerators(lambda argv: None) == ()
+
+
+def test_a_missing_proc_file_is_no_figure(tmp_path: Path) -> None:
+    state = read_host_state(tmp_path, lambda argv: None)
+    assert state == HostState(None, None, None, None, ())
+
+
+class _Clock:
+    """Time that moves only when the check sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_memory_check_waits_for_the_memory_then_passes() -> None:
+    clock = _Clock()
+    seen = iter([10.0, 20.0, 90.0, 90.0])
+
+    def state() -> HostState:
+        return HostState(next(seen), 128.0, 0.1, 0.1, ())
+
+    check, failure = check_memory(80.0, 30.0, state, clock, clock.sleep)
+    assert failure is None and check.passed and check.available_gib == 90.0 and check.waited_seconds == 4.0
+
+
+def test_the_memory_check_fails_the_boot_with_the_figures_after_the_timeout() -> None:
+    clock = _Clock()
+    gpu = Accelerator(0, "nvidia-smi", "g", 81920.0, 10240.0)
+
+    def state() -> HostState:
+        return HostState(100.0, 128.0, 0.1, 0.1, (gpu,))
+
+    check, failure = check_memory(80.0, 5.0, state, clock, clock.sleep)
+    assert not check.passed and check.waited_seconds == 5.0 and check.accelerator_free_gib == 10.0
+    assert failure is not None and "MemAvailable 100.0 GiB, least free accelerator memory 10.0 GiB" in failure
+
+
+def test_steps_run_in_order_until_one_fails() -> None:
+    ok = [sys.executable, "-c", "print('synced')"]
+    bad = [sys.executable, "-c", "import sys; print('busy'); sys.exit(2)"]
+    never = [sys.executable, "-c", "print('never')"]
+    records, failure = run_steps([ok, bad, never], shell=False, timeout=60)
+    assert [r.exit_code for r in records] == [0, 2]
+    assert records[0].output == "synced\n"
+    assert failure is not None and failure.startswith("before_boot[1]") and failure.endswith("status 2: busy")
+
+
+def test_a_step_that_cannot_run_or_hangs_fails_the_boot() -> None:
+    records, failure = run_steps([["/nonexistent/step"]], shell=False, timeout=60)
+    assert records[0].exit_code is None and failure is not None and "cannot be run" in failure
+    records, failure = run_steps(
+        [[sys.executable, "-c", "import time; time.sleep(60)"]], shell=False, timeout=1
+    )
+    assert records[0].exit_code is None and failure is not None and "did not finish within 1 s" in failure
+
+
+def test_a_shell_step_is_one_line_for_sh() -> None:
+    records, failure = run_steps([["echo a && echo b"]], shell=True, timeout=60)
+    assert failure is None and records[0].argv == ("/bin/sh", "-c", "echo a && echo b")
+    assert records[0].output == "a\nb\n"

@@ -1,0 +1,428 @@
+"""compose.docker: the `docker run` argv of real-world serving services, as Compose itself resolved them.
+
+Each shape is a compose file of the kind seats deploy (vLLM, SGLang, llama.cpp and TGI images with
+GPU reservations, ROCm devices, ipc: host, env files, named and bind volumes, healthchecks, ...),
+resolved by the real Compose v2; the builder's argv must hold every option listed for it and end
+with the image and the arm's argv. No container runtime runs here: collect's container lifecycle is
+driven through a `docker` stand-in (tests/collect/test_launch_docker.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mtpverdict.compose import ComposeOptions, Resolver, resolve_service
+from mtpverdict.compose.derive import base_service
+from mtpverdict.compose.docker import container_name, docker_run_argv
+from mtpverdict.errors import InputError
+
+K2 = '{"method":"mtp","num_speculative_tokens":2}'
+GPU_ALL = """
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+"""
+# name -> (compose.yaml, other files, options the argv must hold, image and argv it must end with)
+SHAPES: dict[str, tuple[str, dict[str, str], list[str], list[str]]] = {
+    "vllm-gpu-reservation": (
+        f"""
+services:
+  seat:
+    image: vllm/vllm-openai:v0.32.0
+    command: ["Qwen/Qwen3-8B", "--speculative-config", '{K2}', "--max-model-len", "8192"]
+    ipc: host
+    ports: ["8000:8000"]
+    volumes: ["~/.cache/huggingface:/root/.cache/huggingface"]
+    environment: {{HF_TOKEN: null}}
+{GPU_ALL}""",
+        {},
+        ["--ipc=host", "--publish=8000:8000/tcp", "--gpus=all", "--env=HF_TOKEN"],
+        ["vllm/vllm-openai:v0.32.0", "Qwen/Qwen3-8B", "--max-model-len", "8192"],
+    ),
+    "vllm-gpus-device-ids-shm": (
+        """
+services:
+  seat:
+    image: vllm/vllm-openai:v0.32.0
+    entrypoint: ["vllm", "serve"]
+    command: ["m", "--tensor-parallel-size", "2"]
+    shm_size: 16gb
+    gpus:
+      - driver: nvidia
+        device_ids: ["0", "1"]
+""",
+        {},
+        ["--shm-size=17179869184", '--gpus="device=0,1"', "--entrypoint=vllm"],
+        ["vllm/vllm-openai:v0.32.0", "serve", "m", "--tensor-parallel-size", "2"],
+    ),
+    "sglang-host-network-ulimits-healthcheck": (
+        """
+services:
+  sglang:
+    image: lmsysorg/sglang:v0.5.15-cu126
+    entrypoint: python3 -m sglang.launch_server
+    command: --model-path m --port 30000 --speculative-algorithm EAGLE --speculative-num-steps 3
+    network_mode: host
+    shm_size: 32g
+    privileged: true
+    ulimits:
+      memlock: -1
+      stack: 67108864
+    healthcheck:
+      test: ["CMD-SHELL", "curl -f http://localhost:30000/health || exit 1"]
+      interval: 30s
+      timeout: 10s
+      retries: 3
+      start_period: 5m
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              device_ids: ["0"]
+              capabilities: [gpu]
+""",
+        {},
+        [
+            "--network=host",
+            "--shm-size=34359738368",
+            "--privileged",
+            "--ulimit=memlock=-1:-1",
+            "--ulimit=stack=67108864:67108864",
+            "--health-cmd=curl -f http://localhost:30000/health || exit 1",
+            "--health-interval=30s",
+            "--health-timeout=10s",
+            "--health-retries=3",
+            "--health-start-period=5m0s",
+            '--gpus="device=0"',
+            "--entrypoint=python3",
+        ],
+        [
+            "lmsysorg/sglang:v0.5.15-cu126",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "m",
+            "--port",
+            "30000",
+        ],
+    ),
+    "llamacpp-cuda-models-read-only": (
+        """
+services:
+  llama:
+    image: ghcr.io/ggml-org/llama.cpp:server-cuda-b6500
+    command: ["-m", "/models/q.gguf", "--port", "8080", "--spec-draft-n-max", "4", "-ngl", "99"]
+    volumes: ["./models:/models:ro"]
+    ports: ["127.0.0.1:8080:8080"]
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: 1
+              capabilities: [gpu]
+""",
+        {"models/.keep": ""},
+        ["--publish=127.0.0.1:8080:8080/tcp", "--gpus=1", "--volume={dir}/models:/models:ro"],
+        [
+            "ghcr.io/ggml-org/llama.cpp:server-cuda-b6500",
+            "-m",
+            "/models/q.gguf",
+            "--port",
+            "8080",
+            "-ngl",
+            "99",
+        ],
+    ),
+    "rocm-devices-groups-seccomp": (
+        """
+services:
+  seat:
+    image: rocm/vllm:rocm6.4_vllm_0.32.0
+    command: ["vllm", "serve", "m"]
+    devices: ["/dev/kfd", "/dev/dri"]
+    group_add: [video, render]
+    cap_add: [SYS_PTRACE]
+    security_opt: ["seccomp=unconfined"]
+    ipc: host
+    shm_size: 8G
+""",
+        {},
+        [
+            "--device=/dev/kfd:/dev/kfd:rwm",
+            "--device=/dev/dri:/dev/dri:rwm",
+            "--group-add=video",
+            "--group-add=render",
+            "--cap-add=SYS_PTRACE",
+            "--security-opt=seccomp=unconfined",
+            "--ipc=host",
+            "--shm-size=8589934592",
+        ],
+        ["rocm/vllm:rocm6.4_vllm_0.32.0", "vllm", "serve", "m"],
+    ),
+    "env-file-and-override": (
+        """
+services:
+  seat:
+    image: vllm/vllm-openai:v0.32.0
+    command: ["m"]
+    env_file: [seat.env]
+    environment:
+      VLLM_LOGGING_LEVEL: DEBUG
+""",
+        {"seat.env": "VLLM_LOGGING_LEVEL=INFO\nHF_HUB_OFFLINE=1\n"},
+        ["--env=HF_HUB_OFFLINE=1", "--env=VLLM_LOGGING_LEVEL=DEBUG"],
+        ["vllm/vllm-openai:v0.32.0", "m"],
+    ),
+    "named-volume-tmpfs-user": (
+        """
+services:
+  tgi:
+    image: ghcr.io/huggingface/text-generation-inference:3.3.4
+    command: ["--model-id", "m", "--port", "80"]
+    user: "1000:1000"
+    volumes:
+      - hf:/data
+      - type: tmpfs
+        target: /scratch
+        tmpfs: {size: 1000000}
+    ports: ["8080:80"]
+    init: true
+volumes:
+  hf: {}
+""",
+        {},
+        [
+            "--user=1000:1000",
+            "--mount=type=volume,source={project}_hf,target=/data",
+            "--mount=type=tmpfs,target=/scratch,tmpfs-size=1000000",
+            "--publish=8080:80/tcp",
+            "--init",
+        ],
+        ["ghcr.io/huggingface/text-generation-inference:3.3.4", "--model-id", "m", "--port", "80"],
+    ),
+    "cpu-seat-entrypoint-kv-space": (
+        """
+services:
+  seat:
+    image: vllm/vllm-openai-cpu:v0.32.0
+    entrypoint: ["python3", "-P", "-m", "vllm.entrypoints.openai.api_server"]
+    command: ["--model", "m", "--port", "8000", "--speculative-config", '{"method":"ngram"}']
+    environment:
+      VLLM_CPU_KVCACHE_SPACE: "4"
+      VLLM_CPU_OMP_THREADS_BIND: "0-1"
+    ports: ["8000"]
+    cpuset: "0-1"
+    mem_limit: 8g
+""",
+        {},
+        [
+            "--entrypoint=python3",
+            "--env=VLLM_CPU_KVCACHE_SPACE=4",
+            "--env=VLLM_CPU_OMP_THREADS_BIND=0-1",
+            "--publish=8000/tcp",
+            "--cpuset-cpus=0-1",
+            "--memory=8589934592",
+        ],
+        ["vllm/vllm-openai-cpu:v0.32.0", "-P", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+    ),
+    "extends-with-anchors": (
+        """
+x-gpu: &gpu
+  deploy:
+    resources:
+      reservations:
+        devices:
+          - driver: nvidia
+            count: 2
+            capabilities: [gpu, utility]
+services:
+  seat:
+    extends: {file: base.yaml, service: base}
+    <<: *gpu
+    command: ["m", "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
+""",
+        {"base.yaml": "services:\n  base:\n    image: vllm/vllm-openai:v0.32.0\n    ipc: host\n"},
+        ["--ipc=host", "--gpus=count=2,capabilities=utility"],
+        ["vllm/vllm-openai:v0.32.0", "m"],
+    ),
+    "jetson-runtime-nvidia": (
+        """
+services:
+  thor:
+    image: nvcr.io/nvidia/vllm:25.10-py3
+    runtime: nvidia
+    network_mode: host
+    ipc: host
+    command: ["vllm", "serve", "m", "--gpu-memory-utilization", "0.8"]
+    volumes:
+      - type: bind
+        source: /tmp
+        target: /host-tmp
+        read_only: true
+    stop_grace_period: 1m30s
+    restart: unless-stopped
+    container_name: thor-seat
+""",
+        {},
+        [
+            "--runtime=nvidia",
+            "--network=host",
+            "--mount=type=bind,source=/tmp,target=/host-tmp,readonly",
+            "--stop-timeout=90",
+        ],
+        ["nvcr.io/nvidia/vllm:25.10-py3", "vllm", "serve", "m", "--gpu-memory-utilization", "0.8"],
+    ),
+    "healthcheck-cmd-labels-logging": (
+        """
+services:
+  seat:
+    image: vllm/vllm-openai:v0.32.0
+    command: ["m"]
+    healthcheck:
+      test: ["CMD", "curl", "-f", "http://localhost:8000/health"]
+      start_interval: 5s
+    labels: {team: serving}
+    logging:
+      driver: json-file
+      options: {max-size: 10m}
+    extra_hosts: ["registry:10.0.0.2"]
+    sysctls: {net.core.somaxconn: 1024}
+""",
+        {},
+        [
+            "--health-cmd=curl -f http://localhost:8000/health",
+            "--health-start-interval=5s",
+            "--label=team=serving",
+            "--log-driver=json-file",
+            "--log-opt=max-size=10m",
+            "--add-host=registry=10.0.0.2",
+            "--sysctl=net.core.somaxconn=1024",
+        ],
+        ["vllm/vllm-openai:v0.32.0", "m"],
+    ),
+    "profile-selected-service": (
+        """
+services:
+  seat:
+    image: vllm/vllm-openai:v0.32.0
+    profiles: [mtp]
+    command: ["m", "--num-speculative-tokens", "2"]
+    healthcheck: {disable: true}
+""",
+        {},
+        ["--no-healthcheck"],
+        ["vllm/vllm-openai:v0.32.0", "m"],
+    ),
+}
+
+
+def _project(tmp_path: Path, name: str) -> tuple[Path, list[str], list[str]]:
+    text, files, options, tail = SHAPES[name]
+    where = tmp_path / name
+    where.mkdir()
+    (where / "compose.yaml").write_text(text)
+    for rel, body in files.items():
+        (where / rel).parent.mkdir(parents=True, exist_ok=True)
+        (where / rel).write_text(body)
+    filled = [o.replace("{dir}", str(where)).replace("{project}", name) for o in options]
+    return where, filled, tail
+
+
+def test_there_are_at_least_ten_real_shapes() -> None:
+    assert len(SHAPES) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_docker_argv_of_a_resolved_service(tmp_path: Path, resolver: Resolver, name: str) -> None:
+    where, options, tail = _project(tmp_path, name)
+    profiles = ("mtp",) if name == "profile-selected-service" else ()
+    resolved = resolve_service(str(where / "compose.yaml"), None, ComposeOptions(profiles=profiles), resolver)
+    base = base_service(resolved)
+    argv = docker_run_argv(
+        resolved.service_dict,
+        base.argv,
+        name=container_name("c", "off_A", 1),
+        volume_names=dict(resolved.volume_names),
+    )
+    assert argv[:4] == ["docker", "run", "--rm", "--name=mtpverdict-c-off_A-boot1"]
+    missing = [o for o in options if o not in argv]
+    assert not missing, (missing, argv)
+    image_at = argv.index(tail[0])
+    assert argv[image_at : image_at + len(tail)] == tail
+    assert all(a.startswith("--") for a in argv[4:image_at])  # every option before the image
+    # the service's own speculation is gone; nothing of restart or container_name survives
+    assert not any("speculative" in a or "spec-draft" in a for a in argv)
+    assert not any(a.startswith(("--restart", "--name=thor")) for a in argv)
+
+
+def test_the_arm_argv_goes_where_the_service_had_its_flags(tmp_path: Path, resolver: Resolver) -> None:
+    where, _, _ = _project(tmp_path, "vllm-gpu-reservation")
+    resolved = resolve_service(str(where / "compose.yaml"), None, ComposeOptions(), resolver)
+    base = base_service(resolved)
+    assert base.argv == ("Qwen/Qwen3-8B", "--max-model-len", "8192")
+    assert base.removed == ("--speculative-config", K2)
+    assert base.insert_at == 1
+    assert base.entrypoint_length == 0
+
+
+def test_two_services_that_differ_only_in_speculation_share_a_base_hash(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    for where, args in ((one, '["m", "--speculative-config", "{}"]'), (two, '["m"]')):
+        where.mkdir()
+        (where / "compose.yaml").write_text(f"services:\n  s:\n    image: i:1.0\n    command: {args}\n")
+    first = resolve_service(str(one / "compose.yaml"), None, ComposeOptions(), resolver)
+    second = resolve_service(str(two / "compose.yaml"), None, ComposeOptions(), resolver)
+    assert first.sha256 != second.sha256
+    assert base_service(first).sha256 == base_service(second).sha256
+    (two / "compose.yaml").write_text(
+        'services:\n  s:\n    image: i:1.0\n    command: ["m", "--seed", "1"]\n'
+    )
+    third = resolve_service(str(two / "compose.yaml"), None, ComposeOptions(), resolver)
+    assert base_service(third).sha256 != base_service(first).sha256
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("    depends_on: [db]\n  db:\n    image: postgres:16\n", "services.depends_on"),
+        ("    networks: [back]\nnetworks:\n  back: {}\n", "joins networks back"),
+        (
+            "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+            "            - driver: amd\n              capabilities: [gpu]\n",
+            "NVIDIA GPUs only",
+        ),
+        ("    deploy:\n      replicas: 2\n", "runs 2 replicas"),
+    ],
+)
+def test_what_one_docker_run_cannot_start_is_refused(
+    tmp_path: Path, resolver: Resolver, extra: str, says: str
+) -> None:
+    (tmp_path / "compose.yaml").write_text(f"services:\n  seat:\n    image: i:1.0\n    command: [m]\n{extra}")
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    with pytest.raises(InputError) as caught:
+        docker_run_argv(resolved.service_dict, resolved.argv, name="n")
+    assert says in str(caught.value)
+
+
+def test_a_container_name_is_made_of_dockers_characters() -> None:
+    assert container_name("seat 1/a", "k2", 3, device="gpu:0") == "mtpverdict-seat_1_a-gpu_0-k2-boot3"
+    assert len(container_name("x" * 300, "a", 1)) == 128
+
+
+def test_the_campaign_environment_is_added_over_the_services() -> None:
+    service = {"image": "i:1", "environment": {"A": "1", "B": None}}
+    argv = docker_run_argv(service, ["m"], name="n", environment={"A": "2", "C": "3"})
+    assert [a for a in argv if a.startswith("--env")] == ["--env=A=2", "--env=B", "--env=C=3"]
+    assert json.dumps(argv)  # plain strings throughout
