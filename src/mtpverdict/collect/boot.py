@@ -179,8 +179,7 @@ class BootSession:
         plan, server = self.ctx.plan, self.server
         prepared: dict[str, Any] = {}
         failure = prepare_boot(plan, server, prepared)  # collect/discipline.py: host state, before_boot
-        if prepared:
-            self.record = replace(self.record, discipline=prepared)
+        self.record = replace(self.record, **prepared)
         if failure is not None:
             self._fail(self.ctx.redact(failure))
             return False

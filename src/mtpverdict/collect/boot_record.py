@@ -10,7 +10,7 @@ when known. formats.results.BootRecord validates it when it is appended.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,6 +21,7 @@ from mtpverdict.collect.campaign import DevicePlan
 BootStatus = Literal["ready", "failed", "interrupted"]
 INTERRUPTED: BootStatus = "interrupted"  # the status of a boot collect stopped before it finished
 INTERRUPTED_NOTE = "interrupted: collect stopped before this boot finished; its runs are kept"
+DISCIPLINE_KEYS = ("container", "before_boot", "memory_check", "host_state")
 UNREADABLE_NOTE = (
     "interrupted: collect stopped while writing this boot's start file, which is unreadable; "
     "what was known of the boot is lost, its runs are kept"
@@ -49,9 +50,11 @@ class RecordedBoot:
     device: str | None = None  # None: a campaign without [[devices]] (no device or node key)
     node: str | None = None
     note: str | None = None
-    # what ran before a launched boot (collect/discipline.py): `container`, `before_boot`,
-    # `memory_check` and `host_state`, each written only when it ran
-    discipline: Mapping[str, Any] | None = None
+    # what ran before a launched boot (collect/discipline.py), as JSON values; each written only when it ran
+    container: Mapping[str, Any] | None = None
+    before_boot: Sequence[Mapping[str, Any]] | None = None
+    memory_check: Mapping[str, Any] | None = None
+    host_state: Mapping[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -82,8 +85,9 @@ class RecordedBoot:
             record |= {"device": self.device, "node": self.node}
         if not isinstance(self.slots, UnsetType):
             record["slots"] = self.slots
-        if self.discipline:
-            record |= self.discipline
+        for key in DISCIPLINE_KEYS:
+            if (value := getattr(self, key)) is not None:
+                record[key] = value
         return record
 
 
