@@ -25,7 +25,7 @@ from mtpverdict._describe import describe_exception
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import logruns
+from mtpverdict.collect import datasets, logruns
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import ArmPlan, CampaignPlan, DevicePlan, WorkloadPlan
 from mtpverdict.collect.llamacpp import NO_KV_LINE, NO_REQUEST_LINES, judge_ready
@@ -951,7 +951,7 @@ class Collector:
         plan = self.plan
         first = plan.workloads[0]
         for rep in range(1, plan.warmup_runs + 1):
-            results = await self._run(base_url, model, first, min(plan.concurrency))
+            results = await self._run(base_url, model, first, min(plan.concurrency), rep)
             self._record_requests(planned, first.id, min(plan.concurrency), rep, results, warmup=True)
             self._note_sent(_sent_run(None, results, f"warm-up run {rep}"), planned, record, server)
             self._check_alive(server, "a warm-up run")
@@ -964,18 +964,17 @@ class Collector:
             if workload.expect_identical:
                 await self._identity_probe(client, base_url, model, planned, server, record, workload)
 
-    async def _run(self, base_url: str, model: str, workload: WorkloadPlan, conc: int) -> cl.RunResult:
+    async def _run(
+        self, base_url: str, model: str, workload: WorkloadPlan, conc: int, rep: int
+    ) -> cl.RunResult:
         """One run of `workload` at `conc` streams, as the campaign sends it (warm-up or measured)."""
-        return await cl.run_concurrent(
+        return await datasets.run_workload(  # one prompt, or a dataset's drawn prompts
+            workload,
+            rep,
             base_url,
             concurrency=conc,
             model=model,
-            prompt=workload.prompt,
-            max_tokens=workload.max_tokens,
-            chat=workload.chat,
-            ignore_eos=workload.ignore_eos,
             clock=self.clock,
-            nonce=workload.nonce,
             headers=self.headers,
             limits=cl.StreamLimits(stall_seconds=self.plan.server.stall_seconds),
         )
@@ -997,7 +996,7 @@ class Collector:
         tag = f"{arm.name}-boot{planned.boot}-{workload.id}-c{conc}-r{rep}"
         before_rel, before, missed = await self._metrics(client, base_url, f"metrics/{tag}-before.prom")
         self._learn_depth(arm, record, before)
-        results = await self._run(base_url, model, workload, conc)
+        results = await self._run(base_url, model, workload, conc, rep)
         after_rel, after, missed_after = await self._metrics(client, base_url, f"metrics/{tag}-after.prom")
         self._record_requests(planned, workload.id, conc, rep, results, warmup=False)
         group = _sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}")
@@ -1054,6 +1053,7 @@ class Collector:
         warmup: bool,
     ) -> None:
         cpu_share = results.cpu_share
+        drawn = next(w.drawn for w in self.plan.workloads if w.id == workload)
         for r in results.streams:
             self.summary.requests += 0 if warmup else 1
             self.summary.request_errors += 0 if warmup or r.status == "ok" else 1
@@ -1079,6 +1079,7 @@ class Collector:
                     "bunched_chunks": r.bunched,
                     "chunks": r.chunks,
                     **_served_fields(r),
+                    **datasets.request_fields(drawn, rep, conc, r.stream),
                     "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
                 }
             )
