@@ -9,7 +9,9 @@
 # hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
 # campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it;
 # tests/test_real_load.py collects a small campaign beside a process burning a core, SIGTERMs collect
-# while a server starts, resumes, and decides on the server's clock (collect turns it on itself).
+# while a server starts, resumes, and decides on the server's clock (collect turns it on itself);
+# tests/test_real_datasets.py collects datasets-campaign.toml (the mixed prompt set of
+# collectors/datasets/, one workload per category) and decides per category.
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -37,3 +39,4 @@ cd "$root"
     tests/test_real_watch.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_datasets.py
