@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
+from typing import Any, cast
 
 from mtpverdict import plan
 from mtpverdict._logscale import change, ratio
@@ -12,6 +13,7 @@ from mtpverdict._version import __version__
 from mtpverdict.decide import regime
 from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.comparisons import FamilyRun
+from mtpverdict.evidence.latency import ArmKey
 from mtpverdict.evidence.model import Evidence, NoiseHistory
 from mtpverdict.formats.decision import (
     RESULTS_PLACEHOLDER,
@@ -29,6 +31,7 @@ from mtpverdict.formats.decision import (
     HistoryInput,
     Inputs,
     KvSummary,
+    LatencyResult,
     MissingnessResult,
     PolicySummary,
     RefusalResult,
@@ -43,6 +46,7 @@ from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
 from mtpverdict.stats.breakeven import BreakEven, Interval, conservative_bound
 from mtpverdict.stats.missingness import AFFECTED_METRICS
+from mtpverdict.stats.percentiles import LATENCY_METRICS
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them
@@ -162,6 +166,38 @@ def refused(evidence: Evidence) -> tuple[RefusalResult, ...]:
     return tuple(
         RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason, finite(r.p_value))
         for r in evidence.refused
+    )
+
+
+def latency(evidence: Evidence) -> tuple[LatencyResult, ...]:
+    """The latency percentiles per arm (campaign order), per cell (workload order) and over every cell."""
+    found = evidence.latency
+    order = {w.id: i for i, w in enumerate(evidence.campaign.workloads)}
+    arms = {a.name: i for i, a in enumerate(evidence.campaign.arms)}
+    metrics = {m: i for i, m in enumerate(LATENCY_METRICS)}
+
+    def place(key: ArmKey) -> tuple[int, int, int, int]:
+        arm, workload, conc, metric = key
+        cell = (-1, -1) if workload is None else (order.get(workload, len(order)), conc or 0)
+        return arms.get(arm, len(arms)), *cell, metrics[metric]
+
+    return tuple(
+        LatencyResult(
+            arm=arm,
+            workload=workload,
+            concurrency=conc,
+            metric=cast(Any, metric),
+            n=v.n,
+            n_boots=v.n_boots,
+            p50=v.p50,
+            p90=v.p90,
+            p99=v.p99,
+            boot_median=v.boot_median,
+            boot_median_low=finite(v.boot_median_low),
+            boot_median_high=finite(v.boot_median_high),
+            timing=found.timing or "client",
+        )
+        for (arm, workload, conc, metric), v in sorted(found.arms.items(), key=lambda kv: place(kv[0]))
     )
 
 

@@ -355,6 +355,30 @@ class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
 
 
+class LatencyResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One latency's percentiles over an arm's streams at one cell (or every cell), and the boot-level
+    estimate of its median (docs/statistics.md, "Latency percentiles")."""
+
+    arm: str
+    workload: Annotated[str | None, Meta(description="The cell's workload; null: every cell of the arm.")]
+    concurrency: Annotated[int | None, Meta(description="The cell's concurrency; null: every cell.")]
+    metric: Annotated[
+        Literal["ttft_ms", "itl_ms", "e2e_ms"],
+        Meta(description="ttft_ms, itl_ms (per token over the decode window) or e2e_ms."),
+    ]
+    n: Annotated[int, Meta(description="Streams measured.")]
+    n_boots: int
+    p50: float
+    p90: float
+    p99: float
+    boot_median: Annotated[float, Meta(description="Geometric mean of the boots' medians.")]
+    boot_median_low: Annotated[
+        float | None, Meta(description="Two-sided 1 - 2 alpha t interval over boots; null with one boot.")
+    ]
+    boot_median_high: float | None
+    timing: Annotated[str, Meta(description="server or client: whose clock timed the streams.")]
+
+
 class MissingnessResult(Struct, frozen=True, forbid_unknown_fields=True):
     """Streams one boot completed at one cell, and how many yielded a decode measurement."""
 
@@ -577,6 +601,10 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     envelopes: Annotated[
         tuple[ContextEnvelope, ...],
         Meta(description="Prompt-token envelopes in which the promoted arms hold (context_regime)."),
+    ] = ()
+    latency: Annotated[
+        tuple[LatencyResult, ...],
+        Meta(description="TTFT, ITL and E2E p50 / p90 / p99 per arm, per cell and over every cell."),
     ] = ()
 
     def arm(self, name: str) -> ArmDecision:
