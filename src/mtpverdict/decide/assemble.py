@@ -23,6 +23,7 @@ from mtpverdict.formats.decision import (
     BreakEvenCell,
     BreakEvenSummary,
     CampaignSummary,
+    CategoryResult,
     CellResult,
     ComparisonResult,
     ControlResult,
@@ -167,6 +168,44 @@ def refused(evidence: Evidence) -> tuple[RefusalResult, ...]:
         RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason, finite(r.p_value))
         for r in evidence.refused
     )
+
+
+def categories(evidence: Evidence) -> tuple[CategoryResult, ...]:
+    """Each candidate on each dataset category: the category's acceptance (every concurrency pooled)
+    and the family procedure over its cells alone, at the selection metric."""
+    campaign = evidence.campaign
+    metric = str(evidence.policy.selection.metric)
+    out = []
+    for workload in campaign.workloads:
+        if workload.category is None:
+            continue
+        # the category's design cells: every concurrency any arm was compared at on this workload
+        cells = tuple(
+            sorted({(w, c) for (_, w, c, m) in evidence.comparisons if w == workload.id and m == metric})
+        )
+        for arm in campaign.candidates():
+            acc = evidence.acceptance.get(arm.name)
+            pooled = None if acc is None else acc.cell(workload.id, 0)
+            found = evidence.arm_outcome(arm.name, metric, cells=cells) if cells else None
+            weakest = None if found is None else found.cell(found.worst_cell)
+            out.append(
+                CategoryResult(
+                    arm=arm.name,
+                    category=workload.category,
+                    workload=workload.id,
+                    acceptance_rate=None if pooled is None else finite(pooled.rate),
+                    ci_low=None if pooled is None else finite(pooled.ci_low),
+                    ci_high=None if pooled is None else finite(pooled.ci_high),
+                    accepted_tokens=None if pooled is None else pooled.accepted_tokens,
+                    draft_tokens=None if pooled is None else pooled.draft_tokens,
+                    metric=metric,
+                    outcome=None if found is None else str(found.outcome),
+                    ratio=None if weakest is None else _ratio(weakest.estimate),
+                    ratio_low=None if weakest is None else _ratio(weakest.ci_low),
+                    ratio_high=None if weakest is None else _ratio(weakest.ci_high),
+                )
+            )
+    return tuple(out)
 
 
 def latency(evidence: Evidence) -> tuple[LatencyResult, ...]:

@@ -95,6 +95,7 @@ def decide(
         next_step=next_step,
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
+        categories=assemble.categories(evidence),
         latency=assemble.latency(evidence),
         regime=regime_map,
         schedule=outcome.schedule,

@@ -355,6 +355,32 @@ class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
 
 
+class CategoryResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One candidate on one dataset category (a workload ID.CATEGORY): its acceptance there with the
+    interval, and the family procedure over the category's cells alone."""
+
+    arm: str
+    category: str
+    workload: str
+    acceptance_rate: float | None
+    ci_low: Annotated[float | None, Meta(description="Two-sided 1 - 2 alpha interval of the rate.")]
+    ci_high: float | None
+    accepted_tokens: int | None
+    draft_tokens: int | None
+    metric: Annotated[str, Meta(description="The selection metric the outcome is judged on.")]
+    outcome: Annotated[
+        str | None,
+        Meta(
+            description="better, worse, equivalent, below_min_effect or inconclusive: the family procedure "
+            "over this category's cells (intersection-union over its concurrencies, Holm across the "
+            "family's arms); null when it could not be run."
+        ),
+    ]
+    ratio: Annotated[float | None, Meta(description="The ratio to off at the category's weakest cell.")]
+    ratio_low: float | None
+    ratio_high: float | None
+
+
 class LatencyResult(Struct, frozen=True, forbid_unknown_fields=True):
     """One latency's percentiles over an arm's streams at one cell (or every cell), and the boot-level
     estimate of its median (docs/statistics.md, "Latency percentiles")."""
@@ -601,6 +627,10 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     envelopes: Annotated[
         tuple[ContextEnvelope, ...],
         Meta(description="Prompt-token envelopes in which the promoted arms hold (context_regime)."),
+    ] = ()
+    categories: Annotated[
+        tuple[CategoryResult, ...],
+        Meta(description="Per candidate and dataset category: acceptance with its interval and the outcome."),
     ] = ()
     latency: Annotated[
         tuple[LatencyResult, ...],

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mtpverdict._text import terminal_lines
 from mtpverdict.formats.decision import ArmDecision, Decision, SurfaceSummary
+from mtpverdict.report.category_map import category_map_data, draw_category_map
 from mtpverdict.report.data import ReportData, file_stem, finite
 from mtpverdict.report.regime import draw_regime, regime_plot_data
 from mtpverdict.report.tables import kv_ceiling
@@ -991,6 +992,18 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
             "mostly wasted work; the dashed line is the policy's minimum for the last position.",
             _acceptance_data(data),
             _draw_acceptance,
+        )
+    )
+    plots.append(
+        _plot(
+            "category",
+            "Acceptance per dataset category and depth",
+            "Each candidate's acceptance on each category of a dataset workload (every concurrency "
+            "pooled) with its interval, and the category's outcome against off (the family procedure over "
+            "that category's cells alone). A drafter that wins on code and loses on chat shows here before "
+            "the pooled figure hides it.",
+            category_map_data(doc, data.campaign_label),
+            lambda d: draw_category_map(d, _figure),
         )
     )
     plots.append(_break_even_plot(data))
