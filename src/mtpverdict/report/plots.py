@@ -953,6 +953,19 @@ def _break_even_plot(data: ReportData) -> Plot:
     )
 
 
+def _category_plot(data: ReportData) -> Plot:
+    return _plot(
+        "category",
+        "Acceptance per dataset category and depth",
+        "Each candidate's acceptance on each category of a dataset workload (every concurrency pooled) "
+        "with its interval, and the category's outcome against off (the family procedure over that "
+        "category's cells alone). A drafter that wins on code and loses on chat shows here before the "
+        "pooled figure hides it.",
+        category_map_data(data.decision, data.campaign_label),
+        lambda d: draw_category_map(d, _figure),
+    )
+
+
 def report_plots(data: ReportData) -> tuple[Plot, ...]:
     """Every plot of the report, rendered; one without data comes back with `skipped` set."""
     doc = data.decision
@@ -994,18 +1007,7 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
             _draw_acceptance,
         )
     )
-    plots.append(
-        _plot(
-            "category",
-            "Acceptance per dataset category and depth",
-            "Each candidate's acceptance on each category of a dataset workload (every concurrency "
-            "pooled) with its interval, and the category's outcome against off (the family procedure over "
-            "that category's cells alone). A drafter that wins on code and loses on chat shows here before "
-            "the pooled figure hides it.",
-            category_map_data(doc, data.campaign_label),
-            lambda d: draw_category_map(d, _figure),
-        )
-    )
+    plots.append(_category_plot(data))
     plots.append(_break_even_plot(data))
     plots.append(
         _plot(
