@@ -1007,7 +1007,8 @@ def report_plots(data: ReportData) -> tuple[Plot, ...]:
             _draw_acceptance,
         )
     )
-    plots.append(_category_plot(data))
+    if doc.categories:  # dataset workloads only: a campaign of plain prompts has no categories
+        plots.append(_category_plot(data))
     plots.append(_break_even_plot(data))
     plots.append(
         _plot(
