@@ -97,3 +97,15 @@ def test_the_decision_compares_and_reports_each_category(collected: Path) -> Non
     decision = json.loads(decide_directory(collected).json_text)
     cells = {c["workload"] for c in decision["comparisons"] if c["arm"] == "draft_copy_k2"}
     assert cells == {f"mixed.{c}" for c in CATEGORIES}
+    found = {c["category"]: c for c in decision["categories"]}
+    assert set(found) == CATEGORIES
+    for c in found.values():  # a copy of the target drafts right: high acceptance in every category
+        assert c["arm"] == "draft_copy_k2" and c["draft_tokens"]
+        assert c["ci_low"] <= c["acceptance_rate"] <= c["ci_high"] and c["ci_low"] > 0.5
+        assert c["outcome"] in {"better", "worse", "equivalent", "below_min_effect", "inconclusive"}
+    latency = {(x["arm"], x["workload"], x["concurrency"], x["metric"]): x for x in decision["latency"]}
+    for arm in ("off_A", "draft_copy_k2", "off_B"):
+        for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+            every = latency[(arm, None, None, metric)]
+            assert 0 < every["p50"] <= every["p90"] <= every["p99"]
+            assert all((arm, f"mixed.{c}", 2, metric) in latency for c in CATEGORIES)
