@@ -93,7 +93,8 @@ def latency(values: Sequence[float], boots: Sequence[object], alpha: float) -> L
     if v.size == 0:
         return None
     p50, p90, p99 = (float(x) for x in np.percentile(v, PERCENTILES))
-    medians = np.array([float(np.median(v[b == boot])) for boot in dict.fromkeys(b.tolist())])
+    # boots in a fixed order, so the mean of their logs does not depend on the order of the records
+    medians = np.array([float(np.median(v[b == boot])) for boot in sorted(set(b.tolist()), key=str)])
     low, high = _boot_interval(medians, alpha)
     positive = medians[medians > 0]
     centre = (
