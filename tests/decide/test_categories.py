@@ -4,16 +4,22 @@ category's acceptance and outcome reported; the arm's own verdict needs every ca
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from mtpverdict.decide import decide
+from mtpverdict.errors import PolicyError
 from mtpverdict.formats.decision import Verdict
+from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.category_map import category_map_data
 from mtpverdict.rules import load_policy
 from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+
+from ..conftest import ROOT
 
 EFFECT = 0.2  # k1's true decode gain on chat (log ratio); on code the records are slowed to none
 
@@ -78,3 +84,44 @@ def test_a_campaign_without_categories_has_none_and_no_map() -> None:
     decision = decide(results_from_records(campaign, records), load_policy("default"))
     assert decision.categories == ()
     assert isinstance(category_map_data(decision, "plain"), str)
+
+
+def _weighted_policy(tmp: Path, weights: str) -> Policy:
+    text = (ROOT / "rules" / "default.toml").read_text()
+    text = text.replace('name = "default"', 'name = "weighted"', 1)
+    path = tmp / "weighted.toml"
+    path.write_text(text + f"\n[workloads.weights]\n{weights}\n")
+    return load_policy(str(path))
+
+
+def test_the_traffic_mix_is_compared_on_the_boots_weighted_means(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=-0.1)
+    results = results_from_records(campaign, records)
+    # mostly chat traffic: the mix gains about 0.9 * 0.2 - 0.1 * 0.1 = +0.17 in log
+    mostly_chat = decide(results, _weighted_policy(tmp_path, "chat = 9\ncode = 1"))
+    (found,) = mostly_chat.weighted
+    assert found.arm == "k1" and found.shares == (("chat", 0.9), ("code", 0.1)) and found.missing == ()
+    assert found.outcome == "better" and found.ratio is not None
+    assert math.log(found.ratio) == pytest.approx(0.9 * EFFECT - 0.1 * 0.1, abs=0.03)
+    assert found.ratio_low is not None and found.ratio_low <= found.ratio <= (found.ratio_high or 0)
+    # mostly code traffic: the mix loses
+    mostly_code = decide(results, _weighted_policy(tmp_path, "chat = 1\ncode = 9"))
+    assert mostly_code.weighted[0].outcome in {"worse", "inconclusive", "below_min_effect", "equivalent"}
+    assert mostly_code.weighted[0].outcome != "better"
+
+
+def test_a_weighted_category_the_campaign_lacks_is_named_and_not_compared(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\nmath = 1")
+    )
+    (found,) = decision.weighted
+    assert found.missing == ("math",) and found.outcome is None
+    assert decide(results_from_records(campaign, records), load_policy("default")).weighted == ()
+
+
+def test_weights_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: .*> 0"):
+        _weighted_policy(tmp_path, "chat = 0")
+    with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: "):
+        _weighted_policy(tmp_path, 'chat = "half"')

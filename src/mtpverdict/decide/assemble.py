@@ -15,6 +15,7 @@ from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.comparisons import FamilyRun
 from mtpverdict.evidence.latency import ArmKey
 from mtpverdict.evidence.model import Evidence, NoiseHistory
+from mtpverdict.evidence.weighted import weighted_runs
 from mtpverdict.formats.decision import (
     RESULTS_PLACEHOLDER,
     RULES_PLACEHOLDER,
@@ -39,6 +40,7 @@ from mtpverdict.formats.decision import (
     Resolution,
     SelectedArm,
     SurfaceSummary,
+    WeightedResult,
     WorkloadAcceptance,
     finite,
 )
@@ -200,6 +202,30 @@ def categories(evidence: Evidence) -> tuple[CategoryResult, ...]:
                     draft_tokens=None if pooled is None else pooled.draft_tokens,
                     metric=metric,
                     outcome=None if found is None else str(found.outcome),
+                    ratio=None if weakest is None else _ratio(weakest.estimate),
+                    ratio_low=None if weakest is None else _ratio(weakest.ci_low),
+                    ratio_high=None if weakest is None else _ratio(weakest.ci_high),
+                )
+            )
+    return tuple(out)
+
+
+def weighted(evidence: Evidence) -> tuple[WeightedResult, ...]:
+    """Each candidate on the policy's traffic mix ([workloads.weights]; none without weights)."""
+    out = []
+    for found in weighted_runs(evidence.campaign, evidence.policy, evidence.values):
+        for arm in evidence.campaign.candidates(found.family):
+            outcome = None if found.run is None else found.run.arm(arm.name)
+            weakest = None if outcome is None else outcome.cell(outcome.worst_cell)
+            out.append(
+                WeightedResult(
+                    arm=arm.name,
+                    family=found.family,
+                    metric=found.metric,
+                    shares=found.shares,
+                    missing=found.missing,
+                    outcome=None if outcome is None else str(outcome.outcome),
+                    concurrency=None if weakest is None else weakest.cell[1],
                     ratio=None if weakest is None else _ratio(weakest.estimate),
                     ratio_low=None if weakest is None else _ratio(weakest.ci_low),
                     ratio_high=None if weakest is None else _ratio(weakest.ci_high),

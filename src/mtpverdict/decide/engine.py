@@ -96,6 +96,7 @@ def decide(
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
         categories=assemble.categories(evidence),
+        weighted=assemble.weighted(evidence),
         latency=assemble.latency(evidence),
         regime=regime_map,
         schedule=outcome.schedule,

@@ -381,6 +381,31 @@ class CategoryResult(Struct, frozen=True, forbid_unknown_fields=True):
     ratio_high: float | None
 
 
+class WeightedResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One candidate against off on the policy's traffic mix of dataset categories ([workloads.weights])."""
+
+    arm: str
+    family: str
+    metric: str
+    shares: Annotated[
+        tuple[tuple[str, float], ...], Meta(description="(category, normalised traffic share) pairs.")
+    ]
+    missing: Annotated[
+        tuple[str, ...], Meta(description="Weighted categories the campaign has no workload for.")
+    ]
+    outcome: Annotated[
+        str | None,
+        Meta(
+            description="The family procedure on the weighted cells (one per concurrency): better, worse, "
+            "equivalent, below_min_effect or inconclusive; null when it could not be run."
+        ),
+    ]
+    concurrency: Annotated[int | None, Meta(description="The weakest weighted cell's concurrency.")]
+    ratio: Annotated[float | None, Meta(description="The weighted mix's ratio to off there.")]
+    ratio_low: float | None
+    ratio_high: float | None
+
+
 class LatencyResult(Struct, frozen=True, forbid_unknown_fields=True):
     """One latency's percentiles over an arm's streams at one cell (or every cell), and the boot-level
     estimate of its median (docs/statistics.md, "Latency percentiles")."""
@@ -631,6 +656,10 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     categories: Annotated[
         tuple[CategoryResult, ...],
         Meta(description="Per candidate and dataset category: acceptance with its interval and the outcome."),
+    ] = ()
+    weighted: Annotated[
+        tuple[WeightedResult, ...],
+        Meta(description="Per candidate: the comparison on the policy's traffic mix of categories."),
     ] = ()
     latency: Annotated[
         tuple[LatencyResult, ...],
