@@ -18,7 +18,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CampaignError
 from mtpverdict.formats.results import Campaign
 
-from ..conftest import ROOT
+from ..conftest import ROOT, run_cli
 from .conftest import campaign_text
 
 MIXED = ROOT / "collectors" / "datasets" / "mixed.jsonl"
@@ -253,3 +253,12 @@ def test_a_dataset_campaign_records_each_prompt_and_decides_per_category(tmp_pat
     decision = json.loads(decide_directory(out).json_text)
     cells = {c["workload"] for c in decision["comparisons"] if c["arm"] == "ngram_k2"}
     assert cells == {"mixed.chat", "mixed.code", "mixed.long-context", "mixed.math"}
+
+
+def test_collect_names_each_bad_line_and_exits_2(tmp_path: Path) -> None:
+    _jsonl(tmp_path, {"prompt": "fine", "category": "a"}, {"prompt": 3, "category": "a"}, name="bad.jsonl")
+    campaign = _campaign(tmp_path, 'id = "w"\ndataset = "bad.jsonl"\nmax_tokens = 8')
+    ran = run_cli("collect", campaign, "--out", tmp_path / "out")
+    assert ran.returncode == 2  # README, exit codes: bad input
+    assert f"{tmp_path / 'bad.jsonl'}:2: entry 1: 'prompt' must be a non-empty string" in ran.stderr
+    assert "Traceback" not in ran.stderr and not (tmp_path / "out" / "records.jsonl").exists()
