@@ -52,6 +52,7 @@ def test_fixture_scripts_reproduce_the_committed_bytes(script: str, tmp_path: Pa
         FIXTURES / "flash-next-blackwell" / "campaign.toml",
         FIXTURES.parent / "collectors" / "vllm-cpu" / "campaign.toml",
         FIXTURES.parent / "collectors" / "vllm-cpu" / "schedule-campaign.toml",
+        FIXTURES.parent / "collectors" / "vllm-cpu" / "datasets-campaign.toml",
     ],
     ids=lambda p: f"{p.parent.name}/{p.name}",
 )

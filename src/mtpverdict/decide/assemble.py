@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
+from typing import Any, cast
 
 from mtpverdict import plan
 from mtpverdict._logscale import change, ratio
@@ -12,7 +13,9 @@ from mtpverdict._version import __version__
 from mtpverdict.decide import regime
 from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.comparisons import FamilyRun
+from mtpverdict.evidence.latency import ArmKey
 from mtpverdict.evidence.model import Evidence, NoiseHistory
+from mtpverdict.evidence.weighted import weighted_runs
 from mtpverdict.formats.decision import (
     RESULTS_PLACEHOLDER,
     RULES_PLACEHOLDER,
@@ -21,6 +24,7 @@ from mtpverdict.formats.decision import (
     BreakEvenCell,
     BreakEvenSummary,
     CampaignSummary,
+    CategoryResult,
     CellResult,
     ComparisonResult,
     ControlResult,
@@ -29,12 +33,14 @@ from mtpverdict.formats.decision import (
     HistoryInput,
     Inputs,
     KvSummary,
+    LatencyResult,
     MissingnessResult,
     PolicySummary,
     RefusalResult,
     Resolution,
     SelectedArm,
     SurfaceSummary,
+    WeightedResult,
     WorkloadAcceptance,
     finite,
 )
@@ -43,6 +49,7 @@ from mtpverdict.formats.results import Arm
 from mtpverdict.stats.acceptance import Surface
 from mtpverdict.stats.breakeven import BreakEven, Interval, conservative_bound
 from mtpverdict.stats.missingness import AFFECTED_METRICS
+from mtpverdict.stats.percentiles import LATENCY_METRICS
 from mtpverdict.stats.procedure import ArmOutcome, FamilyOutcome, Outcome, VarianceMethod
 
 # cells compared by the policy's fallback: no planning model applies to them
@@ -162,6 +169,100 @@ def refused(evidence: Evidence) -> tuple[RefusalResult, ...]:
     return tuple(
         RefusalResult(r.arm, r.workload, r.concurrency, r.share, r.versus, r.reason, finite(r.p_value))
         for r in evidence.refused
+    )
+
+
+def categories(evidence: Evidence) -> tuple[CategoryResult, ...]:
+    """Each candidate on each dataset category: the category's acceptance (every concurrency pooled)
+    and the family procedure over its cells alone, at the selection metric."""
+    campaign = evidence.campaign
+    metric = str(evidence.policy.selection.metric)
+    out = []
+    for workload in campaign.workloads:
+        if workload.category is None:
+            continue
+        # the category's design cells: every concurrency any arm was compared at on this workload
+        cells = tuple(
+            sorted({(w, c) for (_, w, c, m) in evidence.comparisons if w == workload.id and m == metric})
+        )
+        for arm in campaign.candidates():
+            acc = evidence.acceptance.get(arm.name)
+            pooled = None if acc is None else acc.cell(workload.id, 0)
+            found = evidence.arm_outcome(arm.name, metric, cells=cells) if cells else None
+            weakest = None if found is None else found.cell(found.worst_cell)
+            out.append(
+                CategoryResult(
+                    arm=arm.name,
+                    category=workload.category,
+                    workload=workload.id,
+                    acceptance_rate=None if pooled is None else finite(pooled.rate),
+                    ci_low=None if pooled is None else finite(pooled.ci_low),
+                    ci_high=None if pooled is None else finite(pooled.ci_high),
+                    accepted_tokens=None if pooled is None else pooled.accepted_tokens,
+                    draft_tokens=None if pooled is None else pooled.draft_tokens,
+                    metric=metric,
+                    outcome=None if found is None else str(found.outcome),
+                    ratio=None if weakest is None else _ratio(weakest.estimate),
+                    ratio_low=None if weakest is None else _ratio(weakest.ci_low),
+                    ratio_high=None if weakest is None else _ratio(weakest.ci_high),
+                )
+            )
+    return tuple(out)
+
+
+def weighted(evidence: Evidence) -> tuple[WeightedResult, ...]:
+    """Each candidate on the policy's traffic mix ([workloads.weights]; none without weights)."""
+    out = []
+    for found in weighted_runs(evidence.campaign, evidence.policy, evidence.values):
+        for arm in evidence.campaign.candidates(found.family):
+            outcome = None if found.run is None else found.run.arm(arm.name)
+            weakest = None if outcome is None else outcome.cell(outcome.worst_cell)
+            out.append(
+                WeightedResult(
+                    arm=arm.name,
+                    family=found.family,
+                    metric=found.metric,
+                    shares=found.shares,
+                    missing=found.missing,
+                    outcome=None if outcome is None else str(outcome.outcome),
+                    concurrency=None if weakest is None else weakest.cell[1],
+                    ratio=None if weakest is None else _ratio(weakest.estimate),
+                    ratio_low=None if weakest is None else _ratio(weakest.ci_low),
+                    ratio_high=None if weakest is None else _ratio(weakest.ci_high),
+                )
+            )
+    return tuple(out)
+
+
+def latency(evidence: Evidence) -> tuple[LatencyResult, ...]:
+    """The latency percentiles per arm (campaign order), per cell (workload order) and over every cell."""
+    found = evidence.latency
+    order = {w.id: i for i, w in enumerate(evidence.campaign.workloads)}
+    arms = {a.name: i for i, a in enumerate(evidence.campaign.arms)}
+    metrics = {m: i for i, m in enumerate(LATENCY_METRICS)}
+
+    def place(key: ArmKey) -> tuple[int, int, int, int]:
+        arm, workload, conc, metric = key
+        cell = (-1, -1) if workload is None else (order.get(workload, len(order)), conc or 0)
+        return arms.get(arm, len(arms)), *cell, metrics[metric]
+
+    return tuple(
+        LatencyResult(
+            arm=arm,
+            workload=workload,
+            concurrency=conc,
+            metric=cast(Any, metric),
+            n=v.n,
+            n_boots=v.n_boots,
+            p50=v.p50,
+            p90=v.p90,
+            p99=v.p99,
+            boot_median=v.boot_median,
+            boot_median_low=finite(v.boot_median_low),
+            boot_median_high=finite(v.boot_median_high),
+            timing=found.timing or "client",
+        )
+        for (arm, workload, conc, metric), v in sorted(found.arms.items(), key=lambda kv: place(kv[0]))
     )
 
 

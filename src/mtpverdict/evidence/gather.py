@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from mtpverdict.evidence.comparisons import BootKey, BootValues, FamilyRun, flatten, run_family
+from mtpverdict.evidence.latency import gather_latencies
 from mtpverdict.evidence.model import (
     BootInfo,
     CellKey,
@@ -166,6 +167,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         break_even=_break_even(campaign, windows, comparisons),
         differing=differing,
         partial=partial,
+        latency=gather_latencies(campaign, requests, runs, policy.include_cold, policy.alpha),
     )
 
 

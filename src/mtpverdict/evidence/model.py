@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mtpverdict.evidence.comparisons import BootValues, FamilyRun, run_family
+from mtpverdict.evidence.latency import Latencies
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results import Campaign
 from mtpverdict.stats.acceptance import ArmAcceptance
@@ -149,6 +150,8 @@ class Evidence:
     break_even: Mapping[str, tuple[tuple[str, int, BreakEven], ...]] = field(default_factory=dict)
     differing: tuple[Refusal, ...] = ()  # compared on the streams kept though it differs (set_aside)
     partial: tuple[PartialBoot, ...] = ()  # failed or interrupted boots that measured runs
+    # TTFT, ITL and E2E percentiles per arm and cell, and of each family's controls (evidence/latency.py)
+    latency: Latencies = field(default_factory=lambda: Latencies({}, {}, None))
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

@@ -139,13 +139,30 @@ class ArmSection(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class WorkloadSection(Struct, frozen=True, forbid_unknown_fields=True):
-    """[[workloads]]: one prompt shape (a prompt, or a generated prompt of about prompt_tokens)."""
+    """[[workloads]]: one prompt shape (a prompt, a generated prompt of about prompt_tokens, or a
+    dataset's prompts, one workload per category)."""
 
     id: Annotated[Name, Meta(description="Workload id.")]
     max_tokens: Annotated[PositiveInt, Meta(description="Completion tokens asked for.")]
     prompt: Annotated[str | None, Meta(description="Prompt text.")] = None
     prompt_tokens: Annotated[
         PositiveInt | None, Meta(description="Generate a prompt of about this many tokens.")
+    ] = None
+    dataset: Annotated[
+        str | None,
+        Meta(
+            description="A prompt set (JSONL or JSON; path relative to the campaign file): one workload "
+            "ID.CATEGORY per category, each sending its drawn prompts in the same order in every arm."
+        ),
+    ] = None
+    category: Annotated[
+        Name | None, Meta(description="Category of the dataset's prompts that name none.")
+    ] = None
+    samples: Annotated[
+        PositiveInt | None, Meta(description="Prompts drawn per category from the dataset (default all).")
+    ] = None
+    sample_seed: Annotated[
+        Count | None, Meta(description="Seed of the draw (default from the workload id); recorded.")
     ] = None
     expect_identical: Annotated[bool, Meta(description="Greedy outputs must match across arms.")] = False
     chat: Annotated[bool, Meta(description="Use /v1/chat/completions.")] = False

@@ -355,6 +355,81 @@ class CellResult(Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
 
 
+class CategoryResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One candidate on one dataset category (a workload ID.CATEGORY): its acceptance there with the
+    interval, and the family procedure over the category's cells alone."""
+
+    arm: str
+    category: str
+    workload: str
+    acceptance_rate: float | None
+    ci_low: Annotated[float | None, Meta(description="Two-sided 1 - 2 alpha interval of the rate.")]
+    ci_high: float | None
+    accepted_tokens: int | None
+    draft_tokens: int | None
+    metric: Annotated[str, Meta(description="The selection metric the outcome is judged on.")]
+    outcome: Annotated[
+        str | None,
+        Meta(
+            description="better, worse, equivalent, below_min_effect or inconclusive: the family procedure "
+            "over this category's cells (intersection-union over its concurrencies, Holm across the "
+            "family's arms); null when it could not be run."
+        ),
+    ]
+    ratio: Annotated[float | None, Meta(description="The ratio to off at the category's weakest cell.")]
+    ratio_low: float | None
+    ratio_high: float | None
+
+
+class WeightedResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One candidate against off on the policy's traffic mix of dataset categories ([workloads.weights])."""
+
+    arm: str
+    family: str
+    metric: str
+    shares: Annotated[
+        tuple[tuple[str, float], ...], Meta(description="(category, normalised traffic share) pairs.")
+    ]
+    missing: Annotated[
+        tuple[str, ...], Meta(description="Weighted categories the campaign has no workload for.")
+    ]
+    outcome: Annotated[
+        str | None,
+        Meta(
+            description="The family procedure on the weighted cells (one per concurrency): better, worse, "
+            "equivalent, below_min_effect or inconclusive; null when it could not be run."
+        ),
+    ]
+    concurrency: Annotated[int | None, Meta(description="The weakest weighted cell's concurrency.")]
+    ratio: Annotated[float | None, Meta(description="The weighted mix's ratio to off there.")]
+    ratio_low: float | None
+    ratio_high: float | None
+
+
+class LatencyResult(Struct, frozen=True, forbid_unknown_fields=True):
+    """One latency's percentiles over an arm's streams at one cell (or every cell), and the boot-level
+    estimate of its median (docs/statistics.md, "Latency percentiles")."""
+
+    arm: str
+    workload: Annotated[str | None, Meta(description="The cell's workload; null: every cell of the arm.")]
+    concurrency: Annotated[int | None, Meta(description="The cell's concurrency; null: every cell.")]
+    metric: Annotated[
+        Literal["ttft_ms", "itl_ms", "e2e_ms"],
+        Meta(description="ttft_ms, itl_ms (per token over the decode window) or e2e_ms."),
+    ]
+    n: Annotated[int, Meta(description="Streams measured.")]
+    n_boots: int
+    p50: float
+    p90: float
+    p99: float
+    boot_median: Annotated[float, Meta(description="Geometric mean of the boots' medians.")]
+    boot_median_low: Annotated[
+        float | None, Meta(description="Two-sided 1 - 2 alpha t interval over boots; null with one boot.")
+    ]
+    boot_median_high: float | None
+    timing: Annotated[str, Meta(description="server or client: whose clock timed the streams.")]
+
+
 class MissingnessResult(Struct, frozen=True, forbid_unknown_fields=True):
     """Streams one boot completed at one cell, and how many yielded a decode measurement."""
 
@@ -577,6 +652,18 @@ class Decision(Struct, frozen=True, forbid_unknown_fields=True):
     envelopes: Annotated[
         tuple[ContextEnvelope, ...],
         Meta(description="Prompt-token envelopes in which the promoted arms hold (context_regime)."),
+    ] = ()
+    categories: Annotated[
+        tuple[CategoryResult, ...],
+        Meta(description="Per candidate and dataset category: acceptance with its interval and the outcome."),
+    ] = ()
+    weighted: Annotated[
+        tuple[WeightedResult, ...],
+        Meta(description="Per candidate: the comparison on the policy's traffic mix of categories."),
+    ] = ()
+    latency: Annotated[
+        tuple[LatencyResult, ...],
+        Meta(description="TTFT, ITL and E2E p50 / p90 / p99 per arm, per cell and over every cell."),
     ] = ()
 
     def arm(self, name: str) -> ArmDecision:

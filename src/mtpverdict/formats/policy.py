@@ -234,6 +234,21 @@ class Gate(Struct, frozen=True, forbid_unknown_fields=True):
     ] = Outside.REFUSE
 
 
+Share = Annotated[float, Meta(gt=0)]
+
+
+class Workloads(Struct, frozen=True, forbid_unknown_fields=True):
+    """[workloads]: how the seat's traffic splits over the campaign's dataset categories."""
+
+    weights: Annotated[
+        dict[str, Share],
+        Meta(
+            description="Traffic share per dataset category (any positive numbers; they are normalised): "
+            "decide also compares each candidate on the weighted mean over the categories."
+        ),
+    ] = {}
+
+
 class _Top(Struct, frozen=True, forbid_unknown_fields=True):
     """The top-level keys of a policy file."""
 
@@ -248,6 +263,7 @@ class _Top(Struct, frozen=True, forbid_unknown_fields=True):
     controls: Controls = Controls()
     selection: Selection = Selection()
     gate: Gate = Gate()
+    workloads: Workloads = Workloads()
     rules: tuple[dict[str, Any], ...] = ()
 
 
@@ -302,6 +318,7 @@ class Policy:
     selection: Selection
     rules: tuple[Rule, ...]
     gate: Gate = Gate()
+    workloads: Workloads = Workloads()
     shipped: bool = False  # its text is the shipped policy of its name, however it was named
 
     @property
@@ -406,6 +423,7 @@ def parse_policy(text: str, source: str, kinds: Mapping[str, KindSpec], sha256: 
         selection=top.selection,
         rules=tuple(rules),
         gate=top.gate,
+        workloads=top.workloads,
     )
 
 

@@ -132,6 +132,15 @@ class Workload(Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens: Annotated[PositiveInt | None, Meta(description="Completion tokens asked for.")]
     expect_identical: Annotated[bool, Meta(description="Greedy outputs must be byte-identical across arms.")]
     description: Annotated[str | None, Meta(description="What the workload is.")] = None
+    category: Annotated[
+        Name | None, Meta(description="The dataset category the workload's prompts are drawn from.")
+    ] = None
+    dataset_sha256: Annotated[
+        Sha256 | None, Meta(description="SHA-256 of the dataset file the prompts are drawn from.")
+    ] = None
+    dataset_seed: Annotated[
+        Count | None, Meta(description="Seed the prompts were drawn with from the dataset.")
+    ] = None
 
 
 # dict=True lets the frozen Struct cache its lookups by arm name and by family (functools.cached_property):
@@ -318,6 +327,13 @@ class RequestRecord(Struct, frozen=True, forbid_unknown_fields=True, tag_field="
             "per_step_accepted or acceptance_histogram)."
         ),
     ] = UNSET
+    prompt_index: Annotated[
+        Count | UnsetType,
+        Meta(description="Position of the request's prompt in its workload's dataset file, from 0."),
+    ] = UNSET
+    category: Annotated[Name | UnsetType, Meta(description="Dataset category of the request's prompt.")] = (
+        UNSET
+    )
     client_cpu_share: Annotated[
         Nonneg | None | UnsetType,
         Meta(

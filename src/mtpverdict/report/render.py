@@ -207,9 +207,10 @@ def build_blocks(data: ReportData, tables: Sequence[Table], plots: Sequence[Plot
     blocks += _scope_blocks(data)
     blocks += [Heading(2, "Throughput and latency")]
     blocks += table("runs-decode_tps") + table("runs-aggregate_tps") + table("runs-ttft_ms")
+    blocks += table("latency")
     blocks += plot("throughput")
     blocks += [*section("ratios", "Ratio to off"), *plot("regime"), *plot("context")]
-    blocks += [*section("acceptance", "Acceptance"), *plot("acceptance")]
+    blocks += [*section("acceptance", "Acceptance"), *plot("acceptance"), *plot("category")]
     blocks += [*table("break-even", 2), *plot("break-even")]
     blocks += [*section("kv", "KV pool and concurrency ceiling"), *plot("kv")]
     blocks += section("quality", "Coherence and identity")

@@ -1,5 +1,5 @@
 """The decision as `decide` prints it: the verdict first, one table of the candidates; with `verbose`
-a seed-style table per arm, the regime map and every reason.
+a seed-style table per arm, the latency percentiles, the regime map and every reason.
 
 Every piece of text that comes from data (title, labels, reasons) is made one line by terminal_safe,
 so nothing in a campaign or a policy can print a line of its own or drive the terminal.
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from mtpverdict._text import terminal_lines, terminal_safe
 from mtpverdict.formats.decision import ArmDecision, Decision, fill_paths
 from mtpverdict.report.data import DecisionIndex
+from mtpverdict.report.latency import latency_text
 from mtpverdict.report.regime import regime_text, schedule_text
 from mtpverdict.report.verdict import (
     MAX_TABLE_ROWS,
@@ -143,6 +144,8 @@ def render_summary(
         return "\n".join(lines) + "\n"
     index = DecisionIndex.of(decision, workloads)  # one pass: the decision's own lookups scan its lists
     lines += ["", _seed_table(decision, index, metric, width), ""]
+    latency = latency_text(decision, width)
+    lines += [latency, ""] if latency else []
     maps = (regime_text(decision, width), schedule_text(decision.schedule))
     lines += [terminal_lines(text) for text in maps if text]
     lines.append("reasons:")

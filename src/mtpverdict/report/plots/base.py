@@ -192,6 +192,11 @@ def every_family(data: ReportData, family: str) -> bool:
     return True
 
 
+def always_shown(data: ReportData) -> bool:
+    """A campaign-level plot every report shows (the default of `PlotKind.shown`)."""
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class PlotKind(Generic[T]):
     """What one plot module provides (its `PLOT`, listed in plots/registry.py).
@@ -209,10 +214,13 @@ class PlotKind(Generic[T]):
     draw: Callable[[T], Figure]
     per_family: bool = False
     drawn_for: Callable[[ReportData, str], bool] = every_family
+    shown: Callable[[ReportData], bool] = always_shown  # a campaign-level plot only some reports have
 
     def plots(self, data: ReportData) -> list[Plot]:
         """This kind's plots of one report, rendered (or skipped with the reason)."""
         if not self.per_family:
+            if not self.shown(data):
+                return []
             return [make_plot(self.key, self.title, self.caption, self.extract(data, None), self.draw)]
         doc = data.decision
         return [

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from mtpverdict.report.data import ReportData
-from mtpverdict.report.plots import acceptance, break_even, context, drift, kv, regime, throughput
+from mtpverdict.report.plots import acceptance, break_even, category, context, drift, kv, regime, throughput
 from mtpverdict.report.plots.base import Plot, PlotKind
 
 PLOTS: tuple[PlotKind[Any], ...] = (
     throughput.PLOT,
     regime.PLOT,
     acceptance.PLOT,
+    category.PLOT,
     break_even.PLOT,
     context.PLOT,
     kv.PLOT,

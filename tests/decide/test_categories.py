@@ -1,0 +1,127 @@
+"""Per-category verdicts: each dataset category a workload whose cells the arms are compared at, and the
+category's acceptance and outcome reported; the arm's own verdict needs every category (IUT)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+
+from mtpverdict.decide import decide
+from mtpverdict.errors import PolicyError
+from mtpverdict.formats.decision import Verdict
+from mtpverdict.formats.policy import Policy
+from mtpverdict.formats.results_io import results_from_records
+from mtpverdict.report.category_map import category_map_data
+from mtpverdict.rules import load_policy
+
+from ..conftest import ROOT
+
+EFFECT = 0.2  # k1's true decode gain on chat (log ratio); on code the records are slowed to none
+
+
+def _campaign(code_effect: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    scenario = Scenario(
+        name="categories",
+        arms=(SimArm("off_A"), SimArm("k1", 1, EFFECT), SimArm("off_B")),
+        boots_per_arm=3,
+        reps=4,
+        concurrency=(1, 4),
+        workloads=("mixed.chat", "mixed.code"),
+    )
+    campaign, records = simulate_campaign(scenario, np.random.default_rng(5))
+    for w in campaign["workloads"]:
+        w.update(category=w["id"].split(".")[1], dataset_sha256="0" * 64, dataset_seed=7)
+    stretch = math.exp(EFFECT - code_effect)  # the decode window on code as if k1's gain were code_effect
+    out = []
+    for r in records:
+        if r["kind"] == "request" and r["arm"] == "k1" and r["workload"] == "mixed.code" and r["t_end"]:
+            r = {**r, "t_end": r["t_first"] + (r["t_end"] - r["t_first"]) * stretch}
+        out.append(r)
+    return campaign, out
+
+
+def test_a_category_without_the_gain_is_reported_and_holds_the_arm_back() -> None:
+    campaign, records = _campaign(code_effect=-0.1)
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    found = {c.category: c for c in decision.categories}
+    assert set(found) == {"chat", "code"} and all(c.arm == "k1" for c in found.values())
+    assert found["chat"].outcome == "better" and found["code"].outcome != "better"
+    assert found["chat"].ratio is not None and found["chat"].ratio > 1.1
+    assert found["code"].ratio is not None and found["code"].ratio < 1.0
+    assert decision.arm("k1").verdict is not Verdict.ELIGIBLE  # every category must hold
+    for c in found.values():  # acceptance per category, with its interval around it
+        assert c.acceptance_rate is not None and c.ci_low is not None and c.ci_high is not None
+        assert c.ci_low <= c.acceptance_rate <= c.ci_high
+        assert c.draft_tokens and c.accepted_tokens is not None
+
+
+def test_a_gain_in_every_category_promotes_and_each_category_says_so() -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    assert {c.category: c.outcome for c in decision.categories} == {"chat": "better", "code": "better"}
+    assert decision.selected_arm == "k1"
+
+
+def test_the_map_has_a_row_per_category_and_a_column_per_depth() -> None:
+    campaign, records = _campaign(code_effect=-0.1)
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    found = category_map_data(decision, "categories")
+    assert not isinstance(found, str)
+    assert found.categories == ("chat", "code") and found.columns == ("k1 (k=1)",)
+    assert [[c.outcome for c in row if c is not None] for row in found.cells][0] == ["better"]
+
+
+def test_a_campaign_without_categories_has_none_and_no_map() -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    for w in campaign["workloads"]:
+        for key in ("category", "dataset_sha256", "dataset_seed"):
+            w.pop(key)
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    assert decision.categories == ()
+    assert isinstance(category_map_data(decision, "plain"), str)
+
+
+def _weighted_policy(tmp: Path, weights: str) -> Policy:
+    text = (ROOT / "rules" / "default.toml").read_text()
+    text = text.replace('name = "default"', 'name = "weighted"', 1)
+    path = tmp / "weighted.toml"
+    path.write_text(text + f"\n[workloads.weights]\n{weights}\n")
+    return load_policy(str(path))
+
+
+def test_the_traffic_mix_is_compared_on_the_boots_weighted_means(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=-0.1)
+    results = results_from_records(campaign, records)
+    # mostly chat traffic: the mix gains about 0.9 * 0.2 - 0.1 * 0.1 = +0.17 in log
+    mostly_chat = decide(results, _weighted_policy(tmp_path, "chat = 9\ncode = 1"))
+    (found,) = mostly_chat.weighted
+    assert found.arm == "k1" and found.shares == (("chat", 0.9), ("code", 0.1)) and found.missing == ()
+    assert found.outcome == "better" and found.ratio is not None
+    assert math.log(found.ratio) == pytest.approx(0.9 * EFFECT - 0.1 * 0.1, abs=0.03)
+    assert found.ratio_low is not None and found.ratio_low <= found.ratio <= (found.ratio_high or 0)
+    # mostly code traffic: the mix loses
+    mostly_code = decide(results, _weighted_policy(tmp_path, "chat = 1\ncode = 9"))
+    assert mostly_code.weighted[0].outcome in {"worse", "inconclusive", "below_min_effect", "equivalent"}
+    assert mostly_code.weighted[0].outcome != "better"
+
+
+def test_a_weighted_category_the_campaign_lacks_is_named_and_not_compared(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\nmath = 1")
+    )
+    (found,) = decision.weighted
+    assert found.missing == ("math",) and found.outcome is None
+    assert decide(results_from_records(campaign, records), load_policy("default")).weighted == ()
+
+
+def test_weights_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: .*> 0"):
+        _weighted_policy(tmp_path, "chat = 0")
+    with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: "):
+        _weighted_policy(tmp_path, 'chat = "half"')
