@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mtpverdict.simulate import Scenario, SimArm, simulate_campaign
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from mtpverdict.decide import decide
 from mtpverdict.errors import PolicyError
