@@ -445,8 +445,9 @@ def _run_vectors(evidence: Evidence, names: set[str]) -> dict[tuple[str, int], d
 
 def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
     """Control boots whose every shared run agrees to DUPLICATE_RTOL: one boot recorded twice (e.g.
-    off_B's records copied from off_A, byte for byte or with its timings moved by microseconds). Their agreement would read as a tight control variance and as
-    a null control that passes; the family is not decided on them (decide/engine.py)."""
+    off_B's records copied from off_A, byte for byte or with its timings moved by microseconds).
+    Their agreement would read as a tight control variance and as a null control that passes; the
+    family is not decided on them (decide/engine.py)."""
     out = []
     for family in evidence.campaign.families:
         boots = _run_vectors(evidence, set(evidence.control_names(family)))
@@ -463,7 +464,8 @@ def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
         if pairs:
             label = f"{family}: " if len(evidence.campaign.families) > 1 else ""
             text = (
-                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e} relative: {'; '.join(pairs[:4])}"
+                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e} relative: "
+                f"{'; '.join(pairs[:4])}"
                 f"{'; ...' if len(pairs) > 4 else ''}: one measurement recorded twice (duplicated records), "
                 "not independent boots; their variance and the null control mean nothing"
             )
