@@ -98,7 +98,7 @@ def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
         batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
     )
     ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
-    passed = ~position_failing(found, math.log1p(MAX_DRIFT), ALPHA) & ~ends.all(axis=1)
+    passed = ~position_failing(found, ALPHA) & ~ends.all(axis=1)
     return np.asarray((arrays.outcome == BETTER).any(axis=1) & passed)
 
 
