@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from procedure_calibration import ALPHA, BETTER, BOOT_SD, MARGIN, MAX_DRIFT, MODES, _rate, sweep
+from procedure_calibration import ALPHA, BETTER, BOOT_SD, MARGIN, MODES, _rate, sweep
 
 from mtpverdict.plan import Design, blocked_floor
 from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
@@ -65,7 +65,7 @@ def _controls_pass(batch: BootBatch) -> np.ndarray:
     )
     ends = np.broadcast_to(batch.control_end, residuals.shape)
     confounded = ends.all(axis=1)  # every control boot an end of its device (candidates on each)
-    return np.asarray(~position_failing(found, math.log1p(MAX_DRIFT), ALPHA) & ~confounded)
+    return np.asarray(~position_failing(found, ALPHA) & ~confounded)
 
 
 def decide(batch: BootBatch, min_effect: float | None) -> Decided:

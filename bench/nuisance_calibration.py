@@ -31,6 +31,7 @@ import numpy as np
 from procedure_calibration import ALPHA, BETTER, MARGIN, MAX_DRIFT, sweep
 from statsmodels.stats.proportion import proportion_confint
 
+from mtpverdict.evidence.controls import DUPLICATE_RTOL
 from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
 from mtpverdict.stats.blocked import blocked_batch
 from mtpverdict.stats.drift import failing, fit_shapes
@@ -79,7 +80,7 @@ def _residuals(control: np.ndarray) -> np.ndarray:
 def _duplicated(control: np.ndarray, boots: int) -> np.ndarray:
     """Campaigns whose off_B boots equal off_A's run for run (the duplicates control)."""
     a, b = control[..., :boots], control[..., boots : 2 * boots]
-    return np.asarray(np.isclose(a, b, rtol=1e-6, atol=0.0).all(axis=(1, 2)))
+    return np.asarray(np.isclose(a, b, rtol=DUPLICATE_RTOL, atol=0.0).all(axis=(1, 2)))
 
 
 def _one_device(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
@@ -97,7 +98,7 @@ def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
         batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
     )
     ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
-    passed = ~position_failing(found, math.log1p(MAX_DRIFT), ALPHA) & ~ends.all(axis=1)
+    passed = ~position_failing(found, ALPHA) & ~ends.all(axis=1)
     return np.asarray((arrays.outcome == BETTER).any(axis=1) & passed)
 
 

@@ -88,12 +88,83 @@ def test_decide_records_its_look_once_per_data_and_a_second_look_after_a_resume_
     assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
 
 
-def test_a_resume_whose_look_was_not_recorded_is_provisional_and_says_so(tmp_path: Path) -> None:
+def _one_more_boot(results: Path) -> None:
+    """collect raised boots and resumed (it records the resume), and one more boot record came in."""
+    lines = (results / "records.jsonl").read_text().splitlines()
+    boots = [json.loads(line) for line in lines if '"kind":"boot"' in line.replace(" ", "")]
+    append_resume(results, len(boots))
+    with (results / "records.jsonl").open("a") as fh:
+        fh.write(json.dumps({**boots[0], "boot": 99, "order": 99}) + "\n")
+
+
+def test_a_decision_written_elsewhere_is_counted_when_collect_resumes(tmp_path: Path) -> None:
+    """Before: a decision through the API (or decide --out elsewhere) recorded no look, so the
+    decision after the resume it led to spent the whole alpha again and promoted (provisional)."""
     results = _copy(tmp_path)
-    append_resume(results, 9)  # resumed with more boots after 9 boot records, no look recorded there
+    first = decide_directory(results, "default")  # the API records nothing
+    assert first.decision.decision is DecisionKind.PROMOTE and not read_looks(results).looks
+    _one_more_boot(results)
+    run = decide_directory(results, "default")
+    assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
+    assert run.decision.decision is DecisionKind.INCONCLUSIVE
+    assert any("counted as the look it followed" in r for r in run.decision.reasons)
+
+
+def test_an_unrecorded_look_of_an_adaptive_campaign_spends_what_a_recorded_one_would(tmp_path: Path) -> None:
+    results = _copy(tmp_path)
+    campaign = json.loads((results / "campaign.json").read_text())
+    campaign["sequential_looks"] = 5
+    (results / "campaign.json").write_text(json.dumps(campaign))
+    append_look(results, Look(1, 5, "earlier-1", ALPHA / 3, 3))  # look 1 of 3 planned
+    append_resume(results, 10)  # look 2 on 10 boot records written elsewhere, then boots raised to 5
+    run = decide_directory(results, "default")
+    # look 2 spent (2 alpha / 3) / 2 = alpha / 3; look 3 of 5 splits the alpha / 3 left over 3 looks
+    assert run.look is not None and run.look.look == 3
+    assert run.look.alpha == pytest.approx(ALPHA / 9)  # before: alpha / 6, look 2 never counted
+
+
+def test_an_edited_look_is_seen_and_the_decision_is_provisional(tmp_path: Path) -> None:
+    """Before: rewriting a look's alpha to 0 refunded it without a word."""
+    results = _copy(tmp_path)
+    campaign = json.loads((results / "campaign.json").read_text())
+    campaign["sequential_looks"] = 3
+    (results / "campaign.json").write_text(json.dumps(campaign))
+    append_look(results, Look(1, 5, "earlier-1", ALPHA / 3, 3))
+    append_look(results, Look(2, 10, "earlier-2", ALPHA / 3, 3))
+    path = results / LOOKS_FILE
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0].replace(f"{ALPHA / 3}", "0.0") + "\n" + lines[1] + "\n")
+    run = decide_directory(results, "default")
+    assert run.decision.provisional
+    assert any(f"{LOOKS_FILE} line 1 does not follow" in r for r in run.decision.reasons)
+    path.write_text(lines[1] + "\n")  # the first look removed
+    assert "line 1 does not follow" in read_looks(results).tampered
+    assert decide_directory(results, "default").decision.provisional
+
+
+def test_a_removed_looks_file_is_seen_from_the_decision_kept_in_the_directory(tmp_path: Path) -> None:
+    """Before: deleting raw/looks.jsonl after a look and a resume gave the next look the whole alpha."""
+    results = _copy(tmp_path)
+    assert _cli("decide", results, "-q").returncode == 0  # look 1, kept in the directory
+    (results / LOOKS_FILE).unlink()
+    with (results / "records.jsonl").open("a") as fh:  # more data, its resume record gone with the file
+        first = next(x for x in (results / "records.jsonl").read_text().splitlines() if '"boot"' in x)
+        fh.write(json.dumps({**json.loads(first), "boot": 99, "order": 99}) + "\n")
     decision = decide_directory(results, "default").decision
     assert decision.provisional
-    assert any("without a recorded look" in r for r in decision.reasons)
+    assert any("decision.json) was taken on other records" in r for r in decision.reasons)
+
+
+def test_the_looks_file_is_a_hash_chain(tmp_path: Path) -> None:
+    results = _copy(tmp_path)
+    append_look(results, Look(1, 5, "a", ALPHA / 2, 2))
+    append_look(results, Look(1, 5, "a", ALPHA / 2, 2))  # the same records: the same look, once
+    append_resume(results, 5)
+    log = read_looks(results)
+    assert len(log.looks) == 1 and log.resumes == (5,) and not log.tampered
+    lines = (results / LOOKS_FILE).read_text().splitlines()
+    (results / LOOKS_FILE).write_text("\n".join(reversed(lines)) + "\n")
+    assert "line 1 does not follow" in read_looks(results).tampered
 
 
 def test_an_until_resolved_campaign_spends_its_planned_looks(tmp_path: Path) -> None:

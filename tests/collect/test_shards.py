@@ -140,9 +140,28 @@ def test_device_keys_are_checked_and_named() -> None:
         parse_campaign(wrong_port, "c.toml")
     assert caught.value.problems[0].key == "devices[1].port"
     seed_alone = campaign_text(8001).replace('title = "collector', 'order_seed = 3\ntitle = "collector', 1)
-    with pytest.raises(CampaignError) as caught:
-        parse_campaign(seed_alone, "c.toml")
-    assert caught.value.problems[0].key == "order_seed"
+    assert parse_campaign(seed_alone, "c.toml").order_seed == 3  # one device draws its order too
+
+
+def test_one_device_draws_its_order_as_several_devices_do(tmp_path: Path) -> None:
+    """Before: a campaign without [[devices]] kept the file's order, off_A first and off_B last in
+    every round, so the controls' position was their role."""
+    from mtpverdict.collect.runner import plan_boots
+    from mtpverdict.formats.results_io import ResultsWriter
+
+    plan = parse_campaign(campaign_text(8001, boots=6), "c.toml")
+    assert plan.order_seed is not None and plan.boots == 6
+    writer = ResultsWriter(tmp_path / "out", plan.results_campaign({}, str(tmp_path / "out")))
+    try:
+        owed, _ = plan_boots(plan, writer)
+    finally:
+        writer.close()
+    names = [a.name for a in plan.arms]
+    expected = [b.arm for b in layout(names, devices=1, rounds=6, seed=plan.order_seed)]
+    assert [p.arm.name for p in owed] == expected
+    assert [p.order for p in owed] == list(range(1, len(expected) + 1))
+    rounds = [expected[i : i + len(names)] for i in range(0, len(expected), len(names))]
+    assert any(r[0] not in ("off_A", "off_B") or r[-1] not in ("off_A", "off_B") for r in rounds)
 
 
 def test_the_default_order_seed_is_the_same_for_every_shard() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from mtpverdict.decide import decide
 from mtpverdict.errors import PolicyError
@@ -18,6 +17,7 @@ from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.category_map import category_map_data
 from mtpverdict.rules import load_policy
+from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
 from ..conftest import ROOT
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mtpverdict.evidence.model import Evidence
@@ -68,7 +70,7 @@ def test_only_the_thresholds_given_are_checked() -> None:
     "body",
     [
         "min_rate = 0.61",
-        "min_lower_bound = 0.56",
+        "min_lower_bound = 0.66",
         "min_last_position_rate = 0.41",
         "max_wasted_fraction = 0.39",
     ],
@@ -84,6 +86,24 @@ def test_each_threshold_fails_just_beyond_the_number(body: str) -> None:
 )
 def test_each_threshold_holds_at_the_number(body: str) -> None:
     assert judge(body)[0] is RuleStatus.PASS
+
+
+def test_a_lower_bound_below_the_minimum_whose_interval_reaches_it_is_not_proven() -> None:
+    """[0.55, 0.65] against 0.56: the sample is too small to prove the rate, not a rate shown below it."""
+    status, checks = judge("min_lower_bound = 0.56")
+    assert status is RuleStatus.MISSING and checks == {"min_lower_bound": None}
+    assert judge("min_lower_bound = 0.651")[0] is RuleStatus.FAIL  # the whole interval below
+
+
+def test_a_single_window_is_too_small_for_the_lower_bound_and_says_so() -> None:
+    one = surface(0.6, 1000, ci=(0.55, 0.65), positions=(0.8, 0.6, 0.4))
+    one = dataclasses.replace(one, too_small="one window: collect more windows")
+    finding = KIND.evaluate(evidence(one), K2, params("stable_acceptance", "min_lower_bound = 0.3"))
+    assert finding.status is RuleStatus.MISSING
+    why = "one window: collect more windows"
+    assert finding.checks == (Check("min_lower_bound", 0.3, None, None, "", why),)
+    assert "not proven: too small a sample" in KIND.render(finding, K2)
+    assert "90% CI" not in KIND.render(finding, K2)  # bounds of one window's rounds are not shown
 
 
 def test_too_few_drafted_tokens_is_missing_evidence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import statsmodels.api as sm
 from statsmodels.stats.proportion import proportion_confint
@@ -151,3 +152,67 @@ def test_acceptance_records_become_window_clusters_with_the_same_rate() -> None:
     assert out is not None and wilson is not None and wilson.ci_low is not None and wilson.ci_high is not None
     assert out.overall.rate == pytest.approx(wilson.rate)
     assert out.overall.clusters == len(rows) and len(out.per_position) == 2
+
+
+SKEWED = (3.0, 10.0, None)  # per-request Beta concentration: 3 puts most requests near 1, a few far below
+FEW = (2, 3, 4, 6, 8, 11, 12, 16)  # clusters (requests, or windows of four requests)
+
+
+def _grid_coverage(rate: float, concentration: float | None, clusters: int, per_window: int) -> float:
+    model = ChainModel(
+        rate=rate, concentration=concentration, requests=clusters * per_window, requests_per_window=per_window
+    )
+    truth, _ = model.truth()
+    accepted = simulate_chain(model, np.random.default_rng(clusters * 7 + per_window), 1000).sum(-1)
+    windows = accepted.reshape(1000, clusters, per_window).sum(-1).astype(float)
+    drafted = np.full(windows.shape, float(model.rounds * model.k * per_window))
+    _, low, high, _, _ = ratio_interval(windows, drafted, ALPHA)
+    return _coverage(low, high, truth)
+
+
+def test_intervals_cover_with_few_clusters_and_skewed_per_request_rates() -> None:
+    """>= 88% at nominal 90% from two requests or windows upward, per-request rates skewed or not."""
+    short = [
+        (rate, conc, n, per_window, round(covered, 3))
+        for rate in (0.6, 0.9)
+        for conc in SKEWED
+        for n in FEW
+        for per_window in (1, 4)
+        if (covered := _grid_coverage(rate, conc, n, per_window)) < TARGET
+    ]
+    assert not short, f"(rate, concentration, clusters, requests per window, coverage) below 88%: {short}"
+
+
+def test_a_single_request_or_window_is_too_small_for_an_interval() -> None:
+    """One cluster says nothing of how requests vary: no interval, a `too_small` reason instead."""
+    from mtpverdict.stats.acceptance import arm_acceptance
+
+    one = [AcceptanceCounts(40, 120, 100, (38, 33, 29))]
+    for unit in (ClusterUnit.REQUEST, ClusterUnit.WINDOW):
+        out = acceptance_intervals(one, unit=unit, alpha=ALPHA)
+        assert out is not None and out.too_small is not None and "collect more windows" in out.too_small
+    two = [*one, AcceptanceCounts(40, 120, 90, (36, 30, 24))]
+    out = acceptance_intervals(two, unit=ClusterUnit.REQUEST, alpha=ALPHA)
+    assert out is not None and out.too_small is None
+    rows = pd.DataFrame(
+        {
+            "arm": ["k3"],
+            "source": ["metrics"],
+            "status": ["ok"],
+            "scoped": ["run"],
+            "boot": [0],
+            "workload": ["chat"],
+            "concurrency": [1],
+            "rep": [0],
+            "drafts": [40],
+            "draft_tokens": [120],
+            "accepted_tokens": [100],
+            "accepted_per_position": [(38, 33, 29)],
+            "acceptance_rate": [None],
+            "per_position_rate": [None],
+            "mean_acceptance_length": [None],
+        }
+    )
+    primary = arm_acceptance(rows, "k3", ALPHA).primary
+    assert primary is not None and primary.rate == pytest.approx(100 / 120)
+    assert primary.too_small is not None  # its bounds are one window's draft rounds, for the void control

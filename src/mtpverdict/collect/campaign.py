@@ -147,7 +147,7 @@ class CampaignPlan:
     likelihood_text: str | None
     likelihood_reps: int
     devices: tuple[DevicePlan, ...] = ()
-    order_seed: int | None = None  # set when devices are: the seed of the per-device arm order
+    order_seed: int | None = None  # the seed of the arm order drawn per device (one device too) and round
 
     @property
     def device_count(self) -> int:
@@ -480,8 +480,6 @@ def _device_problems(file: CampaignFile) -> list[_check.Located]:
     devices = file.devices
     if devices is not None and not devices:
         out.append(("devices", "devices is empty; name at least one device or drop the key"))
-    if file.order_seed is not None and not devices:
-        out.append(("order_seed", "order_seed needs [[devices]] (one device keeps the file's order)"))
     if devices and file.server.mode != "launch":
         out.append(
             ("devices", '[[devices]] needs server.mode = "launch" (collect starts each device\'s server)')
@@ -568,9 +566,7 @@ def _plan(file: CampaignFile, source: str, sha256: str) -> CampaignPlan:
         likelihood_text=None if likelihood is None else likelihood.text,
         likelihood_reps=1 if likelihood is None else likelihood.reps,
         devices=devices,
-        order_seed=(default_order_seed(file.id) if file.order_seed is None else file.order_seed)
-        if devices
-        else None,
+        order_seed=default_order_seed(file.id) if file.order_seed is None else file.order_seed,
     )
 
 

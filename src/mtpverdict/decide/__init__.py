@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtpverdict.decide.engine import decide
-from mtpverdict.decide.looks import plan_look
-from mtpverdict.errors import Problem, ResultsError
+from mtpverdict.decide.looks import anchored, plan_look
+from mtpverdict.errors import InputError, Problem, ResultsError
 from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
-from mtpverdict.formats.decision import Decision, decision_json
+from mtpverdict.formats.decision import Decision, decision_json, load_decision
 from mtpverdict.formats.looks import Look, LookLog, append_look, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
@@ -71,7 +71,7 @@ def decide_results(
             )
         found = history_from(archived, policy.include_cold, Path(path).name)
         histories.append(dataclasses.replace(found, differs=tuple(differs)))
-    log = read_looks(results.path) if Path(results.path).is_dir() else LookLog()
+    log = directory_looks(results)
     planned = plan_look(results, policy.alpha, log)
     return DecisionRun(
         decision=decide(results, policy, histories, log),
@@ -79,6 +79,23 @@ def decide_results(
         results=results,
         look=planned.look if planned.new else None,
     )
+
+
+def directory_looks(results: Results) -> LookLog:
+    """The looks recorded in the results directory, checked against the decision kept there.
+
+    Empty for results that are not a directory. A decision.json that cannot be read anchors nothing.
+    """
+    root = Path(results.path)
+    if not root.is_dir():
+        return LookLog()
+    kept = ""
+    if (root / "decision.json").is_file():
+        try:
+            kept = load_decision(root / "decision.json").inputs.records_sha256
+        except InputError:
+            kept = ""
+    return anchored(read_looks(root), results, kept)
 
 
 def decide_directory(
@@ -113,7 +130,7 @@ def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[st
     if results.requests.empty and results.summaries.empty:
         return {}
     run = decide_results(results, policy)
-    if run.look is not None:
+    if run.look is not None:  # append_look keeps one look per records
         append_look(results_dir, run.look)
     decision = run.decision
     return {

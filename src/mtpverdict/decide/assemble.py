@@ -81,6 +81,7 @@ def surface(s: Surface) -> SurfaceSummary:
         unit=s.unit,
         per_position_low=s.per_position_low,
         per_position_high=s.per_position_high,
+        too_small=s.too_small,
     )
 
 

@@ -76,7 +76,7 @@ def decide(
         format=DECISION_FORMAT,
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
-        provisional=outcome.provisional or (look is not None and bool(look.unrecorded)),
+        provisional=outcome.provisional or (look is not None and bool(look.tampered)),
         reasons=(
             *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step, look_text),
             *envelope_lines(envelopes),

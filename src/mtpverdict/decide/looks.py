@@ -2,13 +2,19 @@
 
 The alpha-spending rule is stats/looks.py's (Bonferroni over the planned looks, the rest re-split when
 a resume raises them). A decision on records a recorded look already saw is that look again (its
-alpha, no new look); otherwise it is the next look. A resume that raised the planned boots on data
-no recorded look saw means the data was probably decided on before (that is why boots were raised)
-without the look being counted: the decision says so and is provisional.
+alpha, no new look); otherwise it is the next look. Every decision on a results directory counts,
+whatever wrote it: a resume that raised the planned boots on data no recorded look saw (a decision
+written elsewhere with `decide --out`, or taken through the Python API, which records nothing) is
+counted as the look that made someone resume, at the alpha a look there spent: what was left, split
+over the looks planned then (those of the last recorded look before it; 1 when none was recorded,
+so an unrecorded look on a fixed design spent it all). A looks file whose hash chain breaks
+(formats/looks.py), or a decision kept in the directory on records no recorded look saw, means alpha
+may have been refunded: the decision says so and is provisional.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from mtpverdict.formats.looks import Look, LookLog
@@ -23,52 +29,86 @@ class LookPlan:
     look: Look
     new: bool  # no recorded look saw these records: record this one
     spent_before: float
-    unrecorded: tuple[int, ...]  # boot records at resumes no recorded look saw
+    unrecorded: tuple[int, ...]  # boot records at resumes no recorded look saw, counted as looks
+    tampered: str = ""  # why the recorded looks cannot be trusted to be all of them
 
     @property
     def exhausted(self) -> bool:
         return self.look.alpha <= 0.0
 
 
+def _counted(log: LookLog, alpha: float) -> list[Look]:
+    """The recorded looks and, at each resume no recorded look saw, the look it implies, by records."""
+    unseen = sorted({r for r in log.resumes if r > 0 and all(x.boot_records != r for x in log.looks)})
+    out = sorted(log.looks, key=lambda x: (x.boot_records, x.look))
+    for r in unseen:
+        before = [x for x in out if x.boot_records < r]
+        planned = max((x.planned for x in before if x.records_sha256), default=1)
+        planned = max(planned, len(before) + 1) if before else 1
+        implied = Look(0, r, "", look_alpha(alpha, planned, [x.alpha for x in out]), planned)
+        out = sorted([*out, implied], key=lambda x: (x.boot_records, x.look))
+    return out
+
+
+def anchored(log: LookLog, results: Results, kept: str) -> LookLog:
+    """The log, marked tampered when `kept` (the records hash of the decision kept in the directory,
+    its decision.json; empty when none) is of other records than these and no recorded look saw them."""
+    if log.tampered or not kept or kept == results.records_sha256:
+        return log
+    if any(x.records_sha256 == kept for x in log.looks):
+        return log
+    return dataclasses.replace(
+        log,
+        tampered="the decision kept in the directory (decision.json) was taken on other records and no "
+        "recorded look saw them (raw/looks.jsonl edited or removed)",
+    )
+
+
 def plan_look(results: Results, alpha: float, log: LookLog) -> LookPlan:
     """This decision's look on `results` given the recorded looks (module docstring)."""
     planned = max(1, results.campaign.sequential_looks)
     boot_records = len(results.boots)
-    unrecorded = tuple(
-        r for r in log.resumes if r > 0 and not any(look.boot_records == r for look in log.looks)
-    )
+    counted = _counted(log, alpha)
+    unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
+    tampered = log.tampered
     for look in log.looks:
         if look.records_sha256 == results.records_sha256:
-            before = sum(x.alpha for x in log.looks if x.look < look.look)
-            return LookPlan(look, False, before, unrecorded)
-    spent = [x.alpha for x in log.looks]
+            at = (look.boot_records, look.look)
+            before = sum(x.alpha for x in counted if (x.boot_records, x.look) < at)
+            return LookPlan(look, False, before, unrecorded, tampered)
+    spent = [x.alpha for x in counted]
     look = Look(
         len(spent) + 1, boot_records, results.records_sha256, look_alpha(alpha, planned, spent), planned
     )
-    return LookPlan(look, True, sum(spent), unrecorded)
+    return LookPlan(look, True, sum(spent), unrecorded, tampered)
 
 
 def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
     """What the reasons say about the looks (nothing for a fixed design's first and only look)."""
     look = plan.look
     out: list[str] = []
+    if plan.tampered:
+        out.append(
+            f"provisional: {plan.tampered}; the alpha earlier looks spent cannot be known, so this "
+            "decision may spend alpha that was already spent"
+        )
     if look.look > 1 or look.planned > 1:
         out.append(
             f"look {look.look} of {look.planned} planned: earlier looks spent alpha {plan.spent_before:.4g}, "
             f"this one {look.alpha:.4g} (Bonferroni over the planned looks, what is left re-split when a "
             f"resume raises them), so the false-promotion rate over every look stays at {policy_alpha:.4g}"
         )
+    if plan.unrecorded:
+        shown = ", ".join(str(r) for r in plan.unrecorded)
+        out.append(
+            f"collect raised boots and resumed this campaign after {shown} boot record(s) without a "
+            "recorded look there (a decision written elsewhere or taken through the API): each such "
+            "resume is counted as the look it followed, at the alpha that look spent"
+        )
     if plan.exhausted:
         out.append(
             f"the campaign's alpha is spent: its {look.look - 1} earlier look(s) spent "
             f"{plan.spent_before:.4g} of {policy_alpha:.4g}, so no further look on this results "
             "directory can promote; a new campaign (a new results directory) is the way on"
-        )
-    if plan.unrecorded:
-        shown = ", ".join(str(r) for r in plan.unrecorded)
-        out.append(
-            f"provisional: collect resumed this campaign with more boots after {shown} boot record(s) "
-            "without a recorded look there; if the data was decided on before the resume, that look spent "
-            "alpha this decision cannot count"
         )
     return out

@@ -17,15 +17,23 @@ from mtpverdict.formats.deployment import HostState
 from mtpverdict.formats.policy import FloorMode
 from mtpverdict.formats.results import Arm
 from mtpverdict.stats.blocked import DeviceBootValue
-from mtpverdict.stats.drift import DriftCheck, DriftFinding, DriftStatus, control_drift
-from mtpverdict.stats.positions import confounded, device_position, end_positions, position_failing
+from mtpverdict.stats.drift import SHAPES, DriftCheck, DriftFinding, DriftStatus, control_drift
+from mtpverdict.stats.positions import (
+    confounded,
+    device_position,
+    end_positions,
+    position_beyond,
+    position_failing,
+)
 from mtpverdict.stats.procedure import BootValue
 from mtpverdict.stats.runs import clock_agreement
 
 HARNESS_OUTLIER_FACTOR = 5.0  # a run 5x off its cell's median is not noise: the client or server stalled
-# two boots whose every shared run agrees this closely are one measurement recorded twice: timings to the
-# microsecond over a decode window of seconds differ by more than 1e-6 relative between any two boots
-DUPLICATE_RTOL = 1e-6
+# two boots whose every shared run agrees this closely are one measurement recorded twice, exactly or
+# near-identically (copied with its timestamps moved by microseconds: 1 us on a 10 ms first token is
+# 1e-4). Two independent boots differ by the boot and request noise: in the bundled fixtures the
+# closest pair of control boots is 3% apart on its most different run, 300 times this tolerance
+DUPLICATE_RTOL = 1e-4
 DUPLICATE_MIN_RUNS = 3  # shared runs needed before agreement means anything
 
 
@@ -418,8 +426,13 @@ def _device_drift(
         shape += ", ends vs middle not fitted (no device has control boots both at an end and inside)"
     bound_text = f"{change(bound) * 100:.1f}%"
     text = f"{label}control boots on {len(names)} devices, within devices: {shape}; bound {bound_text}"
-    if bool(position_failing(found, bound, alpha)[0]):
+    if bool(position_failing(found, alpha)[0]):
         return ControlResult("drift", ControlStatus.FAIL, f"{text}: the controls are not exchangeable", drift)
+    if bool(position_beyond(found, bound)[0]):
+        text += (
+            f" (beyond it, but not significant at alpha {alpha / SHAPES:.3g} per shape: on this layout "
+            "the controls' positions cannot tell that from noise)"
+        )
     return ControlResult("drift", ControlStatus.PASS, f"{text}: null control passes", drift)
 
 
@@ -444,8 +457,9 @@ def _run_vectors(evidence: Evidence, names: set[str]) -> dict[tuple[str, int], d
 
 def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
     """Control boots whose every shared run agrees to DUPLICATE_RTOL: one boot recorded twice (e.g.
-    off_B's records copied from off_A). Their agreement would read as a tight control variance and as
-    a null control that passes; the family is not decided on them (decide/engine.py)."""
+    off_B's records copied from off_A, byte for byte or with its timings moved by microseconds).
+    Their agreement would read as a tight control variance and as a null control that passes; the
+    family is not decided on them (decide/engine.py)."""
     out = []
     for family in evidence.campaign.families:
         boots = _run_vectors(evidence, set(evidence.control_names(family)))
@@ -462,7 +476,8 @@ def duplicate_checks(evidence: Evidence) -> list[ControlResult]:
         if pairs:
             label = f"{family}: " if len(evidence.campaign.families) > 1 else ""
             text = (
-                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e}: {'; '.join(pairs[:4])}"
+                f"{label}control boots agree run for run to {DUPLICATE_RTOL:.0e} relative: "
+                f"{'; '.join(pairs[:4])}"
                 f"{'; ...' if len(pairs) > 4 else ''}: one measurement recorded twice (duplicated records), "
                 "not independent boots; their variance and the null control mean nothing"
             )

@@ -423,7 +423,8 @@ def _break_even(
             if surface.drafts and surface.draft_tokens is not None
             else campaign.arm(arm).spec.k
         )
-        rate = None if surface.rate is None else Interval(surface.rate, surface.ci_low, surface.ci_high)
+        low, high = (None, None) if surface.too_small else (surface.ci_low, surface.ci_high)
+        rate = None if surface.rate is None else Interval(surface.rate, low, high)
         found = break_even(
             length_interval(rate, surface.mean_acceptance_length, k_bar),
             None if k_bar is None else float(k_bar),

@@ -117,6 +117,13 @@ class SurfaceSummary(Struct, frozen=True, forbid_unknown_fields=True):
     ] = None
     per_position_low: tuple[float, ...] | None = None
     per_position_high: tuple[float, ...] | None = None
+    too_small: Annotated[
+        str | None,
+        Meta(
+            description="Why no interval covers (a single request or window; its bounds are then "
+            "the draft rounds' alone); None otherwise."
+        ),
+    ] = None
 
 
 class WorkloadAcceptance(Struct, frozen=True, forbid_unknown_fields=True):

@@ -2,17 +2,24 @@
 
 One JSON object a line, appended, never rewritten:
 - a look: {"kind": "look", "look": k, "boot_records": n, "records_sha256": s, "alpha": a,
-  "planned": L} — the k-th decision on the directory, taken on its n boot records (records.jsonl's
-  hash s), at alpha a of the planned L looks. `mtpverdict decide` writes one when it decides on data
-  no recorded look has seen, and so does `collect --until-resolved` before each round;
-- a resume: {"kind": "resume", "boot_records": n} — collect continued a directory holding n boot
-  records.
-decide reads it to know how much alpha earlier looks spent (stats/looks.py). A line that does not
-parse, or holds an unknown key, is refused with the file and line.
+  "planned": L, "chain": c} — the k-th decision on the directory, taken on its n boot records
+  (records.jsonl's hash s), at alpha a of the planned L looks. `mtpverdict decide` writes one when it
+  decides on data no recorded look has seen, and so does `collect --until-resolved` before each round;
+- a resume: {"kind": "resume", "boot_records": n, "chain": c} — collect raised `boots` and continued
+  a directory holding n boot records (a look on those records is counted even when no decision on
+  them was recorded: decide/looks.py).
+
+The lines are a hash chain: c is the SHA-256 of the previous line's c (CHAIN_START for the first
+line) followed by the line's canonical JSON without c. An edited, reordered or removed line breaks
+every c after it, so alpha cannot be refunded by editing the file without the decision seeing it
+(`LookLog.tampered`, which decide/looks.py turns into a provisional decision). Lines written before
+the chain (no c) are read and reported the same way: nothing shows whether lines were removed.
+A line that does not parse, or holds an unknown key, is refused with the file and line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -22,9 +29,11 @@ from typing import Any
 from mtpverdict.errors import Problem, ResultsError
 
 LOOKS_FILE = "raw/looks.jsonl"
+CHAIN_KEY = "chain"
+CHAIN_START = "mtpverdict.looks/1"  # what the first line's chain hashes in front of its record
 _LOOK_KEYS = {"kind", "look", "boot_records", "records_sha256", "alpha", "planned"}
 _RESUME_KEYS = {"kind", "boot_records"}
-MAX_LOOKS_BYTES = 1 << 20  # a look is ~150 bytes: thousands of looks, never a reason to read more
+MAX_LOOKS_BYTES = 1 << 20  # a look is ~220 bytes: thousands of looks, never a reason to read more
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +59,23 @@ class Look:
 
 @dataclass(frozen=True, slots=True)
 class LookLog:
-    """Every look and every resume recorded on a results directory, in order."""
+    """Every look and every resume recorded on a results directory, in order.
+
+    `tampered` says where the hash chain breaks (a line edited, reordered or removed) or that the file
+    predates it; empty when the chain holds or there is no file.
+    """
 
     looks: tuple[Look, ...] = ()
     resumes: tuple[int, ...] = ()  # boot records present when collect resumed
+    tampered: str = ""
+    head: str = CHAIN_START  # the last line's chain (what the next line hashes in front of its record)
+
+
+def chain_of(previous: str, record: dict[str, Any]) -> str:
+    """The chain value of a line holding `record` (without its chain) after a line whose chain is
+    `previous`."""
+    body = json.dumps({k: v for k, v in record.items() if k != CHAIN_KEY}, sort_keys=True)
+    return hashlib.sha256(f"{previous}\n{body}".encode()).hexdigest()
 
 
 def _bad(path: Path, line: int, message: str) -> ResultsError:
@@ -64,8 +86,10 @@ def _parse(obj: Any, path: Path, line: int) -> Look | int:
     if not isinstance(obj, dict) or obj.get("kind") not in ("look", "resume"):
         raise _bad(path, line, "not a look or resume record")
     keys = _LOOK_KEYS if obj["kind"] == "look" else _RESUME_KEYS
-    if set(obj) != keys:
+    if set(obj) - {CHAIN_KEY} != keys:
         raise _bad(path, line, f"{obj['kind']} record keys must be {sorted(keys)}, not {sorted(obj)}")
+    if CHAIN_KEY in obj and not isinstance(obj[CHAIN_KEY], str):
+        raise _bad(path, line, f"{CHAIN_KEY} must be a string")
     ints = ("look", "boot_records", "planned") if obj["kind"] == "look" else ("boot_records",)
     if any(not isinstance(obj[k], int) or isinstance(obj[k], bool) or obj[k] < 0 for k in ints):
         raise _bad(path, line, f"{', '.join(ints)} must be non-negative integers")
@@ -88,6 +112,7 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
         raise ResultsError([Problem(str(path), f"larger than {MAX_LOOKS_BYTES} bytes; not a looks file")])
     looks: list[Look] = []
     resumes: list[int] = []
+    head, tampered = CHAIN_START, ""
     for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
             continue
@@ -100,23 +125,35 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
             looks.append(found)
         else:
             resumes.append(found)
-    return LookLog(tuple(looks), tuple(resumes))
+        expected = chain_of(head, obj)
+        if not tampered and obj.get(CHAIN_KEY) != expected:
+            tampered = (
+                f"{LOOKS_FILE} line {i} has no chain (written before looks were chained)"
+                if CHAIN_KEY not in obj
+                else f"{LOOKS_FILE} line {i} does not follow the line before it (edited, reordered or "
+                "a line removed)"
+            )
+        head = str(obj.get(CHAIN_KEY, expected))
+    return LookLog(tuple(looks), tuple(resumes), tampered, head)
 
 
 def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
     path = Path(results_dir) / LOOKS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
+    head = read_looks(results_dir).head
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, sort_keys=True) + "\n")
+        fh.write(json.dumps({**obj, CHAIN_KEY: chain_of(head, obj)}, sort_keys=True) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
 
 def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
-    """Record a look (the caller checks no recorded look saw the same records)."""
+    """Record a look, unless a recorded look already saw the same records (then it is that look)."""
+    if any(x.records_sha256 == look.records_sha256 for x in read_looks(results_dir).looks):
+        return
     _append(results_dir, look.as_dict())
 
 
 def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
-    """Record that collect continued a directory holding `boot_records` boot records."""
+    """Record that collect raised boots and continued a directory holding `boot_records` boot records."""
     _append(results_dir, {"kind": "resume", "boot_records": boot_records})

@@ -252,8 +252,8 @@ def acceptance_table(data: ReportData) -> Table | None:
             )
             ci = (
                 f"[{pct(surface.ci_low)}, {pct(surface.ci_high)}]"
-                if finite(surface.ci_low) and finite(surface.ci_high)
-                else NONE
+                if finite(surface.ci_low) and finite(surface.ci_high) and surface.too_small is None
+                else ("too small" if surface.too_small else NONE)
             )
             length = num(surface.mean_acceptance_length, 2)
             if length != NONE and arm.k is not None:

@@ -43,6 +43,8 @@ class Surface:
     unit: str | None = None  # what one replicate of the interval is: request, window, boot, round
     per_position_low: tuple[float, ...] | None = None
     per_position_high: tuple[float, ...] | None = None
+    too_small: str | None = None  # why no covering interval exists (a single request or window): the
+    # bounds are then the draft rounds' alone, kept for the void control only (evidence/controls.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ def _surface(source: str, rows: pd.DataFrame, alpha: float) -> Surface:
     rate = low = high = mal = None
     per_pos: tuple[float, ...] | None = None
     per_low = per_high = None
-    unit = None
+    unit = too_small = None
     if len(counted):
         draft_tokens = int(counted["draft_tokens"].astype(int).sum())
         accepted = int(counted["accepted_tokens"].astype(int).sum())
@@ -133,6 +135,7 @@ def _surface(source: str, rows: pd.DataFrame, alpha: float) -> Surface:
         if draft_tokens > 0:
             rate = accepted / draft_tokens
         if found is not None:
+            too_small = found.too_small  # bounds then rest on one window's draft rounds only
             low, high, unit = found.overall.low, found.overall.high, str(found.overall.unit)
         if drafts:
             mal = 1.0 + accepted / drafts
@@ -163,6 +166,7 @@ def _surface(source: str, rows: pd.DataFrame, alpha: float) -> Surface:
         unit=unit,
         per_position_low=per_low,
         per_position_high=per_high,
+        too_small=too_small,
     )
 
 

@@ -10,11 +10,24 @@ spec-decode metrics, llama.cpp `timings.draft_n`), a window (a run's /metrics de
 boot. The rate is the ratio estimator sum(accepted) / sum(drafted) with its linearised between-cluster
 variance; the interval is Korn and Graubard's (1998, Survey Methodology 24:193-201): Clopper-Pearson at
 the effective sample size (drafted tokens over the design effect, the design effect at least 1),
-shrunk by the ratio of t quantiles for the cluster degrees of freedom. With fewer than MIN_CLUSTERS
-clusters and per-position counters, the draft rounds of the pooled counters are the clusters (the
-histogram of accepted lengths follows from them); that covers the chain inside a round but not
-variation between requests, and is labelled `round`. With neither, a round of k tokens counts as one
-trial (the largest design effect a chain of k can have), so the bound still covers.
+shrunk by the ratio of t quantiles for the cluster degrees of freedom, and, below UNCAPPED_CLUSTERS
+clusters, at most CLUSTER_CAP * n^2 effective trials for n clusters (2 at 2 clusters, 8 at 4, 60 at
+11). The cap is measured, not derived: with few clusters and per-request rates skewed near 1 (a Beta
+of concentration 3 around 0.9: most requests accept nearly everything, a few far less), a sample
+often holds none of the poor requests and its estimated design effect is far too small; the plain
+Korn-Graubard interval then covered 86-88% at 3-6 clusters, and 60-72% at a mean of 0.97. Capped, it
+covers >= 88% at nominal 90% from 2 clusters upward for per-request means up to 0.9 (the grid in
+tests/stats/test_acceptance_ci.py; the table in docs/performance.md, which also states the limit:
+means of 0.97 at concentration 3 need about 24 clusters). The cap is not applied when no cluster
+accepted anything: that is a void head (the positive control in evidence/controls.py), not a
+skewed sample, and its upper bound stays the binomial one.
+
+With fewer than MIN_CLUSTERS requests or windows no interval covers: one cluster says nothing of how
+requests vary. The result then carries `too_small` (the reason) and stats/acceptance.py reports the
+rate without bounds, so a rule that needs a bound finds it missing (collect more windows). The
+draft rounds of the pooled counters are still computed as clusters (the histogram of accepted
+lengths follows from them, labelled `round`) for callers that ask for rounds; with no per-position
+counters a round of k tokens counts as one trial (the largest design effect a chain of k can have).
 
 Per-position rates (accepted at position i / drafts) are proportions over rounds: clustered the same
 way, and exact Clopper-Pearson over rounds when rounds are the unit. The bounds feed
@@ -40,7 +53,10 @@ from mtpverdict.stats import tdist
 
 Array = npt.NDArray[np.float64]
 
-MIN_CLUSTERS = 2  # a between-cluster variance needs two clusters; fewer falls back to draft rounds
+MIN_CLUSTERS = 2  # a between-cluster variance needs two clusters; fewer is too small for an interval
+CLUSTER_CAP = 0.5  # effective trials at most CLUSTER_CAP * clusters^2 (module docstring) ...
+UNCAPPED_CLUSTERS = 12  # ... below this many clusters; from it on, the estimated design effect holds
+TOO_SMALL = "one {unit}: how acceptance varies between requests is not measured; collect more windows"
 
 
 class ClusterUnit(StrEnum):
@@ -85,6 +101,7 @@ class ChainedAcceptance:
     overall: RateInterval
     per_position: tuple[RateInterval, ...]  # accepted at position i / drafts; empty when not counted
     alpha: float
+    too_small: str | None = None  # why no interval covers (a single request or window), else None
 
     @property
     def last_position(self) -> RateInterval | None:
@@ -114,6 +131,8 @@ def ratio_interval(
         tokens_t = tdist.t_ppf(1 - alpha / 2, np.maximum(total_d - 1, 1))
         cluster_t = tdist.t_ppf(1 - alpha / 2, np.maximum(n - 1, 1))
         n_eff = np.minimum(total_d, n_eff * (tokens_t / cluster_t) ** 2)
+        capped = np.minimum(n_eff, CLUSTER_CAP * n.astype(float) ** 2)
+        n_eff = np.where((total_a > 0) & (n < UNCAPPED_CLUSTERS), capped, n_eff)  # module docstring
     low, high = tdist.clopper_pearson(rate * n_eff, n_eff, alpha)
     return rate, np.asarray(low, dtype=float), np.asarray(high, dtype=float), deff, n_eff
 
@@ -257,4 +276,7 @@ def acceptance_intervals(
         return _by_rounds(counts, alpha)
     if sum(1 for c in counts if c.draft_tokens > 0) >= MIN_CLUSTERS:
         return _clustered(counts, unit, alpha)
-    return _by_rounds(counts, alpha)
+    rounds = _by_rounds(counts, alpha)
+    if rounds is None:
+        return None
+    return ChainedAcceptance(rounds.overall, rounds.per_position, alpha, TOO_SMALL.format(unit=unit.value))

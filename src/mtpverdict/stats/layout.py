@@ -6,7 +6,8 @@ from the campaign's `order_seed` (numpy's PCG64 seeded with [order_seed, 0, devi
 device's slow start or warm end can line up neither with one depth nor with the controls: with off_A
 always first and off_B always last, one round per device made "control" and "at an end of the
 device" the same thing, and first and last boots 5% slow promoted a null depth in half of the
-campaigns. A campaign without devices keeps the file's order, round-robin.
+campaigns. collect lays out a campaign without devices as one device, drawn the same way; seed None
+(the simulator's default) keeps the file's order, round-robin.
 
 Numbers are interleaved so shards collected apart never collide: the k-th boot of an arm on device i
 (from 0) is boot (k - 1) D + i + 1, and the k-th boot on device i is at order (k - 1) D + i + 1. With

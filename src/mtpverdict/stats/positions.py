@@ -16,8 +16,14 @@ level (the within estimator, so device levels cannot look like a shape):
 N - devices - 2 degrees of freedom. `drift` is the slope times the span of positions, `ends` the fitted
 ends minus middle (negative when the first and last boots are slow). The controls fail
 (`position_failing`) when a shape is significant at alpha / SHAPES (Bonferroni over the two, as in
-stats/drift.py) or larger than the bound whatever its p-value. decide and the calibration use this
-function and this level, so the calibration measures the check `decide` runs.
+stats/drift.py): for normal errors the t tests are exact given the layout, so clean controls fail at
+most alpha on every drawn layout. A point estimate beyond the policy's bound is not a failure by
+itself: on a layout whose controls sit at an end of only one or two devices the ends are fitted from
+those few and their estimate is wide, and "beyond the bound whatever its p-value" failed clean
+controls up to 14-16% of the time on some 8 x 1 layouts. (A shape large enough to matter is also
+large against the noise, once the layout can see it; a layout that cannot is stated as such.) decide
+and the calibration use this function and this level, so the calibration measures the check `decide`
+runs.
 
 Closed-form least squares on arrays with a leading batch axis; tests check it against statsmodels OLS
 with device dummies.
@@ -137,13 +143,14 @@ def device_position(position: Array, device: Ints, end: Bools, y: Array) -> Devi
     )
 
 
-def position_failing(found: DevicePosition, bound: float, alpha: float) -> Bools:
-    """Rows whose controls fail: a shape beyond the bound, or significant at alpha / SHAPES."""
+def position_failing(found: DevicePosition, alpha: float) -> Bools:
+    """Rows whose controls fail: a shape significant at alpha / SHAPES (module docstring)."""
     level = alpha / SHAPES
     with np.errstate(invalid="ignore"):
-        return np.asarray(
-            (np.abs(found.drift) > bound)
-            | (np.abs(found.ends) > bound)
-            | (found.p_drift < level)
-            | (found.p_ends < level)
-        )
+        return np.asarray((found.p_drift < level) | (found.p_ends < level))
+
+
+def position_beyond(found: DevicePosition, bound: float) -> Bools:
+    """Rows whose fitted drift or ends exceed the bound (stated with the check, not a failure alone)."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray((np.abs(found.drift) > bound) | (np.abs(found.ends) > bound))

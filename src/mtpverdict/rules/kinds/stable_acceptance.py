@@ -44,7 +44,8 @@ class Check:
     """One threshold against a surface's number (None when the number is not recorded).
 
     passed is None when the number is not recorded or the sample cannot settle it: too few drafted
-    tokens, or a last-position rate below the minimum whose interval still reaches it.
+    tokens, a single request or window (no interval covers), or a lower bound or last-position rate
+    below the minimum whose interval still reaches it.
     """
 
     key: str
@@ -52,6 +53,7 @@ class Check:
     value: float | None
     passed: bool | None
     where: str = ""  # "" for the arm's pooled acceptance, else the workload
+    too_small: str | None = None  # a bound missing because the sample is too small for an interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,7 @@ class StableAcceptance(RuleKind[Params, AcceptanceFinding]):
         if p is None:
             return f"{arm.name}: no acceptance recorded"
         rate_text = "n/a" if p.rate is None else f"{p.rate * 100:.1f}%"
-        if p.ci_low is not None and p.ci_high is not None:
+        if p.ci_low is not None and p.ci_high is not None and p.too_small is None:
             rate_text += f" [90% CI {p.ci_low * 100:.1f}%, {p.ci_high * 100:.1f}%]"
         sample = (
             f"on {p.draft_tokens} drafted tokens"
@@ -157,25 +159,42 @@ def _check(key: str, threshold: float, surface: Surface, positions: Surface, whe
     value = _value(key, surface, positions)
     if value is None:
         return Check(key, threshold, None, None, where)
+    if key == "min_lower_bound" and surface.too_small is not None:
+        return Check(key, threshold, None, None, where, surface.too_small)
     ok = value <= threshold if key.startswith("max") else value >= threshold
-    if key == "min_drafted_tokens" and not ok:
-        return Check(key, threshold, value, None, where)  # too small a sample: missing, not failing
-    if key == "min_last_position_rate" and not ok and positions.per_position_high:
+    if not ok and _unsettled(key, threshold, surface, positions):
+        small = positions.too_small if key == "min_last_position_rate" else None
+        return Check(key, threshold, value, None, where, small)
+    return Check(key, threshold, value, ok, where)
+
+
+def _unsettled(key: str, threshold: float, surface: Surface, positions: Surface) -> bool:
+    """A number below its minimum that the sample cannot settle: missing evidence, not a failure."""
+    if key == "min_drafted_tokens":
+        return True  # too small a sample
+    if key == "min_lower_bound":
+        # a lower bound below the minimum while the interval still reaches it is a sample too small
+        # to prove the rate (few requests or windows make a wide interval), not a rate shown below it
+        return surface.ci_high is not None and surface.ci_high >= threshold
+    if key == "min_last_position_rate" and positions.per_position_high:
         # a rate below the minimum fails only when its whole interval is: the last position is tried
         # only when every earlier one was accepted, so its sample is the smallest of the round
-        if positions.per_position_high[-1] >= threshold:
-            return Check(key, threshold, value, None, where)
-    return Check(key, threshold, value, ok, where)
+        return positions.per_position_high[-1] >= threshold or positions.too_small is not None
+    return False
 
 
 def _problem(check: Check) -> str:
     label = LABELS[check.key] + (f" on {check.where}" if check.where else "")
+    if check.too_small is not None:
+        return f"{label} not proven: too small a sample for an interval ({check.too_small})"
     if check.value is None:
         return f"{label} not recorded"
     shown = f"{check.value:.0f}" if check.key == "min_drafted_tokens" else f"{check.value:.3f}"
     bound = "minimum" if check.key.startswith("min") else "maximum"
     threshold = int(check.threshold) if check.key == "min_drafted_tokens" else check.threshold
-    return f"{label} {shown} against the {bound} {threshold}"
+    unproven = check.passed is None and check.key in ("min_lower_bound", "min_last_position_rate")
+    tail = " (its interval still reaches it: not proven; collect more windows)" if unproven else ""
+    return f"{label} {shown} against the {bound} {threshold}{tail}"
 
 
 KIND = StableAcceptance()
