@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from mtpverdict.simulate import ChainModel, simulate_chain
+from mtpverdict.sim import ChainModel, simulate_chain
 
 from mtpverdict.stats import acceptance_ci
 
