@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from mtpverdict.sim import ChainModel, simulate_chain
 
+from mtpverdict.sim import ChainModel, simulate_chain
 from mtpverdict.stats import acceptance_ci
 
 ALPHA = 0.10

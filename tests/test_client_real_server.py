@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from mtpverdict.collect import client as cl
+from mtpverdict.collect import plain
 from mtpverdict.parse import acceptance_delta, parse_metrics
 from mtpverdict.stats.runs import BURST_MIN_CHUNKS
 
@@ -70,7 +71,7 @@ async def _runs(base: str) -> list[tuple[cl.RunResult, Any]]:
     async with httpx.AsyncClient(timeout=60.0) as http:
         for concurrency, runs in RUNS:
             for _ in range(runs):
-                before = await cl.fetch_text(http, base + "/metrics", {})
+                before = await plain.fetch_text(http, base + "/metrics", {})
                 run = await cl.run_concurrent(
                     base,
                     concurrency=concurrency,
@@ -83,7 +84,7 @@ async def _runs(base: str) -> list[tuple[cl.RunResult, Any]]:
                     nonce=True,
                     headers={},
                 )
-                after = await cl.fetch_text(http, base + "/metrics", {})
+                after = await plain.fetch_text(http, base + "/metrics", {})
                 assert before.text is not None and after.text is not None, (before.error, after.error)
                 out.append((run, acceptance_delta(parse_metrics(before.text), parse_metrics(after.text))))
     return out

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from mtpverdict.collect import client as cl
+from mtpverdict.collect import plain
 
 from ..conftest import DATA
 
@@ -535,9 +536,9 @@ async def slow_metrics(writer: asyncio.StreamWriter, body: dict[str, Any]) -> No
 def test_a_hostile_metrics_endpoint_is_refused_in_bounded_time_and_memory(
     script: Script, reason: str
 ) -> None:
-    async def run() -> cl.Fetched:
+    async def run() -> plain.Fetched:
         async with serve(script) as base, httpx.AsyncClient() as client:
-            return await cl.fetch_text(client, base + "/metrics", {}, max_bytes=4 * MIB, seconds=1.0)
+            return await plain.fetch_text(client, base + "/metrics", {}, max_bytes=4 * MIB, seconds=1.0)
 
     tracemalloc.start()
     start = time.monotonic()

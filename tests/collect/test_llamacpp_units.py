@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from mtpverdict.collect import client as cl
+from mtpverdict.collect import plain
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.llamacpp import NO_METRICS, NO_PROPS, NO_SLOTS, judge_ready
 from mtpverdict.collect.logruns import (
@@ -217,9 +218,9 @@ def test_a_plain_completion_carries_its_timings() -> None:
         writer.write(head + data)
         await writer.drain()
 
-    async def run() -> cl.Completion:
+    async def run() -> plain.Completion:
         async with serve(script) as base, httpx.AsyncClient() as client:
-            return await cl.complete(
+            return await plain.complete(
                 client,
                 base,
                 model="m",

@@ -146,7 +146,7 @@ def test_device_keys_are_checked_and_named() -> None:
 def test_one_device_draws_its_order_as_several_devices_do(tmp_path: Path) -> None:
     """Before: a campaign without [[devices]] kept the file's order, off_A first and off_B last in
     every round, so the controls' position was their role."""
-    from mtpverdict.collect.runner import plan_boots
+    from mtpverdict.collect.owed import plan_boots
     from mtpverdict.formats.results_io import ResultsWriter
 
     plan = parse_campaign(campaign_text(8001, boots=6), "c.toml")

@@ -19,7 +19,7 @@ import httpx
 from mtpverdict._describe import describe_exception
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import logruns
+from mtpverdict.collect import logruns, plain
 from mtpverdict.collect.boot_record import INTERRUPTED, INTERRUPTED_NOTE, RecordedBoot, new_boot
 from mtpverdict.collect.campaign import ArmPlan
 from mtpverdict.collect.context import CollectContext
@@ -206,13 +206,13 @@ class BootSession:
         self.record = replace(self.record, ready_seconds=round(ready, 3))
         model = await self._model(client)
         headers = self.ctx.headers
-        version = await cl.get_text(client, self.base_url + "/version", headers)
+        version = await plain.get_text(client, self.base_url + "/version", headers)
         if version:
             try:
                 self.record = replace(self.record, engine_version=str(json.loads(version).get("version")))
             except (ValueError, AttributeError):
                 self.record = replace(self.record, engine_version=version.strip()[:80])
-        self._boot_metrics(await cl.get_text(client, self.base_url + "/metrics", headers))
+        self._boot_metrics(await plain.get_text(client, self.base_url + "/metrics", headers))
         refusal = await self._llama_ready(client) if self.ctx.llamacpp else None
         refusal = refusal or depth_refusal(self.planned.arm, self.record.observed_k)
         if refusal is not None:
@@ -338,7 +338,7 @@ class BootSession:
     async def _model(self, client: httpx.AsyncClient) -> str:
         if self.ctx.plan.server.model:
             return self.ctx.plan.server.model
-        fetched = await cl.fetch_text(client, self.base_url + "/v1/models", self.ctx.headers)
+        fetched = await plain.fetch_text(client, self.base_url + "/v1/models", self.ctx.headers)
         if fetched.text is None:  # too large, too slow or not 200: say so, not "lists no model"
             raise CollectError(f"{self.ctx.redact(fetched.error or '')}; set server.model")
         try:
@@ -380,8 +380,8 @@ class BootSession:
         0 when no slot speculates; a speculating arm's depth shows on /metrics once it has drafted.
         """
         planned, headers = self.planned, self.ctx.headers
-        props = await cl.get_text(client, self.base_url + "/props", headers)
-        slots = await cl.get_text(client, self.base_url + "/slots", headers)
+        props = await plain.get_text(client, self.base_url + "/props", headers)
+        slots = await plain.get_text(client, self.base_url + "/slots", headers)
         ready = judge_ready(
             props, slots, speculates=planned.arm.k is not None, concurrency=max(self.ctx.plan.concurrency)
         )

@@ -15,7 +15,7 @@ import httpx
 
 from mtpverdict._jsonio import atomic_write
 from mtpverdict.collect import client as cl
-from mtpverdict.collect import datasets, logruns
+from mtpverdict.collect import datasets, logruns, plain
 from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import WorkloadPlan
 from mtpverdict.collect.context import CollectContext
@@ -107,7 +107,7 @@ class Measurement:
         from mtpverdict.errors import EngineTextError
         from mtpverdict.parse import parse_metrics
 
-        fetched = await cl.fetch_text(self.client, self.base_url + "/metrics", self.ctx.headers)
+        fetched = await plain.fetch_text(self.client, self.base_url + "/metrics", self.ctx.headers)
         if fetched.text is None:
             return None, None, fetched.error if fetched.breached else None
         atomic_write(self.ctx.writer.raw_path(rel), self.ctx.redact(fetched.text))
@@ -119,7 +119,7 @@ class Measurement:
     async def _identity_probe(self, workload: WorkloadPlan) -> None:
         """One un-nonced greedy probe: the same prompt in every arm, EOS ignored (a probe that stops at the
         first EOS compares a handful of tokens)."""
-        done = await cl.complete(
+        done = await plain.complete(
             self.client,
             self.base_url,
             model=self.model,
@@ -140,7 +140,7 @@ class Measurement:
 
     async def _coherence(self) -> None:
         for case in self.ctx.plan.coherence:
-            done = await cl.complete(
+            done = await plain.complete(
                 self.client,
                 self.base_url,
                 model=self.model,
@@ -163,7 +163,7 @@ class Measurement:
         if not plan.likelihood_text:
             return
         for rep in range(1, plan.likelihood_reps + 1):
-            found = await cl.prompt_nll(
+            found = await plain.prompt_nll(
                 self.client,
                 self.base_url,
                 model=self.model,
@@ -281,7 +281,7 @@ class Measurement:
             "passed": passed,
             "expected": expected,
             "output_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "output": cl.truncate(text),
+            "output": plain.truncate(text),
         }
 
 

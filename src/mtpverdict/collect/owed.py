@@ -35,13 +35,13 @@ def plan_boots(
     interrupted boots.
 
     Each device runs `plan.boots` rounds of every arm in its layout's order (stats/layout.py); a
-    campaign without devices is one device keeping the file's order. A boot is settled once its boot
-    record exists (ready or failed) and is not interrupted. A boot that was started but has no boot
-    record (collect was killed) gets a record saying it was interrupted, built from its start file (or
-    from the file's name when the file is torn: it is then placed after every boot of its device); its
-    runs stay as evidence and a fresh boot is owed. With retry_failed a failed boot is not settled
-    either: a fresh boot is owed, and the failed boot's record stays, so the policy's boot_ok rule
-    still sees it. Fresh boots take the next numbers of their device (layout.boot_number).
+    campaign without devices is one device, its rounds drawn as a device's are. A boot is settled
+    once its boot record exists (ready or failed) and is not interrupted. A boot that was started but
+    has no boot record (collect was killed) gets a record saying it was interrupted, built from its
+    start file (or from the file's name when the file is torn: it is then placed after every boot of
+    its device); its runs stay as evidence and a fresh boot is owed. With retry_failed a failed boot
+    is not settled either: a fresh boot is owed, and the failed boot's record stays, so the policy's
+    boot_ok rule still sees it. Fresh boots take the next numbers of their device (layout.boot_number).
     """
     count = plan.device_count
     scope = list(range(count)) if devices is None else sorted(set(devices))
