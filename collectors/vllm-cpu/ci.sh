@@ -11,10 +11,10 @@
 # tests/test_real_load.py collects a small campaign beside a process burning a core, SIGTERMs collect
 # while a server starts, resumes, and decides on the server's clock (collect turns it on itself);
 # tests/test_real_compose.py collects compose-campaign.toml, whose arms come from the compose service in
-# compose.yaml (launched natively, `sync` and a memory check before every boot), and gates its evidence
-# against that compose file (accepted by hash) and against one with a changed --max-model-len (refused).
-# tests/test_real_datasets.py collects datasets-campaign.toml (the mixed prompt set of
-# collectors/datasets/, one workload per category) and decides per category.
+# compose.yaml (launched natively, `sync` and a memory check before every boot) over the mixed prompt
+# set of collectors/datasets/ (one workload per category), decides it per category, and gates its
+# evidence against that compose file (accepted by hash) and against one with a changed
+# --max-model-len (refused).
 #   collectors/vllm-cpu/ci.sh --prepare      install and build only (.ci/run starts this early, in the
 #                                            background, while the unit tests run)
 #   collectors/vllm-cpu/ci.sh PROJECT_PYTHON install and build if not done yet, then run the tests
@@ -43,4 +43,3 @@ cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_compose.py
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_datasets.py
