@@ -25,9 +25,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from mtpverdict.collect import load_campaign_file
 from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
+from mtpverdict.stats.layout import round_order
 
 from .conftest import LLAMACPP_ENV, ROOT, real_server, wait_for_request
 
@@ -71,6 +73,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if out.exists():
         shutil.rmtree(out)
     campaign = _campaign(work)
+    drawn = _drawn()  # the faults need ngram_mod_k2 to boot right after draft_copy_k4
+    assert drawn.index("ngram_mod_k2") == drawn.index("draft_copy_k4") + 1, drawn
     argv = [sys.executable, "-m", "mtpverdict", "collect", str(campaign), "--out", str(out)]
     argv += ["--var", f"llama_server={binary}", "--var", f"models={gguf}"]
     with (work / "llamacpp-collect-interrupted.log").open("wb") as log:
@@ -92,6 +96,13 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sys.stdout.write(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
+
+
+def _drawn() -> list[str]:
+    """The campaign's one round in the order drawn for it (one device draws its order too; the seed
+    comes from the campaign's id, which a moved port leaves alone)."""
+    plan = load_campaign_file(CAMPAIGN)
+    return round_order([a.name for a in plan.arms], seed=plan.order_seed, device=0, round_=1)
 
 
 def _ready(results: Results) -> pd.DataFrame:
@@ -128,14 +139,7 @@ def test_both_kills_resume_to_a_complete_directory_losing_nothing(collected: Pat
 def test_every_arm_ran_at_its_depth_on_the_pool_the_log_names(collected: Path) -> None:
     results = load_results(collected)
     ready = _ready(results).sort_values("order")
-    assert list(ready["arm"]) == [
-        "off_A",
-        "draft_copy_k2",
-        "draft_random_k2",
-        "draft_copy_k4",
-        "ngram_mod_k2",
-        "off_B",
-    ]
+    assert list(ready["arm"]) == _drawn()
     boots = ready.set_index("arm")
     # off from /slots ("speculative": false), the others from /metrics' per-position series once drafted
     assert boots["observed_k"].astype(int).to_dict() == DEPTH
