@@ -32,7 +32,7 @@ CAMPAIGN_FILE_CASES: dict[str, tuple[str | None, str]] = {
     "shell_with_argv_list": ("server.command", "shell = true takes the command as one string"),
     "not_toml": (None, "not valid TOML"),
     "duplicate_arm": ("arms", "appears twice"),
-    "prompt_and_prompt_tokens": ("workloads[0]", "give prompt or prompt_tokens"),
+    "prompt_and_prompt_tokens": ("workloads[0]", "give one of prompt, prompt_tokens and dataset"),
     "zero_concurrency": ("concurrency[0]", "must be >= 1"),
     "env_not_string": ("server.env.X", "must be a string, got int"),
     "unknown_method": ("arms[1].method", "must be one of mtp"),

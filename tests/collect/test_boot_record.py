@@ -2,10 +2,11 @@
 
 tests/collect/data/boot-records.jsonl holds the boot records (and the records of the start files) that
 collect wrote for the scenarios below, with what differs between machines and runs replaced by
-placeholders (`normalized`): the interpreter, the fake server's path, the port, the results directory and
-the ready time. Each scenario is run again here and must write the same lines: the same fields, null and
-absent kept apart, the same values. It covers a ready boot on each engine, a refused and a failed boot,
-devices, an interrupted boot rebuilt from its start file and one whose start file is torn.
+placeholders (`normalized`): the interpreter, the fake server's path, the port, the results directory,
+the ready time and the host state's readings. Each scenario is run again here and must write the same
+lines: the same fields, null and absent kept apart, the same values. It covers a ready boot on each
+engine, a refused and a failed boot, devices, an interrupted boot rebuilt from its start file and one
+whose start file is torn.
 How the file was made: `python -m tests.collect.test_boot_record > tests/collect/data/boot-records.jsonl`.
 """
 
@@ -27,6 +28,7 @@ from .conftest import FAKE, campaign_text, devices_campaign_text, free_port
 from .test_llamacpp_collect import DRAFT_K2, Arms, llama_campaign
 from .test_llamacpp_collect import FAKE as FAKE_LLAMA
 
+HOST = "{host}"  # a reading of this machine's /proc (memory, load), which no two runs share
 FORGED_READY = 0.25  # no real boot is ready this soon: its first health poll waits HEALTH_POLL_SECONDS
 RECORDED = Path(__file__).resolve().parent / "data" / "boot-records.jsonl"
 FORGED = {  # a start file someone edited: collect keeps only what it can derive again
@@ -61,6 +63,10 @@ def normalized(value: Any, swaps: dict[str, str]) -> Any:
         out = {k: normalized(v, swaps) for k, v in value.items()}
         if isinstance(out.get("ready_seconds"), float) and out["ready_seconds"] > 2 * FORGED_READY:
             out["ready_seconds"] = 1.0  # a measured ready time (the forged one is kept)
+        if isinstance(out.get("host_state"), dict):  # the host's memory and load as the boot started
+            out["host_state"] = {
+                k: HOST if v is not None and k != "accelerators" else v for k, v in out["host_state"].items()
+            }
         return out
     return value
 

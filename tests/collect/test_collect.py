@@ -20,6 +20,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.looks import read_looks
 from mtpverdict.formats.results_io import load_results
+from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
 from .conftest import campaign_text, interruptible
@@ -74,11 +75,10 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
     results = load_results(out)
     recs = _records(out)
     boots = [r for r in recs if r["kind"] == "boot"]
+    plan = load_campaign_file(tmp_path / "campaign.toml")
+    drawn = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=0, round_=1)
     assert [(b["arm"], b["order"], b["status"]) for b in boots] == [
-        ("off_A", 1, "ready"),
-        ("ngram_k2", 2, "ready"),
-        ("draft_random_k2", 3, "ready"),
-        ("off_B", 4, "ready"),
+        (arm, i, "ready") for i, arm in enumerate(drawn, 1)
     ]
     assert {b["observed_k"] for b in boots} == {0, 2}
     assert all(b["kv_cache_tokens"] == 100_000 and b["max_model_len"] == 1024 for b in boots)

@@ -103,3 +103,18 @@ def test_percentiles_are_ordered_and_the_interval_holds_its_estimate(pairs: list
     if found.boot_median_low is not None and found.boot_median_high is not None:
         assert found.boot_median_low <= found.boot_median * (1 + 1e-9)
         assert found.boot_median <= found.boot_median_high * (1 + 1e-9)
+
+
+def test_no_interval_is_stated_at_alpha_zero_or_where_it_overflows() -> None:
+    """A campaign whose looks spent its alpha decides at alpha 0: the boot-level interval of the median is
+    the whole line, stated as none (it raised OverflowError and collect --until-resolved exited 70)."""
+    from mtpverdict.stats.percentiles import latency
+
+    values = [10.0, 11.0, 30.0, 31.0]
+    boots = ["a", "a", "b", "b"]
+    spent = latency(values, boots, 0.0)
+    assert spent is not None and (spent.boot_median_low, spent.boot_median_high) == (None, None)
+    tiny = latency(values, boots, 1e-300)
+    assert tiny is not None and (tiny.boot_median_low, tiny.boot_median_high) == (None, None)
+    stated = latency(values, boots, 0.05)
+    assert stated is not None and stated.boot_median_low is not None and stated.boot_median_high is not None

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mtpverdict._logscale import change
+from mtpverdict._logscale import change, ratio
 from mtpverdict._text import cell_label, pct
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RegimeCell, RegimeDepth, finite
@@ -288,7 +288,7 @@ def _entry(arm: Arm, comp: CellComparison | None, schedule: bool) -> RegimeDepth
 
 
 def _exp(value: float) -> float | None:
-    return finite(math.exp(value)) if math.isfinite(value) else None
+    return finite(ratio(value)) if math.isfinite(value) else None
 
 
 def regime_map(evidence: Evidence, excluded: Mapping[str, str] | None = None) -> tuple[RegimeCell, ...]:

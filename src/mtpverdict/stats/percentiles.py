@@ -83,6 +83,9 @@ def stream_latencies(requests: pd.DataFrame, runs: pd.DataFrame, include_cold: b
     return frame[STREAM_COLUMNS].reset_index(drop=True)
 
 
+MAX_LOG = 700.0  # math.exp overflows past ~709.78: an interval reaching beyond is stated as none
+
+
 def latency(values: Sequence[float], boots: Sequence[object], alpha: float) -> Latency | None:
     """The percentiles of `values` (one per stream, `boots[i]` the boot stream i ran in), NaN dropped;
     None when no finite value is left."""
@@ -107,11 +110,14 @@ def latency(values: Sequence[float], boots: Sequence[object], alpha: float) -> L
 
 def _boot_interval(medians: np.ndarray, alpha: float) -> tuple[float | None, float | None]:
     """Two-sided 1 - 2 alpha t interval of the geometric mean of boot medians (None: fewer than two
-    boots, or a median of zero, whose log is undefined)."""
+    boots, a median of zero, whose log is undefined, or no level left to state it at: a campaign whose
+    looks spent its alpha decides at alpha 0, where the interval is the whole line)."""
     n = medians.size
-    if n < 2 or not (medians > 0).all():
+    if n < 2 or not (medians > 0).all() or not 0.0 < alpha < 0.5:
         return None, None
     logs = np.log(medians)
     half = float(t_ppf(1.0 - alpha, n - 1)) * float(np.std(logs, ddof=1)) / math.sqrt(n)
     centre = float(np.mean(logs))
+    if not math.isfinite(half) or centre + half > MAX_LOG:
+        return None, None
     return math.exp(centre - half), math.exp(centre + half)

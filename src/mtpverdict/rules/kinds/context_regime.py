@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from msgspec import Struct
 
+from mtpverdict._logscale import ratio
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats._check import Located, PositiveInt
-from mtpverdict.formats.decision import RuleStatus
+from mtpverdict.formats.decision import RuleStatus, finite
 from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind
 from mtpverdict.stats.economics import RegimePoint, crossing
@@ -121,8 +122,8 @@ def _point(evidence: Evidence, workload: str, comp: CellComparison, margin: floa
         workload=workload,
         prompt_tokens=evidence.campaign.workload(workload).prompt_tokens,
         ratio=math.exp(comp.estimate),
-        ci_low=math.exp(comp.ci_low) if math.isfinite(comp.ci_low) else None,
-        ci_high=math.exp(comp.ci_high) if math.isfinite(comp.ci_high) else None,
+        ci_low=ratio(comp.ci_low) if math.isfinite(comp.ci_low) else None,
+        ci_high=finite(ratio(comp.ci_high)) if math.isfinite(comp.ci_high) else None,
         outcome=outcome,
     )
 
