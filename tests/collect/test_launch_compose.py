@@ -204,11 +204,13 @@ def test_docker_launch_runs_a_container_per_arm_and_boot_and_removes_a_leftover(
             leftover.wait()
     calls = [json.loads(line) for line in (home / "calls.jsonl").read_text().splitlines()]
     calls = [c for c in calls if c[:1] != ["compose"]]  # the resolver looked for a compose plugin
-    names = ["mtpverdict-deployed-off_A-boot1", "mtpverdict-deployed-ngram_k2-boot1"]
+    off, k2 = "mtpverdict-deployed-off_A-boot1", "mtpverdict-deployed-ngram_k2-boot1"
     assert [c[0] for c in calls] == ["rm", "run", "stop", "rm", "run", "stop"]
+    names = [c[-1] for c in calls if c[0] == "rm"]  # the boots run in their drawn order
+    assert sorted(names) == sorted([off, k2])
     assert [c[-1] for c in calls if c[0] in ("rm", "stop")] == [names[0], names[0], names[1], names[1]]
-    run = calls[1]
-    assert run[:4] == ["run", "--rm", f"--name={names[0]}", "--ipc=host"]
+    run = calls[1 + 3 * names.index(off)]
+    assert run[:4] == ["run", "--rm", f"--name={off}", "--ipc=host"]
     assert "--shm-size=1073741824" in run and "--env=FAKE_SEAT=seat-env" in run
     assert not any(a.startswith("--restart") for a in run)
     tail = [str(FAKE), "--port", str(port), "--tps", "400", "--leak-env", "FAKE_SEAT"]

@@ -8,14 +8,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import pytest
-
-from mtpverdict.collect import load_campaign_file
-from mtpverdict.collect.launch import resolve_deployment
 from mtpverdict.compose import ComposeOptions, Resolver, resolve_service
 from mtpverdict.compose.derive import base_service
 from mtpverdict.compose.docker import docker_run_argv
-from mtpverdict.errors import InputError
 
 
 def _resolve(tmp_path: Path, resolver: Resolver, text: str):  # noqa: ANN202
@@ -23,7 +18,9 @@ def _resolve(tmp_path: Path, resolver: Resolver, text: str):  # noqa: ANN202
     return resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
 
 
-def test_gpu_capabilities_beyond_gpu_give_a_gpus_value_docker_parses(tmp_path: Path, resolver: Resolver) -> None:
+def test_gpu_capabilities_beyond_gpu_give_a_gpus_value_docker_parses(
+    tmp_path: Path, resolver: Resolver
+) -> None:
     """docker's --gpus value is CSV: capabilities=compute,utility unquoted splits into a field
     `utility` docker reads as a count ("invalid count (utility)", exit 125 from docker 28.2.2)."""
     resolved = _resolve(
@@ -51,25 +48,6 @@ def test_a_literal_dollar_in_the_environment_reaches_the_container_as_compose_gi
     )
     argv = docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n")
     assert "--env=PRICE=x$y" in argv, argv
-
-
-def test_collect_refuses_a_service_whose_environment_sets_speculation(
-    tmp_path: Path, resolver: Resolver
-) -> None:
-    """The gate refuses to read LLAMA_ARG_SPEC_TYPE / LLAMA_ARG_MODEL_DRAFT (speculation outside the
-    command line); collect derives arms from it anyway, so the `off` control runs with a draft model."""
-    (tmp_path / "compose.yaml").write_text(
-        "services:\n  seat:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    entrypoint: [llama-server]\n"
-        "    command: [-m, /m.gguf]\n    environment:\n      LLAMA_ARG_MODEL_DRAFT: /d.gguf\n"
-        "      LLAMA_ARG_SPEC_TYPE: draft-simple\n"
-    )
-    (tmp_path / "campaign.toml").write_text(
-        'campaign_version = 1\nid = "c"\ntitle = "t"\nconcurrency = [1]\nreps = 1\n[server]\n'
-        'mode = "launch"\ncompose = "compose.yaml"\n[[arms]]\nname = "off"\nrole = "control"\n'
-        '[[workloads]]\nid = "w"\nprompt = "p"\nmax_tokens = 4\n'
-    )
-    with pytest.raises(InputError):
-        resolve_deployment(load_campaign_file(tmp_path / "campaign.toml"))
 
 
 def test_the_gate_refuses_a_deployment_whose_model_volume_points_elsewhere(

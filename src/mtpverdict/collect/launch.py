@@ -26,6 +26,7 @@ from mtpverdict.compose import INSTALL_HINT, ComposeOptions, ResolvedService, fi
 from mtpverdict.compose.derive import base_service, deployment_record
 from mtpverdict.compose.docker import container_name, docker_remove_argv, docker_run_argv, docker_stop_argv
 from mtpverdict.errors import CampaignError, InputError, Problem
+from mtpverdict.serveconfig import scan_speculation
 
 __all__ = ["ContainerServer", "launched_server", "remove_container", "resolve_deployment"]
 
@@ -58,6 +59,7 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
         raise InputError(
             [Problem(source.file, f"cannot derive the arms: {why}") for why in resolved.refusals]
         )
+    _refuse_outside_speculation(resolved, source.file)
     base = base_service(resolved)
     command = (*base.argv[: base.insert_at], SPEC_PLACEHOLDER, *base.argv[base.insert_at :])
     if not base.argv:
@@ -76,6 +78,21 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
     deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
+
+
+def _refuse_outside_speculation(resolved: ResolvedService, source: str) -> None:
+    """Refuse a service whose speculation the arms could not replace, for the reasons the gate gives
+    (serveconfig.scan_speculation, one check for both): speculation set in the service's environment
+    (LLAMA_ARG_SPEC_TYPE, ..._MODEL_DRAFT) or in a `--config FILE`, an unknown or removed speculative
+    flag. Every arm, the off control included, would run with it."""
+    _, reasons = scan_speculation(resolved.argv, [name for name, _ in resolved.environment])
+    if reasons:
+        raise InputError(
+            [
+                Problem(source, f"cannot derive the arms: {why}", key=f"services.{resolved.service}")
+                for why in reasons
+            ]
+        )
 
 
 def _environment(plan: CampaignPlan, resolved: ResolvedService, source: str) -> tuple[tuple[str, str], ...]:
