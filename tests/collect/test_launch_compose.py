@@ -283,7 +283,7 @@ def test_the_compose_path_is_the_campaign_files(tmp_path: Path) -> None:
             "    image: i:1.0\n    command: [m]\n    environment: {A: '1'}\n",
             "[server.env]\nA = '2'",
             {},
-            "sets A otherwise than",
+            "A: the campaign sets otherwise than",
         ),
         (
             "    image: i:1.0\n    command: [m]\n",

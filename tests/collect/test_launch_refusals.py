@@ -3,6 +3,7 @@ speculation outside the command line, environment the campaign adds over the ser
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import pytest
 from mtpverdict.collect import load_campaign_file
 from mtpverdict.collect.campaign import CampaignPlan
 from mtpverdict.collect.launch import resolve_deployment
+from mtpverdict.collect.preflight import preflight
 from mtpverdict.compose import Resolver, find_resolver
+from mtpverdict.compose.derive import base_sha256
 from mtpverdict.errors import InputError
 
 LLAMA = "services:\n  seat:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    entrypoint: [llama-server]\n"
@@ -74,3 +77,48 @@ def test_an_unknown_speculative_flag_is_refused_not_stripped_with_the_next_token
     a real argument (here --port) from every arm."""
     plan = _plan(tmp_path, LLAMA + "    command: [-m, /m.gguf, --spec-unheard-of, --port, '8080']\n")
     assert "--spec-unheard-of" in _refused(plan)
+
+
+def test_a_secret_the_compose_service_sets_is_redacted_from_campaign_json(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """A token named in server.secrets that the service's env_file sets must not reach campaign.json
+    (deployment.service_json.environment) nor a boot's docker argv; the hash stays the unredacted one."""
+    (tmp_path / "seat.env").write_text("HF_TOKEN=hf_0123456789abcdef\n")
+    plan = _plan(
+        tmp_path,
+        LLAMA + "    command: [-m, /m.gguf]\n    env_file: [seat.env]\n",
+        'secrets = ["HF_TOKEN"]\nlaunch = "docker"',
+    )
+    checked = preflight(
+        plan, tmp_path / "out", variables={}, resume=False, allow_argv_mismatch=False, until_resolved=False
+    )
+    assert "hf_0123456789abcdef" not in json.dumps(checked.campaign)
+    assert "hf_0123456789abcdef" in checked.secrets  # what every boot's records and raw files are redacted by
+    deployment = checked.plan.server.deployment
+    assert deployment is not None
+    assert deployment.base_sha256 == base_sha256(deployment.service_json)  # of the unredacted service
+
+
+@pytest.mark.parametrize(
+    ("server_extra", "devices", "key"),
+    [
+        ("[server.env]\nVLLM_ATTENTION_BACKEND = 'FLASHINFER'", "", "server.env.VLLM_ATTENTION_BACKEND"),
+        ("[server.env]\nSEAT_MODE = 'other'", "", "server.env.SEAT_MODE"),
+        ("", '[[devices]]\nname = "g0"\nenv = { SEAT_MODE = "other" }', "devices[0].env.SEAT_MODE"),
+    ],
+)
+def test_environment_a_campaign_adds_over_the_service_is_refused_naming_the_key(
+    tmp_path: Path, resolver: Resolver, server_extra: str, devices: str, key: str
+) -> None:
+    """The gate hashes the service; a variable the campaign adds or overrides ran in every boot but is
+    in neither the deployment nor its hash, so the gate would call different deployments identical."""
+    compose = LLAMA + "    command: [-m, /m.gguf]\n    environment:\n      SEAT_MODE: deployed\n"
+    said = _refused(_plan(tmp_path, compose, server_extra, devices))
+    assert key in said, said
+
+
+def test_a_device_may_select_its_accelerator(tmp_path: Path, resolver: Resolver) -> None:
+    devices = '[[devices]]\nname = "g0"\nenv = { CUDA_VISIBLE_DEVICES = "0" }'
+    plan = resolve_deployment(_plan(tmp_path, LLAMA + "    command: [-m, /m.gguf]\n", "", devices))
+    assert plan.server.deployment is not None

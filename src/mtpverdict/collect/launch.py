@@ -74,7 +74,7 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
             ]
         )
     merged = _environment(plan, resolved, source.file)  # a conflict is refused for either launch
-    env = merged if source.launch == "native" else plan.server.env  # docker: the service's own
+    env = merged if source.launch == "native" else ()  # docker: the service's own, in its argv
     deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
@@ -95,25 +95,42 @@ def _refuse_outside_speculation(resolved: ResolvedService, source: str) -> None:
         )
 
 
+# what a device may add over the compose service: the variables that select its accelerator (recorded
+# in campaign.json's devices); any other variable would run a deployment the service does not describe
+DEVICE_SELECTION = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}
+)
+
+
 def _environment(plan: CampaignPlan, resolved: ResolvedService, source: str) -> tuple[tuple[str, str], ...]:
-    """The service's environment (what a native launch must give the server too) with the campaign's
-    [server] env; a variable both set differently is refused (which of them was measured?)."""
+    """The service's environment (what a native launch must give the server too). A variable the
+    campaign's [server] env or a device's env adds or sets otherwise is refused, naming its key:
+    neither the evidence's deployment nor the gate's hash would hold it (a device may set the
+    variables that select its accelerator, DEVICE_SELECTION)."""
     own = {k: v for k, v in resolved.environment if v is not None}  # None: the host's, as it is
-    campaign = dict(plan.server.env)
-    clash = sorted(k for k in own.keys() & campaign.keys() if own[k] != campaign[k])
-    if clash:
-        raise InputError(
-            [
-                Problem(
-                    plan.source,
-                    f"sets {name} otherwise than {source} service {resolved.service} does; drop it from "
-                    "[server] env (the service's value is what is deployed)",
-                    key="server.env",
-                )
-                for name in clash
-            ]
-        )
-    return tuple(sorted((own | campaign).items()))
+    service = f"{source} service {resolved.service}"
+    problems = [
+        Problem(plan.source, _added(name, service, name in own), key=f"server.env.{name}")
+        for name, value in plan.server.env
+        if own.get(name) != value
+    ]
+    problems += [
+        Problem(plan.source, _added(name, service, name in own), key=f"devices[{i}].env.{name}")
+        for i, device in enumerate(plan.devices)
+        for name, value in device.env
+        if name not in DEVICE_SELECTION and own.get(name) != value
+    ]
+    if problems:
+        raise InputError(problems)
+    return tuple(sorted(own.items()))
+
+
+def _added(name: str, service: str, overrides: bool) -> str:
+    how = "sets otherwise than" if overrides else "adds, which is not in"
+    return (
+        f"{name}: the campaign {how} {service}; set it in the service (what is deployed is what is "
+        "measured and what the gate compares by hash) and drop it here"
+    )
 
 
 class ContainerServer(LaunchedServer):
