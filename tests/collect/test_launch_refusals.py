@@ -95,6 +95,7 @@ def test_a_secret_the_compose_service_sets_is_redacted_from_campaign_json(
     )
     assert "hf_0123456789abcdef" not in json.dumps(checked.campaign)
     assert "hf_0123456789abcdef" in checked.secrets  # what every boot's records and raw files are redacted by
+    assert checked.plan is not None
     deployment = checked.plan.server.deployment
     assert deployment is not None
     assert deployment.base_sha256 == base_sha256(deployment.service_json)  # of the unredacted service

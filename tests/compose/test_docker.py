@@ -393,6 +393,39 @@ def test_two_services_that_differ_only_in_speculation_share_a_base_hash(
     assert base_service(third).sha256 != base_service(first).sha256
 
 
+def test_the_definitions_of_the_volumes_a_service_uses_are_in_its_hash(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """A named volume's driver_opts (top-level volumes:) choose the host directory the model comes
+    from: another device hashes otherwise; the same one in another project directory hashes alike."""
+    service = "services:\n  seat:\n    image: i:1.0\n    command: [m]\n    volumes: [models:/models]\n"
+    top = "volumes:\n  models:\n    driver: local\n    driver_opts: {type: none, o: bind, device: /data/%s}\n"
+    hashes = []
+    for where, device in (("one", "models-v1"), ("two", "models-v2"), ("three", "models-v1")):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "compose.yaml").write_text(service + top % device)
+        resolved = resolve_service(str(tmp_path / where / "compose.yaml"), "seat", ComposeOptions(), resolver)
+        hashes.append((resolved.sha256, base_service(resolved).sha256))
+    assert hashes[0][0] != hashes[1][0] and hashes[0][1] != hashes[1][1]
+    assert hashes[0] == hashes[2]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "    shm_size: ${SHM:-8gb}\n",
+        "    volumes: ['${MODELS:-/data/m}:/models']\n",
+        "    deploy:\n      resources:\n        limits:\n          memory: ${MEM:-4g}\n",
+    ],
+)
+def test_interpolation_anywhere_in_the_service_is_refused(
+    tmp_path: Path, resolver: Resolver, extra: str
+) -> None:
+    (tmp_path / "compose.yaml").write_text("services:\n  seat:\n    image: i:1.0\n    command: [m]\n" + extra)
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    assert any("Compose interpolates it at deploy time" in r for r in resolved.refusals), resolved.refusals
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [

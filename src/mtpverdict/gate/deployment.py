@@ -66,7 +66,7 @@ def deployment_reasons(deployment: Deployment | None, config: ServeConfig) -> tu
             f"{ran}; {config.source} was not resolved by Compose, so it is compared by its argv only"
         ]
     proposed = resolved.service_dict
-    digest = base_sha256(proposed)
+    digest = base_sha256(proposed, resolved.definitions)
     if digest == deployment.base_sha256:
         return True, [
             f"{ran}: {config.source} has the same sha256 without its speculative flags, so it differs from "
@@ -76,7 +76,14 @@ def deployment_reasons(deployment: Deployment | None, config: ServeConfig) -> tu
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     others = [k for k in keys if k not in COMMAND_KEYS]
     said = f"{ran}: {config.source} without its speculative flags has sha256 {digest[:16]}"
-    if not others:
+    alike = base_sha256(deployment.service_json, resolved.definitions) == deployment.base_sha256
+    if not others and alike:
         return True, [f"{said}; they differ in {' and '.join(keys)} only, whose arguments are checked above"]
+    if not others:  # the recorded service with the proposed definitions hashes otherwise
+        return False, [
+            f"stale evidence, compose service: {said}; it differs beyond speculation in the project's "
+            f"top-level definitions of the volumes, networks, configs or secrets services.{resolved.service} "
+            "uses (a named volume's driver_opts choose where its files come from)"
+        ]
     shown = ", ".join(f"services.{resolved.service}.{k}" for k in others)
     return False, [f"stale evidence, compose service: {said}; it differs beyond speculation in {shown}"]
