@@ -151,7 +151,7 @@ def _options(
     out += [f"--gpus={g}" for g in _gpus(service, source)]
     out += [f"--ulimit={u}" for u in _ulimits(service.get("ulimits"))]
     out += list(_healthcheck(service.get("healthcheck")))
-    out += [f"--label={k}={v}" for k, v in sorted((service.get("labels") or {}).items())]
+    out += [f"--label={k}={_literal(v)}" for k, v in sorted((service.get("labels") or {}).items())]
     out += [f"--sysctl={k}={v}" for k, v in sorted((service.get("sysctls") or {}).items())]
     out += list(_logging(service.get("logging")))
     out += list(_limits(service.get("deploy"), source))
@@ -176,8 +176,9 @@ def _as_list(value: object) -> list[str]:
 
 
 def _environment(value: object, extra: Mapping[str, str]) -> Iterator[str]:
-    merged: dict[str, str | None] = dict(value) if isinstance(value, dict) else {}
-    merged.update(extra)
+    own = value.items() if isinstance(value, dict) else ()
+    merged: dict[str, str | None] = {k: None if v is None else _literal(v) for k, v in own}
+    merged.update(extra)  # the campaign's: not Compose's output, so not escaped
     for key in sorted(merged):
         given = merged[key]
         yield f"--env={key}" if given is None else f"--env={key}={given}"  # None: from the host
@@ -255,7 +256,8 @@ def _gpus(service: Mapping[str, Any], source: str) -> Iterator[str]:
                 ]
             )
         others = [c for c in capabilities if c != "gpu"]
-        caps = f",capabilities={','.join(others)}" if others else ""
+        caps = _csv_field(f"capabilities={','.join(others)}") if others else ""
+        caps = f",{caps}" if caps else ""
         ids = request.get("device_ids")
         count = request.get("count")
         if ids:
@@ -264,6 +266,16 @@ def _gpus(service: Mapping[str, Any], source: str) -> Iterator[str]:
             yield f"all{caps}" if not caps else f"count=all{caps}"
         else:
             yield f"{count}" if not caps else f"count={count}{caps}"
+
+
+def _csv_field(field: str) -> str:
+    """One field of docker's CSV option values (--gpus): quoted when it holds a comma."""
+    return f'"{field}"' if "," in field else field
+
+
+def _literal(value: object) -> str:
+    """A value as the container gets it: Compose's resolved output writes a literal `$` as `$$`."""
+    return str(value).replace("$$", "$")
 
 
 def _flat(value: object) -> list[str]:
@@ -286,7 +298,8 @@ def _healthcheck(value: object) -> Iterator[str]:
         yield "--no-healthcheck"
         return
     if isinstance(test, list) and test:
-        command = test[1] if test[0] == "CMD-SHELL" and len(test) == 2 else shlex.join(test[1:])
+        words = [_literal(w) for w in test[1:]]
+        command = words[0] if test[0] == "CMD-SHELL" and len(words) == 1 else shlex.join(words)
         yield f"--health-cmd={command}"
     for key, flag in (
         ("interval", "--health-interval"),
