@@ -527,3 +527,61 @@ def test_a_literal_dollar_reaches_the_container_as_compose_gives_it(
     assert "--env=PRICE=x$y" in argv, argv
     assert "--label=tag=a$b" in argv, argv
     assert "--health-cmd=echo $HOME" in argv, argv
+
+
+MOUNTS = """services:
+  seat:
+    image: i:1.0
+    command: [m]
+    volumes:
+      - ./models:/models:ro,z
+      - ./b:/b:Z,rslave
+      - type: volume
+        source: cache
+        target: /cache
+        volume: {subpath: hf, nocopy: true}
+      - type: tmpfs
+        target: /scratch
+        read_only: true
+        tmpfs: {size: 1g, mode: 1777}
+volumes:
+  cache: {}
+"""
+
+
+def test_mount_options_reach_docker_run(tmp_path: Path, resolver: Resolver) -> None:
+    """SELinux relabelling, propagation, a volume's subpath and a tmpfs's mode and read_only are what
+    `docker compose up` mounts with; dropping them mounts something else."""
+    (tmp_path / "compose.yaml").write_text(MOUNTS)
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    names = dict(resolved.volume_names)
+    argv = docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n", volume_names=names)
+    assert f"--volume={tmp_path}/models:/models:ro,z" in argv, argv
+    assert f"--volume={tmp_path}/b:/b:Z,rslave" in argv, argv
+    assert (
+        f"--mount=type=volume,source={names['cache']},target=/cache,volume-nocopy,volume-subpath=hf" in argv
+    )
+    assert "--mount=type=tmpfs,target=/scratch,readonly,tmpfs-size=1073741824,tmpfs-mode=1777" in argv, argv
+    if os.access(DOCKER, os.X_OK):
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            "DOCKER_CONFIG": str(tmp_path / "dc"),
+        }
+        env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+        done = subprocess.run(
+            [DOCKER, *argv[1:]], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL
+        )
+        assert "Cannot connect to the Docker daemon" in done.stderr, done.stderr
+
+
+def test_a_mount_option_docker_run_cannot_say_is_refused_naming_it(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    (tmp_path / "compose.yaml").write_text(
+        "services:\n  seat:\n    image: i:1.0\n    command: [m]\n    volumes:\n      - type: bind\n"
+        "        source: ./c\n        target: /c\n        bind: {selinux: z, create_host_path: false}\n"
+    )
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    with pytest.raises(InputError, match=r"volumes\[0\]"):
+        docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n")

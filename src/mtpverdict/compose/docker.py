@@ -197,35 +197,76 @@ def _ports(value: object, source: str) -> Iterator[str]:
         yield f"{prefix}{port['target']}/{protocol}"
 
 
+# what each kind of mount may say (Compose's long form); anything else is refused, naming the key
+_MOUNT_KEYS = {
+    "bind": frozenset({"propagation", "create_host_path", "selinux"}),
+    "volume": frozenset({"nocopy", "subpath"}),
+    "tmpfs": frozenset({"size", "mode"}),
+}
+_MOUNT_COMMON = frozenset({"type", "source", "target", "read_only", "consistency", "bind", "volume", "tmpfs"})
+
+
 def _volumes(value: object, names: Mapping[str, str], source: str) -> Iterator[str]:
-    for volume in value if isinstance(value, list) else ():
+    for i, volume in enumerate(value if isinstance(value, list) else ()):
         kind = volume.get("type") if isinstance(volume, dict) else None
-        target = volume.get("target") if isinstance(volume, dict) else None
-        if not isinstance(volume, dict) or not target:
+        if not isinstance(volume, dict) or not volume.get("target"):
             raise InputError(
                 [Problem(source, f"a volume Compose did not resolve: {volume!r}", key="volumes")]
             )
-        read_only = ",readonly" if volume.get("read_only") else ""
-        if kind == "bind":
-            bind = volume.get("bind") or {}
-            if bind.get("create_host_path"):  # -v creates a missing host path, as Compose does
-                mode = ":ro" if read_only else ""
-                yield f"--volume={volume['source']}:{target}{mode}"
-                continue
-            extra = f",bind-propagation={bind['propagation']}" if bind.get("propagation") else ""
-            yield f"--mount=type=bind,source={volume['source']},target={target}{read_only}{extra}"
-        elif kind == "volume":
-            name = names.get(str(volume.get("source")), volume.get("source"))
-            nocopy = ",volume-nocopy" if (volume.get("volume") or {}).get("nocopy") else ""
-            head = f"type=volume,source={name}," if name else "type=volume,"
-            yield f"--mount={head}target={target}{read_only}{nocopy}"
-        elif kind == "tmpfs":
-            size = (volume.get("tmpfs") or {}).get("size")
-            yield f"--mount=type=tmpfs,target={target}" + (f",tmpfs-size={size}" if size else "")
-        else:
+        if kind not in _MOUNT_KEYS:
             raise InputError(
-                [Problem(source, f"a {kind} volume cannot be mounted by `docker run`", key="volumes")]
+                [Problem(source, f"a {kind} volume cannot be mounted by `docker run`", key=f"volumes[{i}]")]
             )
+        options = volume.get(kind) or {}
+        unknown = sorted(
+            {
+                *(k for k in volume if k not in _MOUNT_COMMON),
+                *(k for k in options if k not in _MOUNT_KEYS[kind]),
+            }
+        )
+        if unknown:
+            listed = ", ".join(f"volumes[{i}].{k}" for k in unknown)
+            raise InputError(
+                [Problem(source, f"{listed}: a mount option the builder does not carry into `docker run`")]
+            )
+        yield _mount(volume, kind, options, names, f"{source}: volumes[{i}]")
+
+
+def _mount(
+    volume: Mapping[str, Any], kind: str, options: Mapping[str, Any], names: Mapping[str, str], where: str
+) -> str:
+    """One mount as `docker run` says it: -v for a bind that creates its host path or relabels it for
+    SELinux (what Compose's short syntax asks for), --mount otherwise."""
+    target = volume["target"]
+    read_only = ",readonly" if volume.get("read_only") else ""
+    if kind == "bind":
+        propagation, selinux = options.get("propagation"), options.get("selinux")
+        if options.get("create_host_path") or selinux:
+            if not options.get("create_host_path"):
+                raise InputError(
+                    [
+                        Problem(
+                            where,
+                            "relabels for SELinux without create_host_path: `docker run -v` would create a "
+                            "missing host path, and --mount cannot relabel",
+                            key="bind.selinux",
+                        )
+                    ]
+                )
+            flags = [m for m in ("ro" if read_only else None, selinux, propagation) if m]
+            return f"--volume={volume['source']}:{target}" + (f":{','.join(flags)}" if flags else "")
+        extra = f",bind-propagation={propagation}" if propagation else ""
+        return f"--mount=type=bind,source={volume['source']},target={target}{read_only}{extra}"
+    if kind == "volume":
+        name = names.get(str(volume.get("source")), volume.get("source"))
+        nocopy = ",volume-nocopy" if options.get("nocopy") else ""
+        subpath = f",volume-subpath={options['subpath']}" if options.get("subpath") else ""
+        head = f"type=volume,source={name}," if name else "type=volume,"
+        return f"--mount={head}target={target}{read_only}{nocopy}{subpath}"
+    size = f",tmpfs-size={options['size']}" if options.get("size") else ""
+    # the mode in octal digits, as Compose writes it and docker reads it
+    mode = f",tmpfs-mode={options['mode']}" if options.get("mode") is not None else ""
+    return f"--mount=type=tmpfs,target={target}{read_only}{size}{mode}"
 
 
 def _devices(value: object) -> Iterator[str]:
