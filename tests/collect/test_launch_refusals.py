@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from mtpverdict.collect.launch import resolve_deployment
 from mtpverdict.collect.preflight import preflight
 from mtpverdict.compose import Resolver, find_resolver
 from mtpverdict.compose.derive import base_sha256
+from mtpverdict.compose.docker import docker_run_argv
 from mtpverdict.errors import InputError
 
 LLAMA = "services:\n  seat:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    entrypoint: [llama-server]\n"
@@ -123,3 +126,26 @@ def test_a_device_may_select_its_accelerator(tmp_path: Path, resolver: Resolver)
     devices = '[[devices]]\nname = "g0"\nenv = { CUDA_VISIBLE_DEVICES = "0" }'
     plan = resolve_deployment(_plan(tmp_path, LLAMA + "    command: [-m, /m.gguf]\n", "", devices))
     assert plan.server.deployment is not None
+
+
+def test_what_docker_run_cannot_start_is_refused_before_anything_is_written(
+    tmp_path: Path, resolver: Resolver, cli: Callable[..., Any]
+) -> None:
+    """A key the docker builder refuses (a second service it depends on) used to fail each boot after
+    campaign.json and its start file were written; it is bad input (exit 2) before that."""
+    compose = LLAMA + "    command: [-m, /m.gguf]\n    depends_on: [db]\n  db:\n    image: postgres:16\n"
+    plan = _plan(tmp_path, compose, 'service = "seat"\nlaunch = "docker"')
+    assert "services.depends_on" in _refused(plan)
+    out = tmp_path / "out"
+    ran = cli("collect", tmp_path / "campaign.toml", "--out", out)
+    assert ran.returncode == 2, (ran.stdout, ran.stderr)
+    assert "services.depends_on" in ran.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_expose_is_carried_not_refused(tmp_path: Path, resolver: Resolver) -> None:
+    compose = LLAMA + "    command: [-m, /m.gguf]\n    expose: ['8080']\n"
+    plan = resolve_deployment(_plan(tmp_path, compose, 'launch = "docker"'))
+    assert plan.server.deployment is not None
+    argv = docker_run_argv(plan.server.deployment.service_json, ["llama-server", "-m", "/m.gguf"], name="n")
+    assert "--expose=8080" in argv

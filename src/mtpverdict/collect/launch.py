@@ -73,6 +73,14 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
                 )
             ]
         )
+    if source.launch == "docker":  # what the builder refuses is refused now, before anything is written
+        docker_run_argv(
+            resolved.service_dict,
+            base.argv,
+            name=container_name(plan.id, "check", 1),
+            volume_names=dict(resolved.volume_names),
+            source=source.file,
+        )
     merged = _environment(plan, resolved, source.file)  # a conflict is refused for either launch
     env = merged if source.launch == "native" else ()  # docker: the service's own, in its argv
     deployment = deployment_record(resolved, source.launch)

@@ -57,6 +57,7 @@ _LISTS = {
     "dns": "--dns",
     "extra_hosts": "--add-host",
     "tmpfs": "--tmpfs",
+    "expose": "--expose",  # ports the container exposes without publishing them, as Compose starts it
 }
 _SWITCHES = {"init": "--init", "privileged": "--privileged", "read_only": "--read-only"}
 _OTHERS = frozenset(
