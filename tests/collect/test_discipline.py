@@ -119,3 +119,20 @@ def test_a_shell_step_is_one_line_for_sh() -> None:
     records, failure = run_steps([["echo a && echo b"]], shell=True, timeout=60)
     assert failure is None and records[0].argv == ("/bin/sh", "-c", "echo a && echo b")
     assert records[0].output == "a\nb\n"
+
+
+def test_the_memory_check_reads_the_accelerators_the_boots_device_selects() -> None:
+    """A boot on GPU 1 waits for GPU 1's memory, not for GPU 0's, which another device's boot may hold."""
+    busy = Accelerator(0, "nvidia-smi", "g", 81920.0, 1024.0)
+    free = Accelerator(1, "nvidia-smi", "g", 81920.0, 81000.0)
+
+    def state() -> HostState:
+        return HostState(100.0, 128.0, 0.1, 0.1, (busy, free))
+
+    clock = _Clock()
+    check, failure = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert failure is None and check.passed and check.accelerator_free_gib == round(81000.0 / 1024, 3)
+    check, failure = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert failure is not None and check.accelerator_free_gib == 1.0
+    check, _ = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "GPU-5a1b"})
+    assert check.accelerator_free_gib == 1.0  # selected by UUID: every GPU is read, the cautious reading

@@ -3,7 +3,8 @@
 In order, as the seeds' sweeps did it by hand: a leftover container of the boot's name is removed
 (launch = "docker"); the `before_boot` commands run (argv lists; `[/bin/sh, -c, LINE]` only with
 shell = true), each with its exit code and output recorded, the first that fails failing the boot;
-`min_available_memory_gib` is checked against MemAvailable and every accelerator's free memory,
+`min_available_memory_gib` is checked against MemAvailable and the free memory of every accelerator
+the boot's device selects (CUDA_VISIBLE_DEVICES, ROCR_/HIP_VISIBLE_DEVICES in its environment),
 waiting up to `memory_wait_seconds` for it and failing the boot with the figures otherwise; then the
 host's state is recorded (collect/hoststate.py). A failure here fails the boot, never the campaign.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -23,9 +24,9 @@ from mtpverdict.collect.deployment import BootDiscipline
 from mtpverdict.collect.hoststate import read_host_state
 from mtpverdict.collect.launch import ContainerServer, remove_container
 from mtpverdict.collect.server import LaunchedServer
-from mtpverdict.formats.deployment import ContainerRecord, HostState, MemoryCheck, StepRecord
+from mtpverdict.formats.deployment import Accelerator, ContainerRecord, HostState, MemoryCheck, StepRecord
 
-__all__ = ["MEMORY_POLL_SECONDS", "OUTPUT_CHARS", "check_memory", "prepare_boot", "run_steps"]
+__all__ = ["MEMORY_POLL_SECONDS", "OUTPUT_CHARS", "check_memory", "prepare_boot", "run_steps", "selected"]
 
 OUTPUT_CHARS = 4096  # the end of a step's output is what says why it failed
 MEMORY_POLL_SECONDS = 2.0  # MemAvailable after a container's exit settles within seconds
@@ -75,8 +76,33 @@ def run_steps(
     return records, None
 
 
-def _accelerator_free_gib(state: HostState) -> float | None:
-    free = [a.memory_free_mib for a in state.accelerators if a.memory_free_mib is not None]
+# the variables that select a boot's accelerators, by the tool that numbers them (a device's env)
+SELECTION = {
+    "nvidia-smi": ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+    "rocm-smi": ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"),
+}
+
+
+def selected(accelerators: Sequence[Accelerator], env: Mapping[str, str]) -> list[Accelerator]:
+    """The accelerators a boot's environment selects by index (CUDA_VISIBLE_DEVICES=1,2 and the like);
+    all of them when it selects none, or names them otherwise (UUIDs, `all`), which is the cautious
+    reading."""
+    out = []
+    for accelerator in accelerators:
+        chosen = [env[name] for name in SELECTION[accelerator.source] if name in env]
+        if not chosen:
+            out.append(accelerator)
+            continue
+        indices = [part.strip() for part in chosen[0].split(",") if part.strip()]
+        if not all(i.isdigit() for i in indices):
+            return list(accelerators)
+        if str(accelerator.index) in indices:
+            out.append(accelerator)
+    return out
+
+
+def _accelerator_free_gib(state: HostState, env: Mapping[str, str]) -> float | None:
+    free = [a.memory_free_mib for a in selected(state.accelerators, env) if a.memory_free_mib is not None]
     return round(min(free) / 1024, 3) if free else None
 
 
@@ -86,13 +112,15 @@ def check_memory(
     state: Callable[[], HostState],
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    env: Mapping[str, str] = {},  # noqa: B006 - read only
 ) -> tuple[MemoryCheck, str | None]:
-    """Wait until MemAvailable and every reporting accelerator's free memory reach `required` GiB, up
-    to `wait_seconds`: the last figures, and why the boot fails (None when the memory was there)."""
+    """Wait until MemAvailable and the free memory of every reporting accelerator the boot's `env`
+    selects reach `required` GiB, up to `wait_seconds`: the last figures, and why the boot fails
+    (None when the memory was there)."""
     start = clock()
     while True:
         now = state()
-        available, accelerator = now.mem_available_gib, _accelerator_free_gib(now)
+        available, accelerator = now.mem_available_gib, _accelerator_free_gib(now, env)
         enough = available is not None and available >= required
         enough = enough and (accelerator is None or accelerator >= required)
         waited = round(clock() - start, 3)
@@ -116,9 +144,11 @@ def prepare_boot(
     server: LaunchedServer | None,
     record: dict[str, Any],
     state: Callable[[], HostState] = read_host_state,
+    env: Mapping[str, str] = {},  # noqa: B006 - read only
 ) -> str | None:
-    """Everything the module's docstring lists, before a launched boot starts; the boot record gets
-    `container`, `before_boot`, `memory_check` and `host_state`. Why the boot fails, or None."""
+    """Everything the module's docstring lists, before a launched boot starts (`env`: the boot's server
+    environment, whose device selection says which accelerators the memory check reads); the boot
+    record gets `container`, `before_boot`, `memory_check` and `host_state`. Why the boot fails, or None."""
     if server is None:
         return None
     if isinstance(server, ContainerServer):
@@ -131,7 +161,7 @@ def prepare_boot(
         record["before_boot"] = msgspec.to_builtins(steps)
     if failure is None and discipline.min_available_memory_gib is not None:
         check, failure = check_memory(
-            discipline.min_available_memory_gib, discipline.memory_wait_seconds, state
+            discipline.min_available_memory_gib, discipline.memory_wait_seconds, state, env=env
         )
         record["memory_check"] = msgspec.to_builtins(check)
     record["host_state"] = msgspec.to_builtins(state())
