@@ -149,3 +149,35 @@ def test_expose_is_carried_not_refused(tmp_path: Path, resolver: Resolver) -> No
     assert plan.server.deployment is not None
     argv = docker_run_argv(plan.server.deployment.service_json, ["llama-server", "-m", "/m.gguf"], name="n")
     assert "--expose=8080" in argv
+
+
+def _campaign_with(where: Path, server: str) -> CampaignPlan:
+    (where / "compose.yaml").write_text(LLAMA + "    command: [-m, /m.gguf]\n")
+    (where / "campaign.toml").write_text(
+        'campaign_version = 1\nid = "c"\ntitle = "t"\nconcurrency = [1]\nreps = 1\n[server]\n'
+        f'mode = "launch"\n{server}\n[[arms]]\nname = "off"\nrole = "control"\n'
+        '[[workloads]]\nid = "w"\nprompt = "p"\nmax_tokens = 4\n'
+    )
+    return load_campaign_file(where / "campaign.toml")
+
+
+@pytest.mark.parametrize(
+    ("server", "key", "says"),
+    [
+        ('compose = ""', "server.compose", "an empty path is not a compose file"),
+        ('compose = "missing.yaml"', "server.compose", "missing.yaml is not a compose file"),
+        ('compose = "compose.yaml"\nenv_file = "nope.env"', "server.env_file", "nope.env is not a file"),
+        ('compose = "compose.yaml"\nproject_dir = "nodir"', "server.project_dir", "nodir is not a directory"),
+        ('compose = "compose.yaml"\nservice = "other"', "server.service", "no service 'other'"),
+    ],
+)
+def test_a_compose_setting_that_names_nothing_is_refused_naming_its_key(
+    tmp_path: Path, resolver: Resolver, server: str, key: str, says: str
+) -> None:
+    """A missing env_file or project_dir was ignored by Compose (the service resolved without it); an
+    empty compose path said only that a directory is not a file; Compose's own errors named no key."""
+    with pytest.raises(InputError) as caught:
+        resolve_deployment(_campaign_with(tmp_path, server))
+    (problem,) = caught.value.problems
+    assert problem.key == key and says in problem.message, problem
+    assert problem.source == str(tmp_path / "campaign.toml")

@@ -16,10 +16,12 @@ stops the container by name after it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from pathlib import Path
 
 from mtpverdict.collect.campaign import SPEC_PLACEHOLDER, CampaignPlan, DevicePlan
+from mtpverdict.collect.deployment import ComposeSource
 from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.compose import INSTALL_HINT, ComposeOptions, ResolvedService, find_resolver, resolve_service
@@ -51,10 +53,23 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
                 )
             ]
         )
+    _check_paths(plan, source)
     options = ComposeOptions(
         profiles=source.profiles, env_file=source.env_file, project_dir=source.project_dir
     )
-    resolved = resolve_service(source.file, source.service, options, resolver)
+    try:
+        resolved = resolve_service(source.file, source.service, options, resolver)
+    except InputError as exc:  # the campaign's key too: which setting named the project Compose refuses
+        raise InputError(
+            [
+                Problem(
+                    plan.source,
+                    f"{problem}",
+                    key="server.compose" if problem.key != "services" else "server.service",
+                )
+                for problem in exc.problems
+            ]
+        ) from None
     if resolved.refusals:
         raise InputError(
             [Problem(source.file, f"cannot derive the arms: {why}") for why in resolved.refusals]
@@ -86,6 +101,23 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
     deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
+
+
+def _check_paths(plan: CampaignPlan, source: ComposeSource) -> None:
+    """The compose file, and an env_file or project_dir the campaign names, exist: Compose would
+    ignore a missing env file and resolve in a missing directory, so neither is left to it."""
+    problems = []
+    if not os.path.basename(source.file) or not os.path.isfile(source.file):
+        shown = source.file if os.path.basename(source.file) else "an empty path"
+        problems.append(Problem(plan.source, f"{shown} is not a compose file here", key="server.compose"))
+    if source.env_file is not None and not os.path.isfile(source.env_file):
+        problems.append(Problem(plan.source, f"{source.env_file} is not a file here", key="server.env_file"))
+    if source.project_dir is not None and not os.path.isdir(source.project_dir):
+        problems.append(
+            Problem(plan.source, f"{source.project_dir} is not a directory here", key="server.project_dir")
+        )
+    if problems:
+        raise InputError(problems)
 
 
 def _refuse_outside_speculation(resolved: ResolvedService, source: str) -> None:
