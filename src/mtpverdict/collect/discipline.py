@@ -11,7 +11,10 @@ host's state is recorded (collect/hoststate.py). A failure here fails the boot, 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,12 +32,59 @@ from mtpverdict.formats.deployment import Accelerator, ContainerRecord, HostStat
 __all__ = ["MEMORY_POLL_SECONDS", "OUTPUT_CHARS", "check_memory", "prepare_boot", "run_steps", "selected"]
 
 OUTPUT_CHARS = 4096  # the end of a step's output is what says why it failed
+OUTPUT_BYTES = 4 * OUTPUT_CHARS  # what is kept of it as it streams (a UTF-8 character is at most 4)
+READ_BYTES = 1 << 16
+POLL_SECONDS = 0.5  # how often a step's deadline is looked at while it prints nothing
 MEMORY_POLL_SECONDS = 2.0  # MemAvailable after a container's exit settles within seconds
 
 
-def _tail(data: bytes | str | None) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data or ""
-    return text[-OUTPUT_CHARS:]
+def _tail(data: bytes) -> str:
+    return data.decode("utf-8", "replace")[-OUTPUT_CHARS:]
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the step's whole process group (its own session): a child it started goes too."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _run_bounded(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes]:
+    """Run one step in its own process group, keeping only the last OUTPUT_BYTES of what it prints:
+    its exit code (None when it did not finish within `timeout`, its group then killed) and the tail."""
+    deadline = time.monotonic() + timeout
+    process = subprocess.Popen(  # noqa: S603 - an argv list from the campaign file
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=dict(os.environ),
+    )
+    tail = bytearray()
+    finished = True
+    assert process.stdout is not None  # noqa: S101 - stdout=PIPE
+    with process.stdout as out:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                finished = False
+                break
+            ready, _, _ = select.select([out], [], [], min(left, POLL_SECONDS))
+            data = os.read(out.fileno(), READ_BYTES) if ready else None
+            if data == b"" or (data is None and process.poll() is not None):
+                break  # the end of its output, or it exited while a child it left holds the pipe
+            if data:
+                tail += data
+                del tail[:-OUTPUT_BYTES]
+        try:
+            code: int | None = (
+                process.wait(timeout=max(deadline - time.monotonic(), 0.0)) if finished else None
+            )
+        except subprocess.TimeoutExpired:
+            code = None
+        _kill_group(process)  # what it left running, or the step itself when it did not finish
+        process.wait()
+    return code, bytes(tail)
 
 
 def run_steps(
@@ -49,21 +99,10 @@ def run_steps(
         error: str | None = None
         output = ""
         try:
-            done = subprocess.run(  # noqa: S603 - an argv list from the campaign file
-                argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-                check=False,
-                env=dict(os.environ),
-            )
-            code, output = done.returncode, _tail(done.stdout)
-        except subprocess.TimeoutExpired as exc:
-            error, output = (
-                f"did not finish within {timeout:.0f} s (server.before_boot_timeout)",
-                _tail(exc.output),
-            )
+            code, tail = _run_bounded(argv, timeout)
+            output = _tail(tail)
+            if code is None:
+                error = f"did not finish within {timeout:.0f} s (server.before_boot_timeout)"
         except OSError as exc:
             error = f"cannot be run: {exc.strerror or exc}"
         records.append(StepRecord(tuple(argv), code, round(clock() - start, 3), output, error))
