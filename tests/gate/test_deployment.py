@@ -42,6 +42,7 @@ def test_a_service_that_differs_only_in_speculation_is_supported_by_hash(
     assert result.supported, result.reasons
     (said,) = [r for r in result.reasons if "the evidence was collected from compose service seat" in r]
     assert "has the same sha256 without its speculative flags" in said and "only in speculation" in said
+    assert "image, ipc, shm_size, gpus, devices and volumes did not run" in said  # a native launch's
 
 
 def test_a_service_changed_beyond_its_command_is_refused_by_hash(tmp_path: Path, resolver: Resolver) -> None:

@@ -19,9 +19,15 @@ from mtpverdict.compose.derive import base_sha256, strip_speculative
 from mtpverdict.formats.deployment import Deployment
 from mtpverdict.serveconfig import ServeConfig
 
-__all__ = ["COMMAND_KEYS", "deployment_reasons", "recorded_environment"]
+__all__ = ["COMMAND_KEYS", "NATIVE_CAVEAT", "deployment_reasons", "recorded_environment"]
 
 COMMAND_KEYS = ("command", "entrypoint")  # judged argument by argument by gate.fresh
+# what a native launch ran of the service: its argv and environment on the collecting host, not its container
+NATIVE_CAVEAT = (
+    "; but the evidence was launched natively: the service's argv and environment ran on the collecting "
+    "host, while its image, ipc, shm_size, gpus, devices and volumes did not run, so the hash says the "
+    "compose file is the same, not that its container was measured"
+)
 
 
 def _stripped(service: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,9 +74,10 @@ def deployment_reasons(deployment: Deployment | None, config: ServeConfig) -> tu
     proposed = resolved.service_dict
     digest = base_sha256(proposed, resolved.definitions)
     if digest == deployment.base_sha256:
+        caveat = NATIVE_CAVEAT if deployment.launch == "native" else ""
         return True, [
             f"{ran}: {config.source} has the same sha256 without its speculative flags, so it differs from "
-            "the evidence's deployment only in speculation"
+            f"the evidence's deployment only in speculation{caveat}"
         ]
     before, after = _stripped(deployment.service_json), _stripped(proposed)
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
