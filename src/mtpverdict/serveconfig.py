@@ -41,6 +41,7 @@ __all__ = [
     "ServeConfig",
     "ServeSpec",
     "SpecRefusal",
+    "scan_speculation",
     "extract_spec",
     "interpolation",
     "is_engine_variable",
@@ -444,16 +445,28 @@ def _engine_hint(argv: Sequence[str], image: str | None) -> Engine | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def extract_spec(
-    argv: Sequence[str], *, image: str | None = None, environment: Iterable[str] = ()
-) -> ServeSpec | SpecRefusal:
-    """The speculative configuration an argv asks for, or why it cannot be read without a guess."""
+def scan_speculation(
+    argv: Sequence[str], environment: Iterable[str] = ()
+) -> tuple[list[FoundFlag], list[str]]:
+    """The speculative flags of an argv, and why its speculation cannot be told from them alone: a
+    `--config FILE`, an unknown, abbreviated or removed speculative flag, a flag short of its values,
+    an environment variable that sets speculation. The gate refuses a deployment for these reasons, and
+    collect a compose service it would derive arms from (every arm would keep what the arms cannot
+    replace)."""
     found, reasons = _scan(argv)
     reasons += [
         f"environment variable {name} sets speculation outside the command line; put it on the command line"
         for name in environment
         if is_speculative_variable(name)
     ]
+    return found, reasons
+
+
+def extract_spec(
+    argv: Sequence[str], *, image: str | None = None, environment: Iterable[str] = ()
+) -> ServeSpec | SpecRefusal:
+    """The speculative configuration an argv asks for, or why it cannot be read without a guess."""
+    found, reasons = scan_speculation(argv, environment)
     reasons += [
         f"{f.given} {f.value}: uses variable interpolation, so its value is only known at deploy time"
         for f in found

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mtpverdict.collect.discipline import check_memory, run_steps
+from mtpverdict.collect.discipline import OUTPUT_CHARS, check_memory, run_steps
 from mtpverdict.collect.hoststate import accelerators, read_host_state
 from mtpverdict.formats.deployment import Accelerator, HostState
 
@@ -119,3 +120,48 @@ def test_a_shell_step_is_one_line_for_sh() -> None:
     records, failure = run_steps([["echo a && echo b"]], shell=True, timeout=60)
     assert failure is None and records[0].argv == ("/bin/sh", "-c", "echo a && echo b")
     assert records[0].output == "a\nb\n"
+
+
+def test_the_memory_check_reads_the_accelerators_the_boots_device_selects() -> None:
+    """A boot on GPU 1 waits for GPU 1's memory, not for GPU 0's, which another device's boot may hold."""
+    busy = Accelerator(0, "nvidia-smi", "g", 81920.0, 1024.0)
+    free = Accelerator(1, "nvidia-smi", "g", 81920.0, 81000.0)
+
+    def state() -> HostState:
+        return HostState(100.0, 128.0, 0.1, 0.1, (busy, free))
+
+    clock = _Clock()
+    check, failure = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert failure is None and check.passed and check.accelerator_free_gib == round(81000.0 / 1024, 3)
+    check, failure = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert failure is not None and check.accelerator_free_gib == 1.0
+    check, _ = check_memory(60.0, 5.0, state, clock, clock.sleep, env={"CUDA_VISIBLE_DEVICES": "GPU-5a1b"})
+    assert check.accelerator_free_gib == 1.0  # selected by UUID: every GPU is read, the cautious reading
+
+
+def test_a_step_keeps_only_the_end_of_its_output() -> None:
+    """A step that prints megabytes is recorded by its last 4 KiB, read as it streams."""
+    loud = [sys.executable, "-c", "import sys\nfor i in range(20000): print('x' * 200)\nprint('the end')"]
+    records, failure = run_steps([loud], shell=False, timeout=120)
+    assert failure is None and len(records[0].output) == OUTPUT_CHARS
+    assert records[0].output.endswith("x\nthe end\n")
+
+
+def test_a_step_that_times_out_takes_its_children_with_it(tmp_path: Path) -> None:
+    """On timeout the step's whole process group is killed: a child it started (which held the output
+    pipe, so the boot waited for it) goes too."""
+    pid_file = tmp_path / "child.pid"
+    step = f"sleep 40 & echo $! > {pid_file}; wait"
+    start = time.monotonic()
+    records, failure = run_steps([[step]], shell=True, timeout=1)
+    assert failure is not None and "did not finish within 1 s" in failure
+    assert time.monotonic() - start < 30  # not the child's 40 s
+    stat = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    deadline = time.monotonic() + 30
+    while (
+        stat.exists()
+        and stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)  # SIGKILL is delivered at once; the bound is only for a loaded machine
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z"  # gone, or a zombie

@@ -204,18 +204,19 @@ def test_docker_launch_runs_a_container_per_arm_and_boot_and_removes_a_leftover(
             leftover.wait()
     calls = [json.loads(line) for line in (home / "calls.jsonl").read_text().splitlines()]
     calls = [c for c in calls if c[:1] != ["compose"]]  # the resolver looked for a compose plugin
-    boots = _boots(out)
-    drawn = sorted(boots, key=lambda arm: boots[arm]["order"])  # the arms boot in their drawn order
-    names = [f"mtpverdict-deployed-{arm}-boot1" for arm in drawn]
+    off, k2 = "mtpverdict-deployed-off_A-boot1", "mtpverdict-deployed-ngram_k2-boot1"
     assert [c[0] for c in calls] == ["rm", "run", "stop", "rm", "run", "stop"]
+    names = [c[-1] for c in calls if c[0] == "rm"]  # the boots run in their drawn order
+    assert sorted(names) == sorted([off, k2])
     assert [c[-1] for c in calls if c[0] in ("rm", "stop")] == [names[0], names[0], names[1], names[1]]
-    run = calls[1 + 3 * drawn.index("off_A")]  # off_A's docker run: its argv has no speculative flag
-    assert run[:4] == ["run", "--rm", "--name=mtpverdict-deployed-off_A-boot1", "--ipc=host"]
+    run = calls[1 + 3 * names.index(off)]
+    assert run[:4] == ["run", "--rm", f"--name={off}", "--ipc=host"]
     assert "--shm-size=1073741824" in run and "--env=FAKE_SEAT=seat-env" in run
     assert not any(a.startswith("--restart") for a in run)
     tail = [str(FAKE), "--port", str(port), "--tps", "400", "--leak-env", "FAKE_SEAT"]
     assert f"--entrypoint={sys.executable}" in run
     assert run[run.index("vllm/vllm-openai:v0.32.0") + 1 :] == tail
+    boots = _boots(out)
     assert boots["off_A"]["container"]["removed_leftover"] is True
     assert boots["ngram_k2"]["container"]["removed_leftover"] is False
     assert boots["ngram_k2"]["container"]["argv"][-2:] == ["--speculative-config", K2]
@@ -282,7 +283,7 @@ def test_the_compose_path_is_the_campaign_files(tmp_path: Path) -> None:
             "    image: i:1.0\n    command: [m]\n    environment: {A: '1'}\n",
             "[server.env]\nA = '2'",
             {},
-            "sets A otherwise than",
+            "A: the campaign sets otherwise than",
         ),
         (
             "    image: i:1.0\n    command: [m]\n",

@@ -9,7 +9,10 @@ driven through a `docker` stand-in (tests/collect/test_launch_docker.py).
 
 from __future__ import annotations
 
+import csv
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -393,6 +396,39 @@ def test_two_services_that_differ_only_in_speculation_share_a_base_hash(
     assert base_service(third).sha256 != base_service(first).sha256
 
 
+def test_the_definitions_of_the_volumes_a_service_uses_are_in_its_hash(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """A named volume's driver_opts (top-level volumes:) choose the host directory the model comes
+    from: another device hashes otherwise; the same one in another project directory hashes alike."""
+    service = "services:\n  seat:\n    image: i:1.0\n    command: [m]\n    volumes: [models:/models]\n"
+    top = "volumes:\n  models:\n    driver: local\n    driver_opts: {type: none, o: bind, device: /data/%s}\n"
+    hashes = []
+    for where, device in (("one", "models-v1"), ("two", "models-v2"), ("three", "models-v1")):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "compose.yaml").write_text(service + top % device)
+        resolved = resolve_service(str(tmp_path / where / "compose.yaml"), "seat", ComposeOptions(), resolver)
+        hashes.append((resolved.sha256, base_service(resolved).sha256))
+    assert hashes[0][0] != hashes[1][0] and hashes[0][1] != hashes[1][1]
+    assert hashes[0] == hashes[2]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "    shm_size: ${SHM:-8gb}\n",
+        "    volumes: ['${MODELS:-/data/m}:/models']\n",
+        "    deploy:\n      resources:\n        limits:\n          memory: ${MEM:-4g}\n",
+    ],
+)
+def test_interpolation_anywhere_in_the_service_is_refused(
+    tmp_path: Path, resolver: Resolver, extra: str
+) -> None:
+    (tmp_path / "compose.yaml").write_text("services:\n  seat:\n    image: i:1.0\n    command: [m]\n" + extra)
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    assert any("Compose interpolates it at deploy time" in r for r in resolved.refusals), resolved.refusals
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
@@ -426,3 +462,126 @@ def test_the_campaign_environment_is_added_over_the_services() -> None:
     argv = docker_run_argv(service, ["m"], name="n", environment={"A": "2", "C": "3"})
     assert [a for a in argv if a.startswith("--env")] == ["--env=A=2", "--env=B", "--env=C=3"]
     assert json.dumps(argv)  # plain strings throughout
+
+
+DOCKER = "/usr/local/bin/docker"
+GPU_REQUESTS = {
+    "count all, more capabilities": "count: all\n              capabilities: [gpu, compute, utility]",
+    "device ids, more capabilities": "device_ids: ['0', '1']\n              capabilities: [gpu, utility]",
+    "a count, one more capability": "count: 2\n              capabilities: [gpu, compute]",
+    "count all": "count: all\n              capabilities: [gpu]",
+}
+
+
+def _gpu_service(tmp_path: Path, resolver: Resolver, request: str) -> list[str]:
+    (tmp_path / "compose.yaml").write_text(
+        "services:\n  seat:\n    image: i:1.0\n    command: [m]\n    deploy:\n      resources:\n"
+        "        reservations:\n          devices:\n            - driver: nvidia\n"
+        f"              {request}\n"
+    )
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    return docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n")
+
+
+@pytest.mark.parametrize("request_", list(GPU_REQUESTS.values()), ids=list(GPU_REQUESTS))
+def test_a_gpus_value_is_docker_csv(tmp_path: Path, resolver: Resolver, request_: str) -> None:
+    """docker's --gpus value is CSV: capabilities=compute,utility unquoted splits into a field
+    `utility` docker reads as a count ("invalid count (utility)", exit 125)."""
+    argv = _gpu_service(tmp_path, resolver, request_)
+    (value,) = [a.removeprefix("--gpus=") for a in argv if a.startswith("--gpus=")]
+    fields = next(csv.reader([value]))
+    assert all("=" in f or f == "all" or f.isdigit() for f in fields), (value, fields)
+
+
+@pytest.mark.skipif(not os.access(DOCKER, os.X_OK), reason=f"no docker CLI at {DOCKER}")
+@pytest.mark.parametrize("request_", list(GPU_REQUESTS.values()), ids=list(GPU_REQUESTS))
+def test_the_real_docker_cli_accepts_the_argv(tmp_path: Path, resolver: Resolver, request_: str) -> None:
+    """The docker CLI validates its flags before it contacts the daemon: with no daemon to reach,
+    "Cannot connect to the Docker daemon" means it accepted every option of the argv."""
+    argv = _gpu_service(tmp_path, resolver, request_)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "DOCKER_CONFIG": str(tmp_path / "dc")}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+    done = subprocess.run(
+        [DOCKER, *argv[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert "Cannot connect to the Docker daemon" in done.stderr, done.stderr
+
+
+def test_a_literal_dollar_reaches_the_container_as_compose_gives_it(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """Compose's config output writes `$` as `$$`; `docker compose up` gives the container `x$y`, in its
+    environment, labels and healthcheck alike."""
+    (tmp_path / "compose.yaml").write_text(
+        'services:\n  seat:\n    image: i:1.0\n    command: [m]\n    environment:\n      PRICE: "x$$y"\n'
+        '    labels:\n      tag: "a$$b"\n    healthcheck:\n      test: ["CMD-SHELL", "echo $$HOME"]\n'
+    )
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    argv = docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n")
+    assert "--env=PRICE=x$y" in argv, argv
+    assert "--label=tag=a$b" in argv, argv
+    assert "--health-cmd=echo $HOME" in argv, argv
+
+
+MOUNTS = """services:
+  seat:
+    image: i:1.0
+    command: [m]
+    volumes:
+      - ./models:/models:ro,z
+      - ./b:/b:Z,rslave
+      - type: volume
+        source: cache
+        target: /cache
+        volume: {subpath: hf, nocopy: true}
+      - type: tmpfs
+        target: /scratch
+        read_only: true
+        tmpfs: {size: 1g, mode: 1777}
+volumes:
+  cache: {}
+"""
+
+
+def test_mount_options_reach_docker_run(tmp_path: Path, resolver: Resolver) -> None:
+    """SELinux relabelling, propagation, a volume's subpath and a tmpfs's mode and read_only are what
+    `docker compose up` mounts with; dropping them mounts something else."""
+    (tmp_path / "compose.yaml").write_text(MOUNTS)
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    names = dict(resolved.volume_names)
+    argv = docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n", volume_names=names)
+    assert f"--volume={tmp_path}/models:/models:ro,z" in argv, argv
+    assert f"--volume={tmp_path}/b:/b:Z,rslave" in argv, argv
+    assert (
+        f"--mount=type=volume,source={names['cache']},target=/cache,volume-nocopy,volume-subpath=hf" in argv
+    )
+    assert "--mount=type=tmpfs,target=/scratch,readonly,tmpfs-size=1073741824,tmpfs-mode=1777" in argv, argv
+    if os.access(DOCKER, os.X_OK):
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            "DOCKER_CONFIG": str(tmp_path / "dc"),
+        }
+        env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+        done = subprocess.run(
+            [DOCKER, *argv[1:]], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL
+        )
+        assert "Cannot connect to the Docker daemon" in done.stderr, done.stderr
+
+
+def test_a_mount_option_docker_run_cannot_say_is_refused_naming_it(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    (tmp_path / "compose.yaml").write_text(
+        "services:\n  seat:\n    image: i:1.0\n    command: [m]\n    volumes:\n      - type: bind\n"
+        "        source: ./c\n        target: /c\n        bind: {selinux: z, create_host_path: false}\n"
+    )
+    resolved = resolve_service(str(tmp_path / "compose.yaml"), "seat", ComposeOptions(), resolver)
+    with pytest.raises(InputError, match=r"volumes\[0\]"):
+        docker_run_argv(resolved.service_dict, base_service(resolved).argv, name="n")

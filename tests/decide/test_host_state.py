@@ -79,3 +79,23 @@ def test_no_host_state_is_no_control(tmp_path: Path) -> None:
     assert control is None
     one_arm = _results(tmp_path / "one", lambda r: _state(10.0) if r["arm"] == "off_A" else None)
     assert _control(one_arm)[0] is None
+
+
+def test_boots_are_compared_within_their_device_only(tmp_path: Path) -> None:
+    """Two devices (here: two nodes) start from their own host states; an arm is compared with the other
+    arms' boots on its device, not with the other node's."""
+    low = 100.0 - HOST_MEMORY_SPREAD * TOTAL - 10.0
+
+    def state(record: dict[str, Any]) -> dict[str, Any]:
+        record["device"] = f"g{record['boot'] % 2}"
+        return _state(100.0 if record["boot"] % 2 else low)
+
+    control, _ = _control(_results(tmp_path, state))
+    assert control is not None and control.status == "pass", control
+
+    def uneven(record: dict[str, Any]) -> dict[str, Any]:
+        record["device"] = f"g{record['boot'] % 2}"
+        return _state(low if record["arm"] == "k2" and record["boot"] == 2 else 100.0)
+
+    control, _ = _control(_results(tmp_path / "uneven", uneven))
+    assert control is not None and control.status == "warn" and "device g0: MemAvailable" in control.detail

@@ -42,6 +42,7 @@ def test_a_service_that_differs_only_in_speculation_is_supported_by_hash(
     assert result.supported, result.reasons
     (said,) = [r for r in result.reasons if "the evidence was collected from compose service seat" in r]
     assert "has the same sha256 without its speculative flags" in said and "only in speculation" in said
+    assert "image, ipc, shm_size, gpus, devices and volumes did not run" in said  # a native launch's
 
 
 def test_a_service_changed_beyond_its_command_is_refused_by_hash(tmp_path: Path, resolver: Resolver) -> None:
@@ -95,3 +96,30 @@ def test_the_environment_the_evidences_service_set_is_recorded_evidence(
     assert not changed.supported
     assert any(r.startswith("stale evidence, environment VLLM_CPU_KVCACHE_SPACE") for r in changed.reasons)
     assert any(r.endswith("differs beyond speculation in services.seat.environment") for r in changed.reasons)
+
+
+def test_a_named_volume_defined_elsewhere_is_refused_by_hash(tmp_path: Path, resolver: Resolver) -> None:
+    """A named volume's driver_opts (top-level volumes:) choose the directory the model comes from: the
+    deployment's hash holds the definitions of what the service uses, so another device is stale."""
+    mount = (
+        "    volumes: [models:/models]\nvolumes:\n  models:\n"
+        "    driver_opts: {type: none, o: bind, device: /data/%s}\n"
+    )
+    ran = resolve_service(
+        str(_compose(tmp_path / "ran", "", mount % "v1")), "seat", ComposeOptions(), resolver
+    )
+    evidence = seat_evidence(tmp_path / "evidence")
+    campaign = json.loads((evidence / "campaign.json").read_text())
+    campaign["deployment"] = msgspec.to_builtins(deployment_record(ran, "native"))
+    (evidence / "campaign.json").write_text(json.dumps(campaign, indent=2, sort_keys=True) + "\n")
+    spec = f", --speculative-config, '{K2}'"
+    same = gate(
+        evidence, None, None, serve_config=str(_compose(tmp_path / "a", spec, mount % "v1")), service="seat"
+    )
+    assert same.supported, same.reasons
+    moved = gate(
+        evidence, None, None, serve_config=str(_compose(tmp_path / "b", spec, mount % "v2")), service="seat"
+    )
+    assert not moved.supported
+    (said,) = [r for r in moved.reasons if r.startswith("stale evidence, compose service")]
+    assert "top-level definitions of the volumes" in said, said

@@ -178,7 +178,8 @@ class BootSession:
         failed, when it cannot start."""
         plan, server = self.ctx.plan, self.server
         prepared: dict[str, Any] = {}
-        failure = prepare_boot(plan, server, prepared)  # collect/discipline.py: host state, before_boot
+        env = plan.server_env(self.ctx.variables, self.planned.device)  # its device's selection
+        failure = prepare_boot(plan, server, prepared, env=env)  # collect/discipline.py: before_boot, ...
         self.record = replace(self.record, **prepared)
         if failure is not None:
             self._fail(self.ctx.redact(failure))

@@ -16,16 +16,19 @@ stops the container by name after it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from pathlib import Path
 
 from mtpverdict.collect.campaign import SPEC_PLACEHOLDER, CampaignPlan, DevicePlan
+from mtpverdict.collect.deployment import ComposeSource
 from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.compose import INSTALL_HINT, ComposeOptions, ResolvedService, find_resolver, resolve_service
 from mtpverdict.compose.derive import base_service, deployment_record
 from mtpverdict.compose.docker import container_name, docker_remove_argv, docker_run_argv, docker_stop_argv
 from mtpverdict.errors import CampaignError, InputError, Problem
+from mtpverdict.serveconfig import scan_speculation
 
 __all__ = ["ContainerServer", "launched_server", "remove_container", "resolve_deployment"]
 
@@ -50,14 +53,28 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
                 )
             ]
         )
+    _check_paths(plan, source)
     options = ComposeOptions(
         profiles=source.profiles, env_file=source.env_file, project_dir=source.project_dir
     )
-    resolved = resolve_service(source.file, source.service, options, resolver)
+    try:
+        resolved = resolve_service(source.file, source.service, options, resolver)
+    except InputError as exc:  # the campaign's key too: which setting named the project Compose refuses
+        raise InputError(
+            [
+                Problem(
+                    plan.source,
+                    f"{problem}",
+                    key="server.compose" if problem.key != "services" else "server.service",
+                )
+                for problem in exc.problems
+            ]
+        ) from None
     if resolved.refusals:
         raise InputError(
             [Problem(source.file, f"cannot derive the arms: {why}") for why in resolved.refusals]
         )
+    _refuse_outside_speculation(resolved, source.file)
     base = base_service(resolved)
     command = (*base.argv[: base.insert_at], SPEC_PLACEHOLDER, *base.argv[base.insert_at :])
     if not base.argv:
@@ -71,32 +88,89 @@ def resolve_deployment(plan: CampaignPlan) -> CampaignPlan:
                 )
             ]
         )
+    if source.launch == "docker":  # what the builder refuses is refused now, before anything is written
+        docker_run_argv(
+            resolved.service_dict,
+            base.argv,
+            name=container_name(plan.id, "check", 1),
+            volume_names=dict(resolved.volume_names),
+            source=source.file,
+        )
     merged = _environment(plan, resolved, source.file)  # a conflict is refused for either launch
-    env = merged if source.launch == "native" else plan.server.env  # docker: the service's own
+    env = merged if source.launch == "native" else ()  # docker: the service's own, in its argv
     deployment = deployment_record(resolved, source.launch)
     server = dataclasses.replace(plan.server, command=command, env=env, deployment=deployment)
     return dataclasses.replace(plan, server=server)
 
 
-def _environment(plan: CampaignPlan, resolved: ResolvedService, source: str) -> tuple[tuple[str, str], ...]:
-    """The service's environment (what a native launch must give the server too) with the campaign's
-    [server] env; a variable both set differently is refused (which of them was measured?)."""
-    own = {k: v for k, v in resolved.environment if v is not None}  # None: the host's, as it is
-    campaign = dict(plan.server.env)
-    clash = sorted(k for k in own.keys() & campaign.keys() if own[k] != campaign[k])
-    if clash:
+def _check_paths(plan: CampaignPlan, source: ComposeSource) -> None:
+    """The compose file, and an env_file or project_dir the campaign names, exist: Compose would
+    ignore a missing env file and resolve in a missing directory, so neither is left to it."""
+    problems = []
+    if not os.path.basename(source.file) or not os.path.isfile(source.file):
+        shown = source.file if os.path.basename(source.file) else "an empty path"
+        problems.append(Problem(plan.source, f"{shown} is not a compose file here", key="server.compose"))
+    if source.env_file is not None and not os.path.isfile(source.env_file):
+        problems.append(Problem(plan.source, f"{source.env_file} is not a file here", key="server.env_file"))
+    if source.project_dir is not None and not os.path.isdir(source.project_dir):
+        problems.append(
+            Problem(plan.source, f"{source.project_dir} is not a directory here", key="server.project_dir")
+        )
+    if problems:
+        raise InputError(problems)
+
+
+def _refuse_outside_speculation(resolved: ResolvedService, source: str) -> None:
+    """Refuse a service whose speculation the arms could not replace, for the reasons the gate gives
+    (serveconfig.scan_speculation, one check for both): speculation set in the service's environment
+    (LLAMA_ARG_SPEC_TYPE, ..._MODEL_DRAFT) or in a `--config FILE`, an unknown or removed speculative
+    flag. Every arm, the off control included, would run with it."""
+    _, reasons = scan_speculation(resolved.argv, [name for name, _ in resolved.environment])
+    if reasons:
         raise InputError(
             [
-                Problem(
-                    plan.source,
-                    f"sets {name} otherwise than {source} service {resolved.service} does; drop it from "
-                    "[server] env (the service's value is what is deployed)",
-                    key="server.env",
-                )
-                for name in clash
+                Problem(source, f"cannot derive the arms: {why}", key=f"services.{resolved.service}")
+                for why in reasons
             ]
         )
-    return tuple(sorted((own | campaign).items()))
+
+
+# what a device may add over the compose service: the variables that select its accelerator (recorded
+# in campaign.json's devices); any other variable would run a deployment the service does not describe
+DEVICE_SELECTION = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}
+)
+
+
+def _environment(plan: CampaignPlan, resolved: ResolvedService, source: str) -> tuple[tuple[str, str], ...]:
+    """The service's environment (what a native launch must give the server too). A variable the
+    campaign's [server] env or a device's env adds or sets otherwise is refused, naming its key:
+    neither the evidence's deployment nor the gate's hash would hold it (a device may set the
+    variables that select its accelerator, DEVICE_SELECTION)."""
+    own = {k: v for k, v in resolved.environment if v is not None}  # None: the host's, as it is
+    service = f"{source} service {resolved.service}"
+    problems = [
+        Problem(plan.source, _added(name, service, name in own), key=f"server.env.{name}")
+        for name, value in plan.server.env
+        if own.get(name) != value
+    ]
+    problems += [
+        Problem(plan.source, _added(name, service, name in own), key=f"devices[{i}].env.{name}")
+        for i, device in enumerate(plan.devices)
+        for name, value in device.env
+        if name not in DEVICE_SELECTION and own.get(name) != value
+    ]
+    if problems:
+        raise InputError(problems)
+    return tuple(sorted(own.items()))
+
+
+def _added(name: str, service: str, overrides: bool) -> str:
+    how = "sets otherwise than" if overrides else "adds, which is not in"
+    return (
+        f"{name}: the campaign {how} {service}; set it in the service (what is deployed is what is "
+        "measured and what the gate compares by hash) and drop it here"
+    )
 
 
 class ContainerServer(LaunchedServer):

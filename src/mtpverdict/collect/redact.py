@@ -1,7 +1,8 @@
 """Secrets kept out of everything collect writes: values, whole texts, and a server's output as it streams.
 
 The secrets are the value of `server.api_key_env` and of every variable `server.secrets` names (a
-`--var`/`[vars]` name or an environment variable). Records, raw files, start files, campaign.json and
+`--var`/`[vars]` name, an environment variable, or a variable the compose service the arms come from
+sets, env_file included). Records, raw files, start files, campaign.json and
 error texts pass through `Redactor.value` / `Redactor.text`; a launched server's stdout and stderr
 reach its log only through `RedactingPipe`, whose `StreamRedactor` holds back the few bytes at the end
 of each read that could begin a secret, so a key printed in pieces across reads (or split by the
@@ -44,6 +45,23 @@ def named_secrets(plan: CampaignPlan, variables: dict[str, str]) -> list[tuple[s
     for name in plan.server.secrets:
         found += [(name, table[name]) for table in tables if table.get(name)]
         found += [(name, os.environ[name])] if os.environ.get(name) else []
+    return found + _service_secrets(plan)
+
+
+def _service_secrets(plan: CampaignPlan) -> list[tuple[str, str]]:
+    """(name, value) of each variable `server.secrets` (or `server.api_key_env`) names that the compose
+    service the arms come from sets (its environment and env_file, as Compose resolved it): as Compose
+    writes it (`$` as `$$`) and as the server is given it."""
+    deployment = plan.server.deployment
+    environment = deployment.service_json.get("environment") if deployment is not None else None
+    if not isinstance(environment, dict):
+        return []
+    names = [*plan.server.secrets, *([plan.server.api_key_env] if plan.server.api_key_env else [])]
+    found: list[tuple[str, str]] = []
+    for name in dict.fromkeys(names):
+        value = environment.get(name)
+        if isinstance(value, str) and value:
+            found += [(name, v) for v in dict.fromkeys((value, value.replace("$$", "$")))]
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -78,6 +79,14 @@ class ComposeOptions:
     env_file: str | None = None
 
 
+def service_sha256(service: Mapping[str, Any], definitions: Mapping[str, Any] | None = None) -> str:
+    """The sha256 of a service's canonical JSON; with the project's definitions of the volumes,
+    networks, configs and secrets it uses, when it uses any, of `{"definitions": ..., "service": ...}`
+    (a service that uses none hashes as itself alone)."""
+    body: Mapping[str, Any] = {"definitions": definitions, "service": service} if definitions else service
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedService:
     """One service as Compose resolved it, and what the resolution used."""
@@ -100,10 +109,18 @@ class ResolvedService:
     # gives the project's volumes: what a `docker run` of it needs (compose/docker.py)
     service_json: str = "{}"
     volume_names: tuple[tuple[str, str], ...] = ()
+    # the project's own definitions of what the service uses (top-level volumes, networks, configs
+    # and secrets it names, canonical JSON): a named volume's driver_opts choose where its files are
+    definitions_json: str = "{}"
 
     @property
     def service_dict(self) -> dict[str, Any]:
         loaded = json.loads(self.service_json)
+        return loaded if isinstance(loaded, dict) else {}
+
+    @property
+    def definitions(self) -> dict[str, Any]:
+        loaded = json.loads(self.definitions_json)
         return loaded if isinstance(loaded, dict) else {}
 
     @property

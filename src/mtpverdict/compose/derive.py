@@ -9,17 +9,21 @@ deployments that differ only in their speculation have one `base_sha256`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mtpverdict.compose._model import ResolvedService
+from mtpverdict.compose._model import ResolvedService, service_sha256
 from mtpverdict.formats.deployment import Deployment
 from mtpverdict.serveconfig import FLAGS, is_speculative_flag, normalise_flag
 
-__all__ = ["BaseService", "base_service", "base_sha256", "deployment_record", "strip_speculative"]
+__all__ = [
+    "BaseService",
+    "base_service",
+    "base_sha256",
+    "deployment_record",
+    "strip_speculative",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +70,20 @@ def base_service(resolved: ResolvedService) -> BaseService:
         insert_at=insert_at,
         removed=removed,
         entrypoint_length=len(entry_kept),
-        sha256=base_sha256(service),
+        sha256=base_sha256(service, resolved.definitions),
     )
 
 
-def base_sha256(service: Mapping[str, Any]) -> str:
+def base_sha256(service: Mapping[str, Any], definitions: Mapping[str, Any] | None = None) -> str:
     """The sha256 of a resolved service (Compose's JSON) whose entrypoint and command lose their
-    speculative flags: equal for two services that differ only in speculation."""
+    speculative flags, with the project's definitions of what it uses: equal for two deployments that
+    differ only in speculation."""
     stripped = dict(service)
     for key in ("entrypoint", "command"):
         value = stripped.get(key)
         if isinstance(value, list):
             stripped[key] = list(strip_speculative([str(v) for v in value])[0])
-    return hashlib.sha256(json.dumps(stripped, sort_keys=True).encode()).hexdigest()
+    return service_sha256(stripped, definitions)
 
 
 def deployment_record(resolved: ResolvedService, launch: str) -> Deployment:

@@ -57,6 +57,7 @@ _LISTS = {
     "dns": "--dns",
     "extra_hosts": "--add-host",
     "tmpfs": "--tmpfs",
+    "expose": "--expose",  # ports the container exposes without publishing them, as Compose starts it
 }
 _SWITCHES = {"init": "--init", "privileged": "--privileged", "read_only": "--read-only"}
 _OTHERS = frozenset(
@@ -151,7 +152,7 @@ def _options(
     out += [f"--gpus={g}" for g in _gpus(service, source)]
     out += [f"--ulimit={u}" for u in _ulimits(service.get("ulimits"))]
     out += list(_healthcheck(service.get("healthcheck")))
-    out += [f"--label={k}={v}" for k, v in sorted((service.get("labels") or {}).items())]
+    out += [f"--label={k}={_literal(v)}" for k, v in sorted((service.get("labels") or {}).items())]
     out += [f"--sysctl={k}={v}" for k, v in sorted((service.get("sysctls") or {}).items())]
     out += list(_logging(service.get("logging")))
     out += list(_limits(service.get("deploy"), source))
@@ -176,8 +177,9 @@ def _as_list(value: object) -> list[str]:
 
 
 def _environment(value: object, extra: Mapping[str, str]) -> Iterator[str]:
-    merged: dict[str, str | None] = dict(value) if isinstance(value, dict) else {}
-    merged.update(extra)
+    own = value.items() if isinstance(value, dict) else ()
+    merged: dict[str, str | None] = {k: None if v is None else _literal(v) for k, v in own}
+    merged.update(extra)  # the campaign's: not Compose's output, so not escaped
     for key in sorted(merged):
         given = merged[key]
         yield f"--env={key}" if given is None else f"--env={key}={given}"  # None: from the host
@@ -196,35 +198,76 @@ def _ports(value: object, source: str) -> Iterator[str]:
         yield f"{prefix}{port['target']}/{protocol}"
 
 
+# what each kind of mount may say (Compose's long form); anything else is refused, naming the key
+_MOUNT_KEYS = {
+    "bind": frozenset({"propagation", "create_host_path", "selinux"}),
+    "volume": frozenset({"nocopy", "subpath"}),
+    "tmpfs": frozenset({"size", "mode"}),
+}
+_MOUNT_COMMON = frozenset({"type", "source", "target", "read_only", "consistency", "bind", "volume", "tmpfs"})
+
+
 def _volumes(value: object, names: Mapping[str, str], source: str) -> Iterator[str]:
-    for volume in value if isinstance(value, list) else ():
+    for i, volume in enumerate(value if isinstance(value, list) else ()):
         kind = volume.get("type") if isinstance(volume, dict) else None
-        target = volume.get("target") if isinstance(volume, dict) else None
-        if not isinstance(volume, dict) or not target:
+        if not isinstance(volume, dict) or not volume.get("target"):
             raise InputError(
                 [Problem(source, f"a volume Compose did not resolve: {volume!r}", key="volumes")]
             )
-        read_only = ",readonly" if volume.get("read_only") else ""
-        if kind == "bind":
-            bind = volume.get("bind") or {}
-            if bind.get("create_host_path"):  # -v creates a missing host path, as Compose does
-                mode = ":ro" if read_only else ""
-                yield f"--volume={volume['source']}:{target}{mode}"
-                continue
-            extra = f",bind-propagation={bind['propagation']}" if bind.get("propagation") else ""
-            yield f"--mount=type=bind,source={volume['source']},target={target}{read_only}{extra}"
-        elif kind == "volume":
-            name = names.get(str(volume.get("source")), volume.get("source"))
-            nocopy = ",volume-nocopy" if (volume.get("volume") or {}).get("nocopy") else ""
-            head = f"type=volume,source={name}," if name else "type=volume,"
-            yield f"--mount={head}target={target}{read_only}{nocopy}"
-        elif kind == "tmpfs":
-            size = (volume.get("tmpfs") or {}).get("size")
-            yield f"--mount=type=tmpfs,target={target}" + (f",tmpfs-size={size}" if size else "")
-        else:
+        if kind not in _MOUNT_KEYS:
             raise InputError(
-                [Problem(source, f"a {kind} volume cannot be mounted by `docker run`", key="volumes")]
+                [Problem(source, f"a {kind} volume cannot be mounted by `docker run`", key=f"volumes[{i}]")]
             )
+        options = volume.get(kind) or {}
+        unknown = sorted(
+            {
+                *(k for k in volume if k not in _MOUNT_COMMON),
+                *(k for k in options if k not in _MOUNT_KEYS[kind]),
+            }
+        )
+        if unknown:
+            listed = ", ".join(f"volumes[{i}].{k}" for k in unknown)
+            raise InputError(
+                [Problem(source, f"{listed}: a mount option the builder does not carry into `docker run`")]
+            )
+        yield _mount(volume, kind, options, names, f"{source}: volumes[{i}]")
+
+
+def _mount(
+    volume: Mapping[str, Any], kind: str, options: Mapping[str, Any], names: Mapping[str, str], where: str
+) -> str:
+    """One mount as `docker run` says it: -v for a bind that creates its host path or relabels it for
+    SELinux (what Compose's short syntax asks for), --mount otherwise."""
+    target = volume["target"]
+    read_only = ",readonly" if volume.get("read_only") else ""
+    if kind == "bind":
+        propagation, selinux = options.get("propagation"), options.get("selinux")
+        if options.get("create_host_path") or selinux:
+            if not options.get("create_host_path"):
+                raise InputError(
+                    [
+                        Problem(
+                            where,
+                            "relabels for SELinux without create_host_path: `docker run -v` would create a "
+                            "missing host path, and --mount cannot relabel",
+                            key="bind.selinux",
+                        )
+                    ]
+                )
+            flags = [m for m in ("ro" if read_only else None, selinux, propagation) if m]
+            return f"--volume={volume['source']}:{target}" + (f":{','.join(flags)}" if flags else "")
+        extra = f",bind-propagation={propagation}" if propagation else ""
+        return f"--mount=type=bind,source={volume['source']},target={target}{read_only}{extra}"
+    if kind == "volume":
+        name = names.get(str(volume.get("source")), volume.get("source"))
+        nocopy = ",volume-nocopy" if options.get("nocopy") else ""
+        subpath = f",volume-subpath={options['subpath']}" if options.get("subpath") else ""
+        head = f"type=volume,source={name}," if name else "type=volume,"
+        return f"--mount={head}target={target}{read_only}{nocopy}{subpath}"
+    size = f",tmpfs-size={options['size']}" if options.get("size") else ""
+    # the mode in octal digits, as Compose writes it and docker reads it
+    mode = f",tmpfs-mode={options['mode']}" if options.get("mode") is not None else ""
+    return f"--mount=type=tmpfs,target={target}{read_only}{size}{mode}"
 
 
 def _devices(value: object) -> Iterator[str]:
@@ -255,7 +298,8 @@ def _gpus(service: Mapping[str, Any], source: str) -> Iterator[str]:
                 ]
             )
         others = [c for c in capabilities if c != "gpu"]
-        caps = f",capabilities={','.join(others)}" if others else ""
+        caps = _csv_field(f"capabilities={','.join(others)}") if others else ""
+        caps = f",{caps}" if caps else ""
         ids = request.get("device_ids")
         count = request.get("count")
         if ids:
@@ -264,6 +308,16 @@ def _gpus(service: Mapping[str, Any], source: str) -> Iterator[str]:
             yield f"all{caps}" if not caps else f"count=all{caps}"
         else:
             yield f"{count}" if not caps else f"count={count}{caps}"
+
+
+def _csv_field(field: str) -> str:
+    """One field of docker's CSV option values (--gpus): quoted when it holds a comma."""
+    return f'"{field}"' if "," in field else field
+
+
+def _literal(value: object) -> str:
+    """A value as the container gets it: Compose's resolved output writes a literal `$` as `$$`."""
+    return str(value).replace("$$", "$")
 
 
 def _flat(value: object) -> list[str]:
@@ -286,7 +340,8 @@ def _healthcheck(value: object) -> Iterator[str]:
         yield "--no-healthcheck"
         return
     if isinstance(test, list) and test:
-        command = test[1] if test[0] == "CMD-SHELL" and len(test) == 2 else shlex.join(test[1:])
+        words = [_literal(w) for w in test[1:]]
+        command = words[0] if test[0] == "CMD-SHELL" and len(words) == 1 else shlex.join(words)
         yield f"--health-cmd={command}"
     for key, flag in (
         ("interval", "--health-interval"),

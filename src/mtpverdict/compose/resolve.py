@@ -21,6 +21,7 @@ from mtpverdict.compose._model import (
     Resolver,
     _environment,
     find_resolver,
+    service_sha256,
 )
 from mtpverdict.compose._project import (
     _check_files,
@@ -153,6 +154,75 @@ def _raw_refusals(raw: Mapping[str, Any], name: str) -> list[str]:
         found = interpolation(str(text)) if text is not None else None
         if found is not None:
             out.append(f"services.{name}.environment.{variable} uses {found}: set at deploy time")
+    out += [
+        f"services.{name}.{path} uses {found}: Compose interpolates it at deploy time, so what runs "
+        "depends on the environment and .env of the host"
+        for key, value in sorted(raw.items())
+        if key not in _CHECKED_ABOVE
+        for path, found in _interpolated(value, str(key))
+    ]
+    return out
+
+
+_CHECKED_ABOVE = frozenset({"entrypoint", "command", "image", "environment"})
+
+
+def _interpolated(value: object, path: str) -> Iterator[tuple[str, str]]:
+    """(key path, the interpolation) of every string in a value that Compose interpolates."""
+    if isinstance(value, str):
+        found = interpolation(value)
+        if found is not None:
+            yield path, found
+    elif isinstance(value, dict):
+        for key, item in sorted(value.items(), key=lambda kv: str(kv[0])):
+            yield from _interpolated(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _interpolated(item, f"{path}[{i}]")
+
+
+def _own(definition: object, generated: str) -> dict[str, Any]:
+    """A definition without the name Compose generated for it and without empty keys (Compose writes
+    the default network as `{"ipam": {}}`)."""
+    if not isinstance(definition, dict):
+        return {}
+    return {
+        k: v
+        for k, v in definition.items()
+        if v not in (None, {}, [], "") and not (k == "name" and v == generated)
+    }
+
+
+def _definitions(project: Mapping[str, Any], service: Mapping[str, Any]) -> dict[str, Any]:
+    """The project's top-level definitions of the named volumes, networks, configs and secrets the
+    service uses (only the kinds it uses any of), without the names Compose makes from the project's
+    (PROJECT_KEY: the same deployment in another directory is the same deployment)."""
+    used: dict[str, set[str]] = {
+        "volumes": {
+            str(v["source"])
+            for v in service.get("volumes") or ()
+            if isinstance(v, dict) and v.get("type") == "volume" and v.get("source")
+        },
+        "networks": {str(n) for n in service.get("networks") or ()},
+        "configs": {
+            str(c["source"]) for c in service.get("configs") or () if isinstance(c, dict) and c.get("source")
+        },
+        "secrets": {
+            str(c["source"]) for c in service.get("secrets") or () if isinstance(c, dict) and c.get("source")
+        },
+    }
+    out: dict[str, Any] = {}
+    for kind, names in used.items():
+        table = project.get(kind)
+        defined = table if isinstance(table, dict) else {}
+        found = {
+            name: _own(defined[name], f"{project.get('name')}_{name}")
+            for name in sorted(names)
+            if name in defined
+        }
+        found = {name: value for name, value in found.items() if value}
+        if found:
+            out[kind] = found
     return out
 
 
@@ -305,6 +375,7 @@ def resolve_service(
     entrypoint = _argv_part(resolved.get("entrypoint"), serve_config, f"{key}.entrypoint")
     command = _argv_part(resolved.get("command"), serve_config, f"{key}.command")
     refusals += _mount_refusals(resolved, (*(entrypoint or ()), *(command or ())), service)
+    definitions = _definitions(project_json, resolved)
     return ResolvedService(
         service=service,
         entrypoint=entrypoint,
@@ -318,10 +389,11 @@ def resolve_service(
         env_files=tuple(env_files),
         resolver=resolver.name,
         compose_version=resolver.version,
-        sha256=hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest(),
+        sha256=service_sha256(resolved, definitions),
         refusals=tuple(refusals),
         service_json=json.dumps(resolved, sort_keys=True),
         volume_names=_volume_names(project_json),
+        definitions_json=json.dumps(definitions, sort_keys=True),
     )
 
 

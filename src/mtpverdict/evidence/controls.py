@@ -616,12 +616,17 @@ HOST_LOAD_SPREAD = 1.0  # runnable processes, 1-minute load average
 
 
 def _host_figures(evidence: Evidence) -> list[tuple[str, int, dict[str, tuple[float, float]]]]:
-    """(arm, boot, figure -> (value, the bound on its spread)) of every boot that recorded its host."""
+    """(arm, boot, figure -> (value, the bound on its spread)) of every boot that recorded its host;
+    a figure's name holds the boot's device and node, so only boots on one device are compared."""
     boots = evidence.tables.results.boots
     if "host_state" not in boots.columns:
         return []
+    devices = list(boots["device"]) if "device" in boots.columns else [None] * len(boots)
+    nodes = list(boots["node"]) if "node" in boots.columns else [None] * len(boots)
     out = []
-    for arm, boot, state in zip(boots["arm"], boots["boot"], boots["host_state"], strict=True):
+    for arm, boot, state, device, node in zip(
+        boots["arm"], boots["boot"], boots["host_state"], devices, nodes, strict=True
+    ):
         if not isinstance(state, HostState):
             continue
         figures: dict[str, tuple[float, float]] = {}
@@ -636,13 +641,22 @@ def _host_figures(evidence: Evidence) -> list[tuple[str, int, dict[str, tuple[fl
             if acc.memory_free_mib is not None and acc.memory_total_mib:
                 bound = HOST_MEMORY_SPREAD * acc.memory_total_mib / 1024
                 figures[f"accelerator {acc.index} free memory (GiB)"] = (acc.memory_free_mib / 1024, bound)
-        out.append((str(arm), int(boot), figures))
+        where = ", ".join(
+            f"{kind} {name}" for kind, name in (("device", device), ("node", node)) if _named(name)
+        )
+        out.append((str(arm), int(boot), {f"{where}: {k}" if where else k: v for k, v in figures.items()}))
     return out
 
 
+def _named(value: object) -> bool:
+    """A device or node name a boot recorded (a missing one is None, or NaN in a table)."""
+    return isinstance(value, str) and bool(value)
+
+
 def host_state_check(evidence: Evidence) -> ControlResult | None:
-    """Boots of different arms that started from materially different host states (HOST_MEMORY_SPREAD,
-    HOST_LOAD_SPREAD): reported, as drift is, since the arms then ran on different machines in effect."""
+    """Boots of different arms on one device (and node) that started from materially different host
+    states (HOST_MEMORY_SPREAD, HOST_LOAD_SPREAD): reported, as drift is, since the arms then ran on
+    different machines in effect. Arms are compared within a device, so boots on two devices are not."""
     boots = _host_figures(evidence)
     if len({arm for arm, _, _ in boots}) < 2:
         return None

@@ -19,9 +19,15 @@ from mtpverdict.compose.derive import base_sha256, strip_speculative
 from mtpverdict.formats.deployment import Deployment
 from mtpverdict.serveconfig import ServeConfig
 
-__all__ = ["COMMAND_KEYS", "deployment_reasons", "recorded_environment"]
+__all__ = ["COMMAND_KEYS", "NATIVE_CAVEAT", "deployment_reasons", "recorded_environment"]
 
 COMMAND_KEYS = ("command", "entrypoint")  # judged argument by argument by gate.fresh
+# what a native launch ran of the service: its argv and environment on the collecting host, not its container
+NATIVE_CAVEAT = (
+    "; but the evidence was launched natively: the service's argv and environment ran on the collecting "
+    "host, while its image, ipc, shm_size, gpus, devices and volumes did not run, so the hash says the "
+    "compose file is the same, not that its container was measured"
+)
 
 
 def _stripped(service: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,17 +72,25 @@ def deployment_reasons(deployment: Deployment | None, config: ServeConfig) -> tu
             f"{ran}; {config.source} was not resolved by Compose, so it is compared by its argv only"
         ]
     proposed = resolved.service_dict
-    digest = base_sha256(proposed)
+    digest = base_sha256(proposed, resolved.definitions)
     if digest == deployment.base_sha256:
+        caveat = NATIVE_CAVEAT if deployment.launch == "native" else ""
         return True, [
             f"{ran}: {config.source} has the same sha256 without its speculative flags, so it differs from "
-            "the evidence's deployment only in speculation"
+            f"the evidence's deployment only in speculation{caveat}"
         ]
     before, after = _stripped(deployment.service_json), _stripped(proposed)
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     others = [k for k in keys if k not in COMMAND_KEYS]
     said = f"{ran}: {config.source} without its speculative flags has sha256 {digest[:16]}"
-    if not others:
+    alike = base_sha256(deployment.service_json, resolved.definitions) == deployment.base_sha256
+    if not others and alike:
         return True, [f"{said}; they differ in {' and '.join(keys)} only, whose arguments are checked above"]
+    if not others:  # the recorded service with the proposed definitions hashes otherwise
+        return False, [
+            f"stale evidence, compose service: {said}; it differs beyond speculation in the project's "
+            f"top-level definitions of the volumes, networks, configs or secrets services.{resolved.service} "
+            "uses (a named volume's driver_opts choose where its files come from)"
+        ]
     shown = ", ".join(f"services.{resolved.service}.{k}" for k in others)
     return False, [f"stale evidence, compose service: {said}; it differs beyond speculation in {shown}"]
