@@ -100,14 +100,58 @@ def test_the_traffic_mix_is_compared_on_the_boots_weighted_means(tmp_path: Path)
     # mostly chat traffic: the mix gains about 0.9 * 0.2 - 0.1 * 0.1 = +0.17 in log
     mostly_chat = decide(results, _weighted_policy(tmp_path, "chat = 9\ncode = 1"))
     (found,) = mostly_chat.weighted
-    assert found.arm == "k1" and found.shares == (("chat", 0.9), ("code", 0.1)) and found.missing == ()
+    assert found.arm == "k1" and found.missing == ()
+    assert [c for c, _ in found.shares] == ["chat", "code"]
+    assert [s for _, s in found.shares] == pytest.approx([0.9, 0.1])
     assert found.outcome == "better" and found.ratio is not None
-    assert math.log(found.ratio) == pytest.approx(0.9 * EFFECT - 0.1 * 0.1, abs=0.03)
+    assert math.log(found.ratio) == pytest.approx(
+        -math.log(0.9 * math.exp(-EFFECT) + 0.1 * math.exp(0.1)), abs=0.03
+    )
     assert found.ratio_low is not None and found.ratio_low <= found.ratio <= (found.ratio_high or 0)
     # mostly code traffic: the mix loses
     mostly_code = decide(results, _weighted_policy(tmp_path, "chat = 1\ncode = 9"))
     assert mostly_code.weighted[0].outcome in {"worse", "inconclusive", "below_min_effect", "equivalent"}
     assert mostly_code.weighted[0].outcome != "better"
+
+
+def test_the_mix_is_the_seats_tokens_over_their_time_not_a_mean_of_ratios(tmp_path: Path) -> None:
+    # half the tokens on chat (k1 1.22x), half on code (k1 at e^-1 = 0.37x): the seat's time per token
+    # is the mean of the two, so its speed-up is 1 / (0.5 / 1.22 + 0.5 / 0.37) = 0.57x, not the
+    # geometric mean of the ratios (0.67x)
+    campaign, records = _campaign(code_effect=-1.0)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\ncode = 1")
+    )
+    (found,) = decision.weighted
+    assert found.ratio is not None
+    seat = -math.log(0.5 * math.exp(-EFFECT) + 0.5 * math.exp(1.0))
+    assert math.log(found.ratio) == pytest.approx(seat, abs=0.03)
+    assert abs(math.log(found.ratio) - 0.5 * (EFFECT - 1.0)) > 0.1
+
+
+def test_weights_at_the_end_of_the_float_range_are_normalised(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1e308\ncode = 1e308")
+    )
+    (found,) = decision.weighted
+    assert [s for _, s in found.shares] == pytest.approx([0.5, 0.5])
+    assert found.outcome == "better"
+
+
+def test_two_workloads_of_one_category_split_its_weight(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    extra = [dict(w, id=w["id"] + "2") for w in campaign["workloads"] if w["category"] == "code"]
+    campaign["workloads"] = [*campaign["workloads"], *extra]
+    records = [
+        *records,
+        *(dict(r, workload="mixed.code2") for r in records if r.get("workload") == "mixed.code"),
+    ]
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\ncode = 1")
+    )
+    (found,) = decision.weighted
+    assert dict(found.shares) == pytest.approx({"chat": 0.5, "mixed.code": 0.25, "mixed.code2": 0.25})
 
 
 def test_a_weighted_category_the_campaign_lacks_is_named_and_not_compared(tmp_path: Path) -> None:
