@@ -16,6 +16,8 @@ from mtpverdict.formats.decision import Verdict
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.category_map import category_map_data
+from mtpverdict.report.terminal import render_summary
+from mtpverdict.report.weighted import weighted_table
 from mtpverdict.rules import load_policy
 from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
@@ -169,3 +171,27 @@ def test_weights_must_be_positive(tmp_path: Path) -> None:
         _weighted_policy(tmp_path, "chat = 0")
     with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: "):
         _weighted_policy(tmp_path, 'chat = "half"')
+
+
+def test_the_mix_is_shown_in_the_terminal_and_the_report(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 3\ncode = 1")
+    )
+    text = render_summary(decision, "decode_tps", ["mixed.chat", "mixed.code"], width=160)
+    assert "traffic mix ([workloads.weights], decode_tps" in text
+    assert "chat 75%, code 25%" in text and "better" in text.split("traffic mix", 1)[1]
+    table = weighted_table(decision)
+    assert table is not None
+    assert table.rows[0][:3] == ("k1", "chat 75%, code 25%", "better")
+
+
+def test_a_mix_not_compared_says_why_in_the_reasons_and_the_terminal(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\nmath = 1")
+    )
+    assert any("[workloads.weights] names 'math'" in r for r in decision.reasons)
+    assert "not compared (math not in the campaign)" in render_summary(
+        decision, "decode_tps", ["mixed.chat", "mixed.code"], width=160
+    )
