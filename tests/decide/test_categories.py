@@ -195,3 +195,18 @@ def test_a_mix_not_compared_says_why_in_the_reasons_and_the_terminal(tmp_path: P
     assert "not compared (math not in the campaign)" in render_summary(
         decision, "decode_tps", ["mixed.chat", "mixed.code"], width=160
     )
+
+
+def test_two_workloads_of_one_category_are_two_rows_of_the_map() -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    extra = [dict(w, id=w["id"] + "2") for w in campaign["workloads"] if w["category"] == "code"]
+    campaign["workloads"] = [*campaign["workloads"], *extra]
+    records = [
+        *records,
+        *(dict(r, workload="mixed.code2") for r in records if r.get("workload") == "mixed.code"),
+    ]
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    found = category_map_data(decision, "shared")
+    assert not isinstance(found, str)
+    assert found.categories == ("chat", "mixed.code", "mixed.code2")
+    assert all(row[0] is not None for row in found.cells)
