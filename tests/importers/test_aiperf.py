@@ -125,3 +125,12 @@ def test_not_an_aiperf_summary(tmp_path: Path) -> None:
     bad.write_text('{"completed": 3}')
     code, _, err = run("import", "aiperf", str(bad), "--arm", "off", "--out", str(tmp_path / "r"))
     assert code == 2 and "does not look like an AIPerf profile_export_aiperf.json" in err
+
+
+def test_a_concurrency_contradicting_the_profiling_phase_is_refused(tmp_path: Path) -> None:
+    jsonl = AIPERF / "off-boot1" / "profile_export.jsonl"
+    with pytest.raises(EngineTextError, match="ran at concurrency 2 but the concurrency given is 5"):
+        import_files("aiperf", tmp_path / "r", [Entry(jsonl, ArmSpec("off", 1, concurrency=5))])
+    assert not (tmp_path / "r" / "records.jsonl").exists()
+    report = import_files("aiperf", tmp_path / "r", [Entry(jsonl, ArmSpec("off", 1, concurrency=2))])
+    assert dict(report.written)["request"] > 0

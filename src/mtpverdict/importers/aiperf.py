@@ -75,7 +75,21 @@ def _summary(path: Path) -> tuple[dict[str, Any], bytes]:
 
 
 def _concurrency(summary: dict[str, Any] | None, given: int | None, source: str) -> int:
+    """The profiling phase's concurrency, or the one given; refused when the two disagree."""
     if given is not None:
+        if summary is not None:
+            in_file = _fixed_concurrency(summary)
+            if in_file is not None and in_file != given:
+                raise EngineTextError(
+                    [
+                        Problem(
+                            source,
+                            f"the profiling phase ran at concurrency {in_file} but the concurrency given is "
+                            f"{given}; leave it out or give the file's",
+                            key="input_config.phases.concurrency",
+                        )
+                    ]
+                )
         return given
     if summary is None:
         raise EngineTextError(
@@ -104,6 +118,16 @@ def _concurrency(summary: dict[str, Any] | None, given: int | None, source: str)
             [Problem(source, "must be a whole number of 1 or more", key="input_config.phases.concurrency")]
         )
     return value
+
+
+def _fixed_concurrency(summary: dict[str, Any]) -> int | None:
+    """The concurrency of the summary's one fixed-concurrency profiling phase (None: there is none)."""
+    phases = summary["input_config"].get("phases") if isinstance(summary["input_config"], dict) else None
+    profiling = [p for p in phases or () if isinstance(p, dict) and p.get("kind") == PHASE_PROFILING]
+    if len(profiling) != 1 or profiling[0].get("type") != "concurrency":
+        return None
+    value = whole(profiling[0].get("concurrency"))
+    return value if value is not None and value >= 1 else None
 
 
 def _metric(metrics: dict[str, Any], key: str, problems: Problems, line: int) -> float | None:

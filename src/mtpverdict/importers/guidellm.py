@@ -77,6 +77,16 @@ def _concurrency(bench: dict[str, Any], given: int | None, where: str, problems:
     strategy = bench.get("config", {}).get("strategy") if isinstance(bench.get("config"), dict) else None
     kind = strategy.get("type_") if isinstance(strategy, dict) else None
     if given is not None:
+        in_file = 1 if kind == "synchronous" else None
+        if kind == "concurrent" and isinstance(strategy, dict):
+            in_file = whole(strategy.get("streams"))
+        if in_file is not None and in_file != given:
+            problems.add(
+                f"strategy {kind!r} ran at concurrency {in_file} but the concurrency given is {given}; "
+                "leave it out or give the file's",
+                f"{where}.config.strategy",
+            )
+            return None
         return given
     if kind == "synchronous":
         return 1
