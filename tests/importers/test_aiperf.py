@@ -134,3 +134,20 @@ def test_a_concurrency_contradicting_the_profiling_phase_is_refused(tmp_path: Pa
     assert not (tmp_path / "r" / "records.jsonl").exists()
     report = import_files("aiperf", tmp_path / "r", [Entry(jsonl, ArmSpec("off", 1, concurrency=2))])
     assert dict(report.written)["request"] > 0
+
+
+def test_a_non_streamed_export_is_refused_with_one_error(tmp_path: Path) -> None:
+    # a non-streamed profile records no first token: its requests are not failures, they are untimed
+    lines = _lines("off-boot1")
+    for obj in lines:
+        metrics = obj["metrics"]
+        assert isinstance(metrics, dict)
+        metrics.pop("time_to_first_token")
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
+    with pytest.raises(EngineTextError) as info:
+        import_files("aiperf", tmp_path / "r", [Entry(path, ArmSpec("off", 1, concurrency=2))])
+    (problem,) = info.value.problems
+    assert str(problem).startswith(f"{path}:1: metrics.time_to_first_token: {len(lines)} request(s)")
+    assert "--streaming" in str(problem)
+    assert not (tmp_path / "r" / "records.jsonl").exists()

@@ -160,6 +160,15 @@ def _timed(text: str, source: str) -> list[Timed]:
         item = _request(obj, line, problems)
         if item is not None:
             out.append(item)
+    untimed = [t.index for t in out if t.error is None and (t.t_first is None or t.t_end is None)]
+    if untimed:  # one problem for the file: every record of a non-streamed profile lacks them
+        problems.add(
+            f"{len(untimed)} request(s) without an error have no time_to_first_token or request_latency "
+            "(the profile was not streamed: run aiperf with --streaming, since TTFT and decode rate need "
+            "the first token's time)",
+            "metrics.time_to_first_token",
+            untimed[0],
+        )
     if not out and not problems.items:
         problems.add("holds no request; expected one JSON object per request (aiperf profile_export.jsonl)")
     problems.raise_if_any()
@@ -191,8 +200,6 @@ def _request(obj: Any, line: int, problems: Problems) -> Timed | None:
     message = None
     if error is not None:
         message = str(error.get("message") or error.get("type")) if isinstance(error, dict) else str(error)
-    elif ttft is None or latency is None:
-        message = "the record has no time_to_first_token or request_latency (not streamed?)"
     t_start = start_ns / NS_PER_SECOND
     return Timed(
         index=line,
