@@ -279,7 +279,7 @@ def test_entries_no_request_could_send_are_named_by_line(tmp_path: Path) -> None
     )
     with pytest.raises(CampaignError) as caught:
         _load(path)
-    shown = {p.line: str(p) for p in caught.value.problems}
+    shown = {p.line or 0: str(p) for p in caught.value.problems}
     assert sorted(shown) == [2, 3, 4, 5, 6] and all(s.startswith(f"{path}:") for s in shown.values())
     assert "lone surrogate" in shown[2] and "lone surrogate" in shown[6]
     assert "nested too deeply" in shown[3]

@@ -151,3 +151,21 @@ def test_a_non_streamed_export_is_refused_with_one_error(tmp_path: Path) -> None
     assert str(problem).startswith(f"{path}:1: metrics.time_to_first_token: {len(lines)} request(s)")
     assert "--streaming" in str(problem)
     assert not (tmp_path / "r" / "records.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [({"input_config": "a string"}, "input_config"), ({"models": ["m"]}, "input_config.models")],
+)
+def test_a_summary_of_another_shape_is_named_by_key(
+    tmp_path: Path, change: dict[str, object], key: str
+) -> None:
+    summary = json.loads((AIPERF / "off-boot1" / "profile_export_aiperf.json").read_text())
+    if "models" in change:
+        summary["input_config"]["models"] = change["models"]
+    else:
+        summary.update(change)
+    bad = tmp_path / "profile_export_aiperf.json"
+    bad.write_text(json.dumps(summary))
+    code, _, err = run("import", "aiperf", str(bad), "--arm", "off", "--out", str(tmp_path / "r"))
+    assert code == 2 and f"{bad}: {key}: must be an object" in err and "Traceback" not in err

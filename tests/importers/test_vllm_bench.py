@@ -205,3 +205,15 @@ def test_a_file_of_another_model_is_refused(tmp_path: Path) -> None:
     other = _edited(tmp_path, "off-boot2.json", model_id="another-model")
     code, _, err = run("import", "vllm-bench", str(other), "--arm", "off", "--boot", "2", "--out", str(out))
     assert code == 2 and "model_id: model_id is 'another-model' but campaign.json has" in err
+
+
+def test_a_manifest_number_in_other_digits_is_named_by_row(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("file,arm,boot,order\na.json,off,\u00b2,1\n")
+    with pytest.raises(CampaignError) as info:
+        read_manifest(manifest)
+    assert any(
+        str(p).startswith(f"{manifest}:2: boot: must be an integer of 1 or more") for p in info.value.problems
+    )
+    code, _, err = run("import", "vllm-bench", "--manifest", str(manifest), "--out", str(tmp_path / "r"))
+    assert code == 2 and f"{manifest}:2: boot" in err and "Traceback" not in err

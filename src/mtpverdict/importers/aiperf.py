@@ -71,6 +71,14 @@ def _summary(path: Path) -> tuple[dict[str, Any], bytes]:
         raise EngineTextError(
             [Problem(source, "does not look like an AIPerf profile_export_aiperf.json (no aiperf_version)")]
         )
+    config = obj["input_config"]
+    if not isinstance(config, dict):
+        raise EngineTextError([Problem(source, "must be an object", key="input_config")])
+    models = config.get("models", {})
+    if not isinstance(models, dict) or not isinstance(models.get("items", []), list):
+        raise EngineTextError(
+            [Problem(source, 'must be an object {"items": [{"name": ...}, ...]}', key="input_config.models")]
+        )
     return obj, data
 
 
