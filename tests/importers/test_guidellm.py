@@ -134,3 +134,17 @@ def test_two_files_of_one_boot_share_its_boot_record(tmp_path: Path) -> None:
     report = import_files("guidellm", out, [Entry(second, ArmSpec("off", 1, concurrency=3))])
     assert dict(report.written) == {"request": 12}
     assert sorted({r["concurrency"] for r in records(out) if r["kind"] == "request"}) == [2, 3]
+
+
+def test_two_benchmarks_at_one_concurrency_are_named(tmp_path: Path) -> None:
+    doc = json.loads((GUIDELLM / "off-boot1.json").read_text())
+    doc["benchmarks"] = [doc["benchmarks"][0], doc["benchmarks"][0]]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    for given in (None, 2):
+        with pytest.raises(EngineTextError) as info:
+            import_files("guidellm", tmp_path / "r", [Entry(path, ArmSpec("off", 1, concurrency=given))])
+        assert [str(p) for p in info.value.problems] == [
+            f"{path}: benchmarks[1]: maps to concurrency 2 as benchmarks[0] does; a boot holds one benchmark "
+            "per concurrency: import the file's benchmarks as separate boots"
+        ]

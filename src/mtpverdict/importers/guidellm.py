@@ -185,11 +185,21 @@ class GuideLLM(TypedImporter):
             markers.append(marker)
             problems = Problems(source)
             model = model or _model(doc)
+            first_at: dict[int, int] = {}  # concurrency -> the benchmark of this file that ran at it
             for b, bench in enumerate(doc["benchmarks"]):
                 timed = _benchmark(bench, b, problems, warnings, source)
                 concurrency = _concurrency(bench, entry.spec.concurrency, f"benchmarks[{b}]", problems)
                 if concurrency is None or not timed:
                     continue
+                if concurrency in first_at:  # one cell of one boot cannot hold two benchmarks
+                    problems.add(
+                        f"maps to concurrency {concurrency} as benchmarks[{first_at[concurrency]}] does; "
+                        "a boot holds one benchmark per concurrency: import the file's benchmarks as "
+                        "separate boots",
+                        f"benchmarks[{b}]",
+                    )
+                    continue
+                first_at[concurrency] = b
                 cell = Cell(
                     entry.spec.arm, entry.spec.boot, entry.spec.workload or DEFAULT_WORKLOAD, concurrency
                 )
