@@ -262,3 +262,33 @@ def test_collect_names_each_bad_line_and_exits_2(tmp_path: Path) -> None:
     assert ran.returncode == 2  # README, exit codes: bad input
     assert f"{tmp_path / 'bad.jsonl'}:2: entry 1: 'prompt' must be a non-empty string" in ran.stderr
     assert "Traceback" not in ran.stderr and not (tmp_path / "out" / "records.jsonl").exists()
+
+
+def test_entries_no_request_could_send_are_named_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"prompt": "fine", "category": "a"}\n'
+        '{"prompt": "lone \\ud800 half", "category": "a"}\n'
+        + "[" * 100_000
+        + "\n"
+        + '{"prompt": "x", "category": "a", "n": '
+        + "9" * 5000
+        + "}\n"
+        + '{"prompt": "x", "category": "a\\n"}\n'
+        + '{"messages": [{"role": "user", "content": "\\udfff"}], "category": "a"}\n'
+    )
+    with pytest.raises(CampaignError) as caught:
+        _load(path)
+    shown = {p.line or 0: str(p) for p in caught.value.problems}
+    assert sorted(shown) == [2, 3, 4, 5, 6] and all(s.startswith(f"{path}:") for s in shown.values())
+    assert "lone surrogate" in shown[2] and "lone surrogate" in shown[6]
+    assert "nested too deeply" in shown[3]
+    assert "digits" in shown[4]
+    assert "is not a name" in shown[5]
+
+
+def test_a_line_separator_inside_a_string_ends_no_line(tmp_path: Path) -> None:
+    path = tmp_path / "seps.jsonl"
+    path.write_text('{"prompt": "one\u2028two\u0085three", "category": "a"}\n', encoding="utf-8")
+    sha, prompts = datasets.load_dataset(path, "campaign.toml", "workloads.w.dataset", None)
+    assert [p.text for p in prompts] == ["one\u2028two\u0085three"]

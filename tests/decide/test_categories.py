@@ -16,6 +16,8 @@ from mtpverdict.formats.decision import Verdict
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.report.category_map import category_map_data
+from mtpverdict.report.terminal import render_summary
+from mtpverdict.report.weighted import weighted_table
 from mtpverdict.rules import load_policy
 from mtpverdict.sim import Scenario, SimArm, simulate_campaign
 
@@ -100,14 +102,58 @@ def test_the_traffic_mix_is_compared_on_the_boots_weighted_means(tmp_path: Path)
     # mostly chat traffic: the mix gains about 0.9 * 0.2 - 0.1 * 0.1 = +0.17 in log
     mostly_chat = decide(results, _weighted_policy(tmp_path, "chat = 9\ncode = 1"))
     (found,) = mostly_chat.weighted
-    assert found.arm == "k1" and found.shares == (("chat", 0.9), ("code", 0.1)) and found.missing == ()
+    assert found.arm == "k1" and found.missing == ()
+    assert [c for c, _ in found.shares] == ["chat", "code"]
+    assert [s for _, s in found.shares] == pytest.approx([0.9, 0.1])
     assert found.outcome == "better" and found.ratio is not None
-    assert math.log(found.ratio) == pytest.approx(0.9 * EFFECT - 0.1 * 0.1, abs=0.03)
+    assert math.log(found.ratio) == pytest.approx(
+        -math.log(0.9 * math.exp(-EFFECT) + 0.1 * math.exp(0.1)), abs=0.03
+    )
     assert found.ratio_low is not None and found.ratio_low <= found.ratio <= (found.ratio_high or 0)
     # mostly code traffic: the mix loses
     mostly_code = decide(results, _weighted_policy(tmp_path, "chat = 1\ncode = 9"))
     assert mostly_code.weighted[0].outcome in {"worse", "inconclusive", "below_min_effect", "equivalent"}
     assert mostly_code.weighted[0].outcome != "better"
+
+
+def test_the_mix_is_the_seats_tokens_over_their_time_not_a_mean_of_ratios(tmp_path: Path) -> None:
+    # half the tokens on chat (k1 1.22x), half on code (k1 at e^-1 = 0.37x): the seat's time per token
+    # is the mean of the two, so its speed-up is 1 / (0.5 / 1.22 + 0.5 / 0.37) = 0.57x, not the
+    # geometric mean of the ratios (0.67x)
+    campaign, records = _campaign(code_effect=-1.0)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\ncode = 1")
+    )
+    (found,) = decision.weighted
+    assert found.ratio is not None
+    seat = -math.log(0.5 * math.exp(-EFFECT) + 0.5 * math.exp(1.0))
+    assert math.log(found.ratio) == pytest.approx(seat, abs=0.03)
+    assert abs(math.log(found.ratio) - 0.5 * (EFFECT - 1.0)) > 0.1
+
+
+def test_weights_at_the_end_of_the_float_range_are_normalised(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1e308\ncode = 1e308")
+    )
+    (found,) = decision.weighted
+    assert [s for _, s in found.shares] == pytest.approx([0.5, 0.5])
+    assert found.outcome == "better"
+
+
+def test_two_workloads_of_one_category_split_its_weight(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    extra = [dict(w, id=w["id"] + "2") for w in campaign["workloads"] if w["category"] == "code"]
+    campaign["workloads"] = [*campaign["workloads"], *extra]
+    records = [
+        *records,
+        *(dict(r, workload="mixed.code2") for r in records if r.get("workload") == "mixed.code"),
+    ]
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\ncode = 1")
+    )
+    (found,) = decision.weighted
+    assert dict(found.shares) == pytest.approx({"chat": 0.5, "mixed.code": 0.25, "mixed.code2": 0.25})
 
 
 def test_a_weighted_category_the_campaign_lacks_is_named_and_not_compared(tmp_path: Path) -> None:
@@ -125,3 +171,42 @@ def test_weights_must_be_positive(tmp_path: Path) -> None:
         _weighted_policy(tmp_path, "chat = 0")
     with pytest.raises(PolicyError, match=r"weighted.toml: workloads.weights.chat: "):
         _weighted_policy(tmp_path, 'chat = "half"')
+
+
+def test_the_mix_is_shown_in_the_terminal_and_the_report(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 3\ncode = 1")
+    )
+    text = render_summary(decision, "decode_tps", ["mixed.chat", "mixed.code"], width=160)
+    assert "traffic mix ([workloads.weights], decode_tps" in text
+    assert "chat 75%, code 25%" in text and "better" in text.split("traffic mix", 1)[1]
+    table = weighted_table(decision)
+    assert table is not None
+    assert table.rows[0][:3] == ("k1", "chat 75%, code 25%", "better")
+
+
+def test_a_mix_not_compared_says_why_in_the_reasons_and_the_terminal(tmp_path: Path) -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    decision = decide(
+        results_from_records(campaign, records), _weighted_policy(tmp_path, "chat = 1\nmath = 1")
+    )
+    assert any("[workloads.weights] names 'math'" in r for r in decision.reasons)
+    assert "not compared (math not in the campaign)" in render_summary(
+        decision, "decode_tps", ["mixed.chat", "mixed.code"], width=160
+    )
+
+
+def test_two_workloads_of_one_category_are_two_rows_of_the_map() -> None:
+    campaign, records = _campaign(code_effect=EFFECT)
+    extra = [dict(w, id=w["id"] + "2") for w in campaign["workloads"] if w["category"] == "code"]
+    campaign["workloads"] = [*campaign["workloads"], *extra]
+    records = [
+        *records,
+        *(dict(r, workload="mixed.code2") for r in records if r.get("workload") == "mixed.code"),
+    ]
+    decision = decide(results_from_records(campaign, records), load_policy("default"))
+    found = category_map_data(decision, "shared")
+    assert not isinstance(found, str)
+    assert found.categories == ("chat", "mixed.code", "mixed.code2")
+    assert all(row[0] is not None for row in found.cells)

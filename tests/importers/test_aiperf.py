@@ -125,3 +125,47 @@ def test_not_an_aiperf_summary(tmp_path: Path) -> None:
     bad.write_text('{"completed": 3}')
     code, _, err = run("import", "aiperf", str(bad), "--arm", "off", "--out", str(tmp_path / "r"))
     assert code == 2 and "does not look like an AIPerf profile_export_aiperf.json" in err
+
+
+def test_a_concurrency_contradicting_the_profiling_phase_is_refused(tmp_path: Path) -> None:
+    jsonl = AIPERF / "off-boot1" / "profile_export.jsonl"
+    with pytest.raises(EngineTextError, match="ran at concurrency 2 but the concurrency given is 5"):
+        import_files("aiperf", tmp_path / "r", [Entry(jsonl, ArmSpec("off", 1, concurrency=5))])
+    assert not (tmp_path / "r" / "records.jsonl").exists()
+    report = import_files("aiperf", tmp_path / "r", [Entry(jsonl, ArmSpec("off", 1, concurrency=2))])
+    assert dict(report.written)["request"] > 0
+
+
+def test_a_non_streamed_export_is_refused_with_one_error(tmp_path: Path) -> None:
+    # a non-streamed profile records no first token: its requests are not failures, they are untimed
+    lines = _lines("off-boot1")
+    for obj in lines:
+        metrics = obj["metrics"]
+        assert isinstance(metrics, dict)
+        metrics.pop("time_to_first_token")
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
+    with pytest.raises(EngineTextError) as info:
+        import_files("aiperf", tmp_path / "r", [Entry(path, ArmSpec("off", 1, concurrency=2))])
+    (problem,) = info.value.problems
+    assert str(problem).startswith(f"{path}:1: metrics.time_to_first_token: {len(lines)} request(s)")
+    assert "--streaming" in str(problem)
+    assert not (tmp_path / "r" / "records.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [({"input_config": "a string"}, "input_config"), ({"models": ["m"]}, "input_config.models")],
+)
+def test_a_summary_of_another_shape_is_named_by_key(
+    tmp_path: Path, change: dict[str, object], key: str
+) -> None:
+    summary = json.loads((AIPERF / "off-boot1" / "profile_export_aiperf.json").read_text())
+    if "models" in change:
+        summary["input_config"]["models"] = change["models"]
+    else:
+        summary.update(change)
+    bad = tmp_path / "profile_export_aiperf.json"
+    bad.write_text(json.dumps(summary))
+    code, _, err = run("import", "aiperf", str(bad), "--arm", "off", "--out", str(tmp_path / "r"))
+    assert code == 2 and f"{bad}: {key}: must be an object" in err and "Traceback" not in err

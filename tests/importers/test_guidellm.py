@@ -99,10 +99,22 @@ def test_rate_strategy_and_bad_requests_are_each_one_problem(tmp_path: Path) -> 
         f"{path}: benchmarks[0].config.strategy.type_: strategy 'constant' has no fixed concurrency (only "
         "synchronous and concurrent map to a cell); pass the concurrency the requests ran at",
     ]
-    report = import_files(
-        "guidellm", tmp_path / "r2", [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1, concurrency=4))]
+    report = import_files(  # the concurrency the file ran at may be given as well
+        "guidellm", tmp_path / "r2", [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1, concurrency=2))]
     )
     assert dict(report.written)["request"] == 12
+
+
+def test_a_concurrency_contradicting_the_strategy_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(EngineTextError) as info:
+        import_files(
+            "guidellm", tmp_path / "r", [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1, concurrency=4))]
+        )
+    assert [str(p) for p in info.value.problems] == [
+        f"{GUIDELLM / 'off-boot1.json'}: benchmarks[0].config.strategy: strategy 'concurrent' ran at "
+        "concurrency 2 but the concurrency given is 4; leave it out or give the file's"
+    ]
+    assert not (tmp_path / "r" / "records.jsonl").exists()
 
 
 def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
@@ -115,8 +127,24 @@ def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
 def test_two_files_of_one_boot_share_its_boot_record(tmp_path: Path) -> None:
     out = tmp_path / "r"
     import_files("guidellm", out, [Entry(GUIDELLM / "off-boot1.json", ArmSpec("off", 1))])
-    report = import_files(
-        "guidellm", out, [Entry(GUIDELLM / "off-boot2.json", ArmSpec("off", 1, concurrency=3))]
-    )
+    doc = json.loads((GUIDELLM / "off-boot2.json").read_text())
+    doc["benchmarks"][0]["config"]["strategy"]["type_"] = "constant"  # a rate run: its concurrency given
+    second = tmp_path / "rate.json"
+    second.write_text(json.dumps(doc))
+    report = import_files("guidellm", out, [Entry(second, ArmSpec("off", 1, concurrency=3))])
     assert dict(report.written) == {"request": 12}
     assert sorted({r["concurrency"] for r in records(out) if r["kind"] == "request"}) == [2, 3]
+
+
+def test_two_benchmarks_at_one_concurrency_are_named(tmp_path: Path) -> None:
+    doc = json.loads((GUIDELLM / "off-boot1.json").read_text())
+    doc["benchmarks"] = [doc["benchmarks"][0], doc["benchmarks"][0]]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    for given in (None, 2):
+        with pytest.raises(EngineTextError) as info:
+            import_files("guidellm", tmp_path / "r", [Entry(path, ArmSpec("off", 1, concurrency=given))])
+        assert [str(p) for p in info.value.problems] == [
+            f"{path}: benchmarks[1]: maps to concurrency 2 as benchmarks[0] does; a boot holds one benchmark "
+            "per concurrency: import the file's benchmarks as separate boots"
+        ]

@@ -168,3 +168,52 @@ def test_the_campaign_it_extends_is_read_typed_and_a_bad_one_is_named_by_key(tmp
     assert err.startswith(f"Error: {out / 'campaign.json'}: arms[0].role: must be one of control, candidate")
     assert sorted(p.name for p in out.iterdir()) == ["campaign.json"]
     assert json.loads((out / "campaign.json").read_text()) == campaign
+
+
+def _edited(tmp: Path, name: str, **changes: object) -> Path:
+    """A copy of one vendored bench file with some top-level keys changed."""
+    data = json.loads((BENCH / name).read_text())
+    data.update(changes)
+    path = tmp / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _import_file(out: Path, path: Path, *extra: str) -> tuple[int, str, str]:
+    return run(
+        "import", "vllm-bench", str(path), "--arm", "off", "--role", "control", "--out", str(out), *extra
+    )
+
+
+def test_a_run_sent_at_a_request_rate_is_refused_without_a_concurrency(tmp_path: Path) -> None:
+    path = _edited(tmp_path, "off-boot1.json", request_rate=4.0)
+    code, _, err = _import_file(tmp_path / "r", path)
+    assert code == 2 and "request_rate: request_rate is 4.0: the requests were sent at a rate" in err
+    assert "Traceback" not in err and not (tmp_path / "r" / "records.jsonl").exists()
+
+
+def test_a_concurrency_contradicting_the_file_is_refused(tmp_path: Path) -> None:
+    given = json.loads((BENCH / "off-boot1.json").read_text())["max_concurrency"]
+    code, _, err = _import_file(tmp_path / "r", BENCH / "off-boot1.json", "--concurrency", str(given + 1))
+    assert code == 2 and f"max_concurrency: max_concurrency is {given} in the file" in err
+    assert _import_file(tmp_path / "r", BENCH / "off-boot1.json", "--concurrency", str(given))[0] == 0
+
+
+def test_a_file_of_another_model_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert _import_file(out, BENCH / "off-boot1.json")[0] == 0
+    other = _edited(tmp_path, "off-boot2.json", model_id="another-model")
+    code, _, err = run("import", "vllm-bench", str(other), "--arm", "off", "--boot", "2", "--out", str(out))
+    assert code == 2 and "model_id: model_id is 'another-model' but campaign.json has" in err
+
+
+def test_a_manifest_number_in_other_digits_is_named_by_row(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("file,arm,boot,order\na.json,off,\u00b2,1\n")
+    with pytest.raises(CampaignError) as info:
+        read_manifest(manifest)
+    assert any(
+        str(p).startswith(f"{manifest}:2: boot: must be an integer of 1 or more") for p in info.value.problems
+    )
+    code, _, err = run("import", "vllm-bench", "--manifest", str(manifest), "--out", str(tmp_path / "r"))
+    assert code == 2 and f"{manifest}:2: boot" in err and "Traceback" not in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from mtpverdict.evidence.latency import Latencies
@@ -11,7 +12,7 @@ from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.rules.kinds.ttft import KIND
 from mtpverdict.stats import compare as cmp
-from mtpverdict.stats.percentiles import Latency
+from mtpverdict.stats.percentiles import Latency, latency
 
 from .conftest import assert_on_missing, candidate, cell, comparison, control, make_evidence, params, refused
 
@@ -95,17 +96,24 @@ def test_sentences() -> None:
     assert KIND.render(missing, K2) == "k2: no TTFT comparison with its control"
 
 
-def _latency(p90: float, p50: float = 100.0) -> Latency:
-    return Latency(10, 2, p50, p90, p90 * 1.5, p50, None, None)
+def _latency(p90: float, boots: int = 4, streams: int = 20) -> Latency:
+    """TTFT streams whose p90 is near p90 ms in each boot (boots a few percent apart)."""
+    base = np.linspace(0.5, 1.1, streams)  # p90 of these: about 1.04
+    values = [p90 / 1.04 * (1.0 + 0.02 * b) * x for b in range(boots) for x in base]
+    found = latency(values, [b for b in range(boots) for _ in base], 0.05)
+    assert found is not None
+    return found
 
 
-def with_latency(ev: Evidence, arm: dict[int, float], off: dict[int, float]) -> Evidence:
+def with_latency(
+    ev: Evidence, arm: dict[int, float], off: dict[int, float], boots: int = 4, streams: int = 20
+) -> Evidence:
     """k2's and the default family's controls' TTFT p90 at short c=N."""
     return dataclasses.replace(
         ev,
         latency=Latencies(
-            {("k2", "short", c, TTFT): _latency(v) for c, v in arm.items()},
-            {("default", "short", c, TTFT): _latency(v) for c, v in off.items()},
+            {("k2", "short", c, TTFT): _latency(v, boots, streams) for c, v in arm.items()},
+            {("default", "short", c, TTFT): _latency(v, boots, streams) for c, v in off.items()},
             "client",
         ),
     )
@@ -117,15 +125,36 @@ def test_a_percentile_bounds_the_tail_the_median_hides() -> None:
     assert median.status is RuleStatus.PASS
     tail = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25\npercentile = 90"))
     assert tail.status is RuleStatus.FAIL and tail.percentile == 90
-    assert [(w, c, r) for w, c, r in tail.ratios] == [("short", 1, 1.05), ("short", 4, 2.0)]
-    assert KIND.render(tail, K2) == (
-        "k2: TTFT ratio to off (p90 over streams, controls pooled): short c=1 1.05x, short c=4 2.00x; above "
-        "the 1.25x limit"
+    assert [(w, c) for w, c, _ in tail.ratios] == [("short", 1), ("short", 4)]
+    assert [r for _, _, r in tail.ratios] == pytest.approx([1.05, 2.0])
+    (_, _, low1, high1), (_, _, low4, _) = tail.bounds
+    assert low1 < 1.05 < high1 < 1.25 < low4
+    assert KIND.render(tail, K2).startswith(
+        "k2: TTFT p90 ratio to off (boots' p90, one-sided bounds): short c=1 1.05x ["
     )
+    assert KIND.render(tail, K2).endswith("; above the 1.25x limit")
     narrowed = KIND.evaluate(
         ev, K2, params("ttft", "max_regression = 0.25\npercentile = 90\nconcurrency = [1]")
     )
     assert narrowed.status is RuleStatus.PASS and narrowed.value == pytest.approx(1.05)
+
+
+def test_a_percentile_within_reach_of_the_limit_is_inconclusive() -> None:
+    # the boots' p90 ratio is 1.20 but the boots spread too much to show it below 1.25
+    ev = with_latency(evidence((1, 1.0)), {1: 240.0}, {1: 200.0}, boots=2)
+    finding = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25\npercentile = 90"))
+    assert finding.status is RuleStatus.INCONCLUSIVE and finding.value == pytest.approx(1.2)
+    assert finding.bounds[0][3] > 1.25
+    assert KIND.render(finding, K2).endswith("; not shown within the 1.25x limit")
+
+
+def test_a_boot_too_small_for_the_percentile_is_not_judged() -> None:
+    # 20 streams per boot hold a p90 but not a p99 (100 per boot)
+    ev = with_latency(evidence((1, 1.0)), {1: 200.0}, {1: 200.0})
+    finding = KIND.evaluate(ev, K2, params("ttft", "max_regression = 0.25\npercentile = 99"))
+    assert finding.status is RuleStatus.INCONCLUSIVE and finding.ratios == ()
+    assert finding.unjudged == (("short", 1, "a boot of the arm has 20 streams; p99 needs 100 per boot"),)
+    assert "short c=1 not judged (a boot of the arm has 20 streams" in KIND.render(finding, K2)
 
 
 def test_a_percentile_without_the_controls_streams_is_missing() -> None:

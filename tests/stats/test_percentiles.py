@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from mtpverdict.stats.percentiles import latency, stream_latencies
+from mtpverdict.stats.percentiles import (
+    MIN_STREAMS,
+    PercentileRatio,
+    latency,
+    percentile_ratio,
+    stream_latencies,
+)
 from mtpverdict.stats.runs import run_table
 
 
@@ -118,3 +124,59 @@ def test_no_interval_is_stated_at_alpha_zero_or_where_it_overflows() -> None:
     assert tiny is not None and (tiny.boot_median_low, tiny.boot_median_high) == (None, None)
     stated = latency(values, boots, 0.05)
     assert stated is not None and stated.boot_median_low is not None and stated.boot_median_high is not None
+
+
+def _rates(true: float, q: int, reps: int, seed: int, limit: float = 1.25) -> tuple[float, float]:
+    """How often a campaign's boot-level p`q` ratio is shown within the limit (pass) and beyond it
+    (fail): the arm 4 boots, two controls 4 boots each, 20 streams a boot, TTFT lognormal (sigma 0.3)
+    with a boot effect (sigma 0.05), the arm's every stream `true` times off's."""
+    rng = np.random.default_rng(seed)
+    passed = failed = 0
+    for _ in range(reps):
+        sides = []
+        for boots, scale in ((4, true), (8, 1.0)):
+            effect = rng.normal(0.0, 0.05, boots)
+            values = [
+                scale * math.exp(effect[b]) * x for b in range(boots) for x in rng.lognormal(4, 0.3, 20)
+            ]
+            found = latency(values, [b for b in range(boots) for _ in range(20)], 0.05)
+            assert found is not None
+            sides.append(found)
+        ratio = percentile_ratio(sides[0], sides[1], q, 0.05)
+        assert isinstance(ratio, PercentileRatio)
+        passed += ratio.high <= limit
+        failed += ratio.low > limit
+    return passed / reps, failed / reps
+
+
+@pytest.mark.parametrize("q", [50, 90])
+def test_the_percentile_ratio_holds_its_error_rates(q: int) -> None:
+    # a true regression beyond the limit is passed at most alpha of the time, ...
+    assert _rates(1.30, q, 300, seed=11)[0] <= 0.05
+    # ... at the limit itself either way about alpha (300 campaigns: 5% give or take 3 sd)
+    at_limit = _rates(1.25, q, 300, seed=12)
+    assert at_limit[0] <= 0.09 and at_limit[1] <= 0.09
+    # and an arm equal to off is not rejected, and is mostly shown within the limit
+    equal = _rates(1.0, q, 300, seed=13)
+    assert equal[1] <= 0.05 and equal[0] >= 0.7
+
+
+def test_the_percentile_ratio_needs_enough_streams_in_every_boot() -> None:
+    assert MIN_STREAMS == {50: 2, 90: 10, 99: 100}
+    few = latency([1.0, 2.0, 3.0] * 6, [b for b in range(6) for _ in range(3)], 0.05)
+    one = latency([1.0] * 20, [0] * 20, 0.05)
+    assert few is not None and one is not None
+    assert percentile_ratio(few, few, 90, 0.05) == "a boot of the arm has 3 streams; p90 needs 10 per boot"
+    assert percentile_ratio(few, one, 50, 0.05) == "the controls measured 1 boot(s); the interval needs 2"
+    assert isinstance(percentile_ratio(few, few, 50, 0.05), PercentileRatio)
+
+
+def test_the_percentile_ratio_at_alpha_zero_is_unbounded_not_an_error() -> None:
+    """At alpha 0 (a campaign whose looks spent its alpha) the interval is the whole half-line: a rule
+    reading it can neither pass nor fail the cell."""
+    boots = [b for b in range(2) for _ in range(20)]
+    arm = latency([10.0 + i % 7 + boots[i] for i in range(40)], boots, 0.05)
+    off = latency([11.0 + i % 5 + 2 * boots[i] for i in range(40)], boots, 0.05)
+    assert arm is not None and off is not None
+    found = percentile_ratio(arm, off, 50, 0.0)
+    assert isinstance(found, PercentileRatio) and found.low == 0.0 and found.high == math.inf

@@ -137,17 +137,42 @@ def _objects(text: str, where: str) -> tuple[list[tuple[int | None, Any]], list[
             items = json.loads(text)
         except json.JSONDecodeError as exc:
             return [], [Problem(where, f"not JSON: {exc.msg}", line=exc.lineno)]
+        except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+            return [], [Problem(where, f"not JSON: {_why(exc)}")]
         return [(None, item) for item in items], []
     out: list[tuple[int | None, Any]] = []
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines ends a line at "\n" only: U+0085 or U+2028 inside a string (valid JSON) ends none
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             out.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             problems.append(Problem(where, f"not a JSON object: {exc.msg}", line=number))
+        except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+            problems.append(Problem(where, f"not a JSON object: {_why(exc)}", line=number))
     return out, problems
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split(";")[0]
+
+
+def _unencodable(value: Any) -> bool:
+    """True when a string of the entry holds a lone surrogate (JSON's "\\ud800" escape), which no
+    request can send as UTF-8."""
+    texts = value if isinstance(value, tuple) else (value,)
+    for text in texts:
+        parts = text if isinstance(text, tuple) else (text,)
+        for part in parts:
+            try:
+                str(part).encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 def _prompt(obj: Any, index: int, default_category: str | None) -> DatasetPrompt | str:
@@ -160,11 +185,13 @@ def _prompt(obj: Any, index: int, default_category: str | None) -> DatasetPrompt
             f"entry {index} has no category: give it a 'category' or set the workload's category for "
             "the whole file"
         )
-    if not isinstance(category, str) or not _NAME.match(category):
+    if not isinstance(category, str) or not _NAME.fullmatch(category):
         return f"entry {index}: category {category!r} is not a name (letters, digits, . _ + -; 64 at most)"
     found = _content(obj)
     if isinstance(found, str) and found.startswith("!"):
         return f"entry {index}: {found[1:]}"
+    if _unencodable(found):
+        return f"entry {index}: the prompt holds a lone surrogate (an unpaired \\ud800-\\udfff escape)"
     if isinstance(found, str):
         return DatasetPrompt(index, found, None, category)
     return DatasetPrompt(index, None, found, category)

@@ -235,6 +235,19 @@ def weighted(evidence: Evidence) -> tuple[WeightedResult, ...]:
     return tuple(out)
 
 
+def weighted_reasons(found: tuple[WeightedResult, ...]) -> tuple[str, ...]:
+    """A reason per family whose traffic mix was not compared because a weighted category is absent."""
+    out: dict[str, str] = {}
+    for w in found:
+        if w.missing and w.family not in out:
+            names = ", ".join(repr(c) for c in w.missing)
+            out[w.family] = (
+                f"the traffic mix of family {w.family} was not compared: [workloads.weights] names {names}, "
+                "which no dataset workload of the campaign has as its category"
+            )
+    return tuple(out.values())
+
+
 def latency(evidence: Evidence) -> tuple[LatencyResult, ...]:
     """The latency percentiles per arm (campaign order), per cell (workload order) and over every cell."""
     found = evidence.latency

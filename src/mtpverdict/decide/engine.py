@@ -72,6 +72,7 @@ def decide(
         evidence, {a.name: a.void_reason or "" for a in arms if a.verdict is Verdict.VOID}
     )
     promoted = outcome.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE)
+    weighted = assemble.weighted(evidence)
     return Decision(
         format=DECISION_FORMAT,
         decision=outcome.decision,
@@ -82,6 +83,7 @@ def decide(
             *envelope_lines(envelopes),
             *envelope.vetoed(evidence, arms),
             *(() if promoted else regime.crossover_hint(evidence, regime_map)),
+            *assemble.weighted_reasons(weighted),
         ),
         policy=assemble.policy_summary(evidence),
         arms=arms,
@@ -96,7 +98,7 @@ def decide(
         missingness=assemble.missingness(evidence),
         refused=assemble.refused(evidence),
         categories=assemble.categories(evidence),
-        weighted=assemble.weighted(evidence),
+        weighted=weighted,
         latency=assemble.latency(evidence),
         regime=regime_map,
         schedule=outcome.schedule,

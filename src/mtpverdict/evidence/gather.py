@@ -154,6 +154,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         kv=_kv(campaign, boot_info),
         history=tuple(history),
         hashes=outputs.hashes,
+        prompt_hashes=outputs.by_prompt,
         distinct_outputs=_distinct_outputs(results),
         coherence=_coherence(results),
         likelihood=_likelihood(results),
@@ -529,30 +530,41 @@ class _Outputs:
 
     hashes: dict[tuple[str, str], frozenset[str]]
     counts: dict[str, tuple[int, int]]
+    by_prompt: dict[tuple[str, str], dict[int, frozenset[str]]]  # dataset workloads, by prompt index
 
     @classmethod
     def of(cls, results: Results) -> _Outputs:
         req = results.requests
         hashes: dict[tuple[str, str], set[str]] = {}
+        by_prompt: dict[tuple[str, str], dict[int, set[str]]] = {}
         counts: dict[str, list[int]] = {a.name: [0, 0] for a in results.campaign.arms}
-        for arm, workload, status, digest, warmup, nonce in zip(
+        indices = req["prompt_index"] if "prompt_index" in req else [None] * len(req)
+        for arm, workload, status, digest, warmup, nonce, index in zip(
             req["arm"],
             req["workload"],
             req["status"],
             req["output_sha256"],
             req["warmup"],
             req["nonce"],
+            indices,
             strict=True,
         ):
             if status == "ok" and isinstance(digest, str) and not isinstance(nonce, str):
                 # only un-nonced prompts are the same prompt across arms, so only their outputs can match
                 hashes.setdefault((str(arm), str(workload)), set()).add(digest)
+                if index is not None and index == index:  # a dataset prompt (NaN where absent)
+                    key = (str(arm), str(workload))
+                    by_prompt.setdefault(key, {}).setdefault(int(index), set()).add(digest)
             if warmup:
                 continue
             counts[str(arm)][0] += 1
             if status != "ok":
                 counts[str(arm)][1] += 1
-        return cls({k: frozenset(v) for k, v in hashes.items()}, {k: (v[0], v[1]) for k, v in counts.items()})
+        return cls(
+            {k: frozenset(v) for k, v in hashes.items()},
+            {k: (v[0], v[1]) for k, v in counts.items()},
+            {k: {i: frozenset(d) for i, d in v.items()} for k, v in by_prompt.items()},
+        )
 
 
 def _distinct_outputs(results: Results) -> dict[tuple[str, str], int]:

@@ -2,8 +2,9 @@
 
 The streams come from stats/percentiles.py (the decode metrics' clock, warm-ups and, unless the policy
 counts it, the cold run left out); each set of streams gets its p50 / p90 / p99 and the boot-level
-interval of its median. The controls of a family are pooled per cell (each control boot its own
-boot), which is what a `ttft` rule with a `percentile` compares an arm against.
+interval of its median and each boot's own percentiles. The controls of a family are pooled per cell
+(each control boot its own boot), whose boots a `ttft` rule with a `percentile` compares an arm's
+boots against (stats/percentiles.py percentile_ratio).
 """
 
 from __future__ import annotations

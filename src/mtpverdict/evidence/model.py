@@ -118,6 +118,22 @@ class PartialBoot:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputMatch:
+    """An arm's greedy outputs on one workload against the controls', counted by prompt."""
+
+    compared: int  # prompts on which the controls gave one output
+    differing: int  # of those, prompts on which the arm's output is another
+    unstable: int  # prompts on which the controls themselves gave several outputs
+    control_distinct: int  # most distinct control outputs on one prompt
+    distinct: int  # most distinct outputs of the arm and the controls together on one prompt
+
+    @property
+    def identical(self) -> bool:
+        """One output per prompt, the same for the arm and the controls, on every prompt compared."""
+        return self.distinct == 1
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """Per-cell spread, comparisons, floors, acceptance, KV and quality checks for every arm."""
 
@@ -152,6 +168,8 @@ class Evidence:
     partial: tuple[PartialBoot, ...] = ()  # failed or interrupted boots that measured runs
     # TTFT, ITL and E2E percentiles per arm and cell, and of each family's controls (evidence/latency.py)
     latency: Latencies = field(default_factory=lambda: Latencies({}, {}, None))
+    # (arm, workload) -> prompt index -> output hashes, for dataset workloads (several prompts each)
+    prompt_hashes: Mapping[tuple[str, str], Mapping[int, frozenset[str]]] = field(default_factory=dict)
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:
@@ -210,3 +228,41 @@ class Evidence:
         for arm in arms:
             out |= self.hashes.get((arm, workload), frozenset())
         return frozenset(out)
+
+    def outputs_by_prompt(
+        self, arms: tuple[str, ...] | list[str], workload: str
+    ) -> dict[int, frozenset[str]]:
+        """The arms' output hashes per prompt: a dataset workload's by prompt index, another's as one prompt.
+
+        A dataset workload sends several prompts, so its outputs are only comparable prompt by prompt; a
+        workload of one prompt repeated has its outputs under index -1."""
+        out: dict[int, set[str]] = {}
+        for arm in arms:
+            by_prompt = self.prompt_hashes.get((arm, workload))
+            if by_prompt is None:
+                whole = self.hashes.get((arm, workload), frozenset())
+                by_prompt = {-1: whole} if whole else {}
+            for index, digests in by_prompt.items():
+                out.setdefault(index, set()).update(digests)
+        return {k: frozenset(v) for k, v in sorted(out.items())}
+
+    def output_match(self, arm: str, workload: str) -> OutputMatch | None:
+        """The arm's greedy outputs on a workload against its family controls', prompt by prompt."""
+        arm_row = next((a for a in self.campaign.arms if a.name == arm), None)
+        if arm_row is None:
+            return None
+        controls = self.control_names(arm_row.family)
+        mine = self.outputs_by_prompt([arm], workload)
+        theirs = self.outputs_by_prompt(controls, workload)
+        shared = [p for p in mine if p in theirs]
+        if not shared:
+            return None
+        unstable = [p for p in shared if len(theirs[p]) > 1]
+        stable = [p for p in shared if len(theirs[p]) == 1]
+        return OutputMatch(
+            compared=len(stable),
+            differing=sum(1 for p in stable if mine[p] != theirs[p]),
+            unstable=len(unstable),
+            control_distinct=max(len(theirs[p]) for p in shared),
+            distinct=max(len(mine[p] | theirs[p]) for p in shared),
+        )

@@ -71,11 +71,33 @@ def _summary(path: Path) -> tuple[dict[str, Any], bytes]:
         raise EngineTextError(
             [Problem(source, "does not look like an AIPerf profile_export_aiperf.json (no aiperf_version)")]
         )
+    config = obj["input_config"]
+    if not isinstance(config, dict):
+        raise EngineTextError([Problem(source, "must be an object", key="input_config")])
+    models = config.get("models", {})
+    if not isinstance(models, dict) or not isinstance(models.get("items", []), list):
+        raise EngineTextError(
+            [Problem(source, 'must be an object {"items": [{"name": ...}, ...]}', key="input_config.models")]
+        )
     return obj, data
 
 
 def _concurrency(summary: dict[str, Any] | None, given: int | None, source: str) -> int:
+    """The profiling phase's concurrency, or the one given; refused when the two disagree."""
     if given is not None:
+        if summary is not None:
+            in_file = _fixed_concurrency(summary)
+            if in_file is not None and in_file != given:
+                raise EngineTextError(
+                    [
+                        Problem(
+                            source,
+                            f"the profiling phase ran at concurrency {in_file} but the concurrency given is "
+                            f"{given}; leave it out or give the file's",
+                            key="input_config.phases.concurrency",
+                        )
+                    ]
+                )
         return given
     if summary is None:
         raise EngineTextError(
@@ -104,6 +126,16 @@ def _concurrency(summary: dict[str, Any] | None, given: int | None, source: str)
             [Problem(source, "must be a whole number of 1 or more", key="input_config.phases.concurrency")]
         )
     return value
+
+
+def _fixed_concurrency(summary: dict[str, Any]) -> int | None:
+    """The concurrency of the summary's one fixed-concurrency profiling phase (None: there is none)."""
+    phases = summary["input_config"].get("phases") if isinstance(summary["input_config"], dict) else None
+    profiling = [p for p in phases or () if isinstance(p, dict) and p.get("kind") == PHASE_PROFILING]
+    if len(profiling) != 1 or profiling[0].get("type") != "concurrency":
+        return None
+    value = whole(profiling[0].get("concurrency"))
+    return value if value is not None and value >= 1 else None
 
 
 def _metric(metrics: dict[str, Any], key: str, problems: Problems, line: int) -> float | None:
@@ -136,6 +168,15 @@ def _timed(text: str, source: str) -> list[Timed]:
         item = _request(obj, line, problems)
         if item is not None:
             out.append(item)
+    untimed = [t.index for t in out if t.error is None and (t.t_first is None or t.t_end is None)]
+    if untimed:  # one problem for the file: every record of a non-streamed profile lacks them
+        problems.add(
+            f"{len(untimed)} request(s) without an error have no time_to_first_token or request_latency "
+            "(the profile was not streamed: run aiperf with --streaming, since TTFT and decode rate need "
+            "the first token's time)",
+            "metrics.time_to_first_token",
+            untimed[0],
+        )
     if not out and not problems.items:
         problems.add("holds no request; expected one JSON object per request (aiperf profile_export.jsonl)")
     problems.raise_if_any()
@@ -167,8 +208,6 @@ def _request(obj: Any, line: int, problems: Problems) -> Timed | None:
     message = None
     if error is not None:
         message = str(error.get("message") or error.get("type")) if isinstance(error, dict) else str(error)
-    elif ttft is None or latency is None:
-        message = "the record has no time_to_first_token or request_latency (not streamed?)"
     t_start = start_ns / NS_PER_SECOND
     return Timed(
         index=line,

@@ -77,6 +77,16 @@ def _concurrency(bench: dict[str, Any], given: int | None, where: str, problems:
     strategy = bench.get("config", {}).get("strategy") if isinstance(bench.get("config"), dict) else None
     kind = strategy.get("type_") if isinstance(strategy, dict) else None
     if given is not None:
+        in_file = 1 if kind == "synchronous" else None
+        if kind == "concurrent" and isinstance(strategy, dict):
+            in_file = whole(strategy.get("streams"))
+        if in_file is not None and in_file != given:
+            problems.add(
+                f"strategy {kind!r} ran at concurrency {in_file} but the concurrency given is {given}; "
+                "leave it out or give the file's",
+                f"{where}.config.strategy",
+            )
+            return None
         return given
     if kind == "synchronous":
         return 1
@@ -175,11 +185,21 @@ class GuideLLM(TypedImporter):
             markers.append(marker)
             problems = Problems(source)
             model = model or _model(doc)
+            first_at: dict[int, int] = {}  # concurrency -> the benchmark of this file that ran at it
             for b, bench in enumerate(doc["benchmarks"]):
                 timed = _benchmark(bench, b, problems, warnings, source)
                 concurrency = _concurrency(bench, entry.spec.concurrency, f"benchmarks[{b}]", problems)
                 if concurrency is None or not timed:
                     continue
+                if concurrency in first_at:  # one cell of one boot cannot hold two benchmarks
+                    problems.add(
+                        f"maps to concurrency {concurrency} as benchmarks[{first_at[concurrency]}] does; "
+                        "a boot holds one benchmark per concurrency: import the file's benchmarks as "
+                        "separate boots",
+                        f"benchmarks[{b}]",
+                    )
+                    continue
+                first_at[concurrency] = b
                 cell = Cell(
                     entry.spec.arm, entry.spec.boot, entry.spec.workload or DEFAULT_WORKLOAD, concurrency
                 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,7 @@ def _integer(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):  # ASCII digits: "²" is no number
         return int(value)
     return None
 

@@ -144,6 +144,8 @@ def import_vllm_bench(
     _check_arguments(arm, boot, workload, concurrency, where)
     runs = [run for path in files for run in _read_runs(Path(path))]
     root = Path(out)
+    held = _held_campaign(root / CAMPAIGN_FILE)
+    _check_runs(runs, None if held is None else held[0].scope.model, concurrency)
     campaign, campaign_obj = _campaign(root, runs, _NewArm(arm, role, method, k, where), workload)
     tally = _Tally()
     with ResultsWriter(root, campaign_obj, sync_each=False) as writer:  # a rerun imports again
@@ -168,6 +170,32 @@ def import_vllm_bench(
         runs=len(runs),
         warnings=tuple(tally.warnings),
     )
+
+
+def _check_runs(runs: Sequence[_Run], held_model: str | None, concurrency: int | None) -> None:
+    """Refuse a run sent at a request rate (no fixed concurrency) unless the concurrency is given, and
+    runs of another model than the campaign's or each other's: one campaign serves one model."""
+    first = None if held_model is None else (held_model, CAMPAIGN_FILE)
+    for run in runs:
+        rate = run.data.get("request_rate", "inf")
+        infinite = rate == "inf" or (isinstance(rate, float) and math.isinf(rate) and rate > 0)
+        if not infinite and concurrency is None:
+            raise run.problem(
+                f"request_rate is {rate!r}: the requests were sent at a rate, so no concurrency was fixed "
+                "(only --request-rate inf, the default, maps to a concurrency cell); pass the concurrency "
+                "the requests ran at",
+                key="request_rate",
+            )
+        model = run.data.get("model_id")
+        if not isinstance(model, str):
+            continue
+        if first is None:
+            first = (model, run.path)
+        elif model != first[0]:
+            raise run.problem(
+                f"model_id is {model!r} but {first[1]} has {first[0]!r}; one campaign serves one model",
+                key="model_id",
+            )
 
 
 def _check_arguments(arm: str, boot: int, workload: str, concurrency: int | None, where: Where) -> None:
@@ -432,9 +460,10 @@ def _concurrency(run: _Run, override: int | None, tally: _Tally) -> int:
     in_file = value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
     if override is not None:
         if in_file is not None and in_file != override:
-            tally.warnings.append(
-                f"{run.path}:{run.line}: max_concurrency is {in_file} in the file; --concurrency "
-                f"{override} was used"
+            raise run.problem(
+                f"max_concurrency is {in_file} in the file but the concurrency given is {override}; "
+                "leave it out or give the file's",
+                key="max_concurrency",
             )
         return override
     if in_file is None:

@@ -2,8 +2,9 @@
 
 The numbers are the decision's `categories` section (each candidate's acceptance on each category's
 workload, every concurrency pooled, and the family procedure over that category's cells): the map is a
-heatmap of the acceptance rate, one row per category and one column per candidate (ordered by family,
-then depth), the cell's text the rate with its interval and the category's outcome against off.
+heatmap of the acceptance rate, one row per category (per workload where two share a category) and one
+column per candidate (ordered by family, then depth), the cell's text the rate with its interval and
+the category's outcome against off.
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ def category_map_data(decision: Decision, label: str) -> CategoryMap | str:
         return "no dataset categories with acceptance (a campaign without dataset workloads has none)"
     arms = [a for a in decision.arms if any(c.arm == a.name for c in found)]
     arms.sort(key=lambda a: (decision.families.index(a.family), a.k or 0, a.name))
-    categories = list(dict.fromkeys(c.category for c in found))
+    # a row per category workload: its category, or its workload id where two workloads share one
+    workloads = list(dict.fromkeys((c.category, c.workload) for c in found))
+    shared = {cat for cat, _ in workloads if sum(1 for other, _ in workloads if other == cat) > 1}
+    rows = {wid: (wid if cat in shared else cat) for cat, wid in workloads}
+    categories = list(dict.fromkeys(rows.values()))
     dropped = max(0, len(arms) - MAX_COLUMNS) + max(0, len(categories) - MAX_ROWS)
     arms, categories = arms[:MAX_COLUMNS], categories[:MAX_ROWS]
-    index = {(c.category, c.arm): c for c in found}
+    index = {(rows[c.workload], c.arm): c for c in found}
     return CategoryMap(
         title=f"{label}: acceptance per dataset category and depth",
         categories=tuple(categories),

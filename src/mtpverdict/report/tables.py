@@ -635,11 +635,13 @@ def break_even_table(data: ReportData) -> Table | None:
 def report_tables(data: ReportData) -> tuple[Table, ...]:
     """The report's tables in reading order; a table without data is left out."""
     from mtpverdict.report.latency import latency_table  # it renders with this module's Table
+    from mtpverdict.report.weighted import weighted_table
 
     found: list[Table | None] = [
         verdict_table(data),
         *(metric_table(data, m) for m in METRIC_ORDER),
         latency_table(data),
+        weighted_table(data.decision),
         comparison_table(data),
         acceptance_table(data),
         break_even_table(data),

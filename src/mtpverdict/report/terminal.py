@@ -25,6 +25,7 @@ from mtpverdict.report.verdict import (
     next_step_of,
     verdict_lines,
 )
+from mtpverdict.report.weighted import weighted_text
 from mtpverdict.stats.runs import METRIC_LABELS
 
 SHOWN_CELLS = 3  # cells listed per arm before "..."
@@ -146,6 +147,8 @@ def render_summary(
     lines += ["", _seed_table(decision, index, metric, width), ""]
     latency = latency_text(decision, width)
     lines += [latency, ""] if latency else []
+    mix = weighted_text(decision, width)
+    lines += [mix, ""] if mix else []
     maps = (regime_text(decision, width), schedule_text(decision.schedule))
     lines += [terminal_lines(text) for text in maps if text]
     lines.append("reasons:")

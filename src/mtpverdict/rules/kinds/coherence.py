@@ -28,7 +28,9 @@ class WorkloadIdentity:
 
     workload: str
     identical: bool
-    distinct: int  # distinct outputs of the arm and the control together
+    distinct: int  # most distinct outputs of the arm and the control together on one prompt
+    prompts: int = 1  # prompts compared (a dataset workload sends several)
+    differing: int = 0  # prompts on which the outputs were not one and the same
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +111,13 @@ class Coherence(RuleKind[Params, CoherenceFinding]):
                 "several outputs"
             )
         for w in finding.workloads:
+            where = f"on {w.workload}" if w.prompts == 1 else f"on {w.workload}'s {w.prompts} prompts"
             if w.identical:
-                parts.append(f"output on {w.workload} byte-identical to the control")
+                parts.append(f"output {where} byte-identical to the control")
             else:
+                some = "" if w.prompts == 1 else f" on {w.differing} of them"
                 parts.append(
-                    f"output on {w.workload} differs from the control ({w.distinct} distinct outputs "
+                    f"output {where} differs from the control{some} ({w.distinct} distinct outputs "
                     "where greedy decoding must give one)"
                 )
         return f"{arm.name}: " + "; ".join(parts)
@@ -145,15 +149,20 @@ def _cases_against_control(evidence: Evidence, arm: Arm) -> _Against:
 
 
 def _workloads_against_control(evidence: Evidence, arm: Arm) -> tuple[WorkloadIdentity, ...]:
-    controls = evidence.control_names(arm.family)
+    """Each expect_identical workload's outputs against the controls', prompt by prompt (a dataset
+    workload sends several prompts: each must give one output, the same on the arm and the controls)."""
     out = []
     for wl in evidence.campaign.workloads:
         if not wl.expect_identical:
             continue
-        mine = evidence.outputs([arm.name], wl.id)
-        theirs = evidence.outputs(controls, wl.id)
-        if mine and theirs:
-            out.append(WorkloadIdentity(wl.id, mine == theirs and len(mine) == 1, len(mine | theirs)))
+        match = evidence.output_match(arm.name, wl.id)
+        if match is not None:
+            prompts = match.compared + match.unstable
+            out.append(
+                WorkloadIdentity(
+                    wl.id, match.identical, match.distinct, prompts, match.differing + match.unstable
+                )
+            )
     return tuple(out)
 
 

@@ -1,4 +1,4 @@
-"""identity: greedy output of the arm equals the control's on each workload, where the control is stable."""
+"""identity: greedy output of the arm equals the control's, prompt by prompt, where the control is stable."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ class Identity(RuleKind[Params, IdentityFinding]):
         status = RuleStatus.MISSING
         found: list[WorkloadIdentity] = []
         for wid in params.workloads or [w.id for w in evidence.campaign.workloads]:
-            mine = evidence.outputs([arm.name], wid)
-            theirs = evidence.outputs(controls, wid)
-            distinct: int | None = len(theirs) if theirs else None
+            match = evidence.output_match(arm.name, wid)
+            theirs = evidence.outputs_by_prompt(controls, wid)  # per prompt: a dataset sends several
+            distinct: int | None = max(len(v) for v in theirs.values()) if theirs else None
             if distinct is None:
                 recorded = [
                     evidence.distinct_outputs[(c, wid)]
@@ -56,18 +56,20 @@ class Identity(RuleKind[Params, IdentityFinding]):
                     if (c, wid) in evidence.distinct_outputs
                 ]
                 distinct = max(recorded) if recorded else None
-            if distinct is not None and distinct > 1:
-                found.append(WorkloadIdentity(wid, "unstable_control", distinct))
-                status = RuleStatus.INCONCLUSIVE if status is not RuleStatus.FAIL else status
+            if match is None or match.compared == 0:  # nothing compared: the control may still have varied
+                if distinct is not None and distinct > 1:
+                    found.append(WorkloadIdentity(wid, "unstable_control", distinct))
+                    status = RuleStatus.INCONCLUSIVE if status is not RuleStatus.FAIL else status
                 continue
-            if not mine or not theirs:
-                continue
-            if mine == theirs:
-                found.append(WorkloadIdentity(wid, "identical", distinct))
-                status = RuleStatus.PASS if status is RuleStatus.MISSING else status
-            else:
+            if match.differing:  # a prompt on which the control gave one output and the arm another
                 found.append(WorkloadIdentity(wid, "differs", distinct))
                 status = RuleStatus.FAIL
+            elif match.unstable:  # the rest agreed, but on some prompts the control itself varied
+                found.append(WorkloadIdentity(wid, "unstable_control", distinct))
+                status = RuleStatus.INCONCLUSIVE if status is not RuleStatus.FAIL else status
+            else:
+                found.append(WorkloadIdentity(wid, "identical", distinct))
+                status = RuleStatus.PASS if status is RuleStatus.MISSING else status
         return IdentityFinding(status, None, None, tuple(found))
 
     def render(self, finding: IdentityFinding, arm: Arm) -> str:

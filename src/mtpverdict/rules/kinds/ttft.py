@@ -1,8 +1,11 @@
 """ttft: time to first token under speculation stays within a stated regression of off's.
 
 By default the ratio judged is the comparison's point estimate over boot medians; with `percentile`
-(50, 90 or 99) it is the arm's TTFT percentile over its streams at the cell against the same percentile
-of its family's controls' streams pooled (stats/percentiles.py), so a tail a median hides is bounded.
+(50, 90 or 99) it is judged boot by boot: each boot's own TTFT percentile, the arm's boots against its
+family's controls' boots (stats/percentiles.py percentile_ratio), so a tail a median hides is bounded. A
+cell passes when the ratio's upper one-sided 1 - alpha bound is within the limit, fails when its lower
+bound is beyond it, and is inconclusive between them or when a boot has too few streams for the
+percentile.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from mtpverdict.formats._check import Nonneg, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm
 from mtpverdict.rules.kind import Finding, RuleKind, cell_label, selected_cells
+from mtpverdict.stats.percentiles import percentile_ratio
 
 METRIC = "ttft_ms"
 
@@ -37,6 +41,8 @@ class TtftFinding(Finding):
 
     ratios: tuple[tuple[str, int, float], ...]  # (workload, concurrency, ratio)
     percentile: int | None = None  # the TTFT percentile compared; None: the boot medians' estimate
+    bounds: tuple[tuple[str, int, float, float], ...] = ()  # percentile: (workload, concurrency, low, high)
+    unjudged: tuple[tuple[str, int, str], ...] = ()  # percentile: cells not judged, and why
 
 
 class Ttft(RuleKind[Params, TtftFinding]):
@@ -50,34 +56,67 @@ class Ttft(RuleKind[Params, TtftFinding]):
         limit = 1.0 + params.max_regression
         cells = selected_cells(evidence, arm.name, METRIC, params.workloads, params.concurrency)
         q = params.percentile
-        if q is None:
-            ratios = tuple(
-                (w, c, math.exp(comp.estimate))
-                for w, c in cells
-                if (comp := evidence.comparison(arm.name, w, c, METRIC)) is not None
-            )
-        else:
-            ratios = tuple(
-                (w, c, mine.percentile(q) / off.percentile(q))
-                for w, c in cells
-                if (mine := evidence.latency.arms.get((arm.name, w, c, METRIC))) is not None
-                and (off := evidence.latency.controls.get((arm.family, w, c, METRIC))) is not None
-                and off.percentile(q) > 0
-            )
+        if q is not None:
+            return self._percentile(evidence, arm, cells, q, limit)
+        ratios = tuple(
+            (w, c, math.exp(comp.estimate))
+            for w, c in cells
+            if (comp := evidence.comparison(arm.name, w, c, METRIC)) is not None
+        )
         if not ratios:
             return TtftFinding(RuleStatus.MISSING, None, limit, (), q)
         worst = max(0.0, *(r for _, _, r in ratios))
         return TtftFinding(RuleStatus.FAIL if worst > limit else RuleStatus.PASS, worst, limit, ratios, q)
 
+    def _percentile(
+        self, evidence: Evidence, arm: Arm, cells: list[tuple[str, int]], q: int, limit: float
+    ) -> TtftFinding:
+        """Each cell's boot-level percentile ratio against the limit (module docstring)."""
+        ratios: list[tuple[str, int, float]] = []
+        bounds: list[tuple[str, int, float, float]] = []
+        unjudged: list[tuple[str, int, str]] = []
+        for w, c in cells:
+            mine = evidence.latency.arms.get((arm.name, w, c, METRIC))
+            off = evidence.latency.controls.get((arm.family, w, c, METRIC))
+            if mine is None or off is None:
+                continue
+            found = percentile_ratio(mine, off, q, evidence.policy.alpha)
+            if isinstance(found, str):
+                unjudged.append((w, c, found))
+                continue
+            ratios.append((w, c, found.ratio))
+            bounds.append((w, c, found.low, found.high))
+        if not ratios and not unjudged:
+            return TtftFinding(RuleStatus.MISSING, None, limit, (), q)
+        if any(low > limit for _, _, low, _ in bounds):
+            status = RuleStatus.FAIL
+        elif unjudged or any(high > limit for _, _, _, high in bounds):
+            status = RuleStatus.INCONCLUSIVE
+        else:
+            status = RuleStatus.PASS
+        worst = max((r for _, _, r in ratios), default=None)
+        return TtftFinding(status, worst, limit, tuple(ratios), q, tuple(bounds), tuple(unjudged))
+
     def render(self, finding: TtftFinding, arm: Arm) -> str:
         q = finding.percentile
-        if not finding.ratios:
+        if not finding.ratios and not finding.unjudged:
             return f"{arm.name}: no TTFT " + ("comparison" if q is None else f"p{q}") + " with its control"
-        cells = ", ".join(f"{cell_label(w, c)} {r:.2f}x" for w, c, r in finding.ratios)
-        how = "geometric mean of boot medians" if q is None else f"p{q} over streams, controls pooled"
-        detail = f"{arm.name}: TTFT ratio to off ({how}): {cells}"
+        if q is None:
+            cells = ", ".join(f"{cell_label(w, c)} {r:.2f}x" for w, c, r in finding.ratios)
+            detail = f"{arm.name}: TTFT ratio to off (geometric mean of boot medians): {cells}"
+        else:
+            parts = [
+                f"{cell_label(w, c)} {r:.2f}x [{low:.2f}, {high:.2f}]"
+                for (w, c, r), (_, _, low, high) in zip(finding.ratios, finding.bounds, strict=True)
+            ]
+            parts += [f"{cell_label(w, c)} not judged ({why})" for w, c, why in finding.unjudged]
+            detail = f"{arm.name}: TTFT p{q} ratio to off (boots' p{q}, one-sided bounds): " + ", ".join(
+                parts
+            )
         if finding.status is RuleStatus.FAIL:
             detail += f"; above the {finding.threshold:.2f}x limit"
+        elif finding.status is RuleStatus.INCONCLUSIVE:
+            detail += f"; not shown within the {finding.threshold:.2f}x limit"
         return detail
 
 
