@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,9 +70,24 @@ def test_streamed_responses_name_the_version(name: str) -> None:
     assert result.acceptance == ()
 
 
+def _control(tmp_path: Path) -> Path:
+    """The control's bench file, naming the model the recorded server served: tests/data/vllm_bench's
+    was written against a server that called its model `tiny-llama`, and one campaign serves one model
+    (an import whose model_id differs from the campaign's is refused)."""
+    data = json.loads((DATA / "vllm_bench" / "off_summary.json").read_text())
+    data["model_id"] = json.loads((SERVER / "bench-serve-ngram.json").read_text())["model_id"]
+    path = tmp_path / "off_summary.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_recorded_bench_results_import_and_load(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    control = import_vllm_bench([DATA / "vllm_bench" / "off_summary.json"], arm="off_A", out=out)
+    with pytest.raises(EngineTextError, match="one campaign serves one model"):
+        other = tmp_path / "other"
+        import_vllm_bench([DATA / "vllm_bench" / "off_summary.json"], arm="off_A", out=other)
+        import_vllm_bench([SERVER / "bench-serve-ngram.json"], arm="ngram2", boot=2, out=other)
+    control = import_vllm_bench([_control(tmp_path)], arm="off_A", out=out)
     assert control.written
     detailed = import_vllm_bench(
         [SERVER / "bench-serve-ngram-detailed.json"], arm="ngram2", boot=1, out=out, method="ngram", k=2
@@ -158,7 +174,7 @@ def test_copy_of_the_target_drafts_accepts_everything() -> None:
 
 def test_greedy_bench_of_a_copy_drafter_is_full_acceptance(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    import_vllm_bench([DATA / "vllm_bench" / "off_summary.json"], arm="off_A", out=out)
+    import_vllm_bench([_control(tmp_path)], arm="off_A", out=out)
     files = [SERVER / "bench-serve-draft-copy-greedy.json", SERVER / "bench-serve-draft-copy.json"]
     before = (out / "records.jsonl").read_bytes()
     with pytest.raises(EngineTextError, match="already recorded from another file"):
