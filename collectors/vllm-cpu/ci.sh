@@ -5,9 +5,11 @@
 # checks the measuring client against the server's own per-request timing and acceptance;
 # tests/test_real_watch.py runs `mtpverdict watch` against the e2e decision's n-gram arm on an n-gram
 # server (the evidence holds) and on a server with the random draft (below break-even);
-# tests/test_real_schedule.py collects schedule-campaign.toml (fixed n-gram depths and an arm running a
-# hand-written per-batch-size schedule), derives a schedule with schedule-policy.toml, writes the
-# campaign again with an arm serving it (mtpverdict schedule-arm), collects that and decides on it;
+# tests/test_real_schedule.py derives a schedule with schedule-policy.toml from schedule-campaign.toml's
+# results (fixed n-gram depths and an arm running a hand-written per-batch-size schedule; recorded on
+# this server in tests/data/real/schedule-phase1, as thirty boots would take half of CI), writes the
+# campaign again with an arm serving it (mtpverdict schedule-arm), collects that live at one boot per
+# arm and decides on it;
 # tests/test_real_load.py collects a small campaign beside a process burning a core, SIGTERMs collect
 # while a server starts, resumes, and decides on the server's clock (collect turns it on itself);
 # tests/test_real_compose.py collects compose-campaign.toml, whose arms come from the compose service in
@@ -40,6 +42,7 @@ export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py \
     tests/test_real_watch.py
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
+MTPVERDICT_SCHEDULE_PHASE1="$root/tests/data/real/schedule-phase1" MTPVERDICT_SCHEDULE_BOOTS=1 \
+    "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
 "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_compose.py
