@@ -179,6 +179,16 @@ def uvloop_signal_pipe() -> None:
 
 
 @pytest.fixture(autouse=True)
+def output_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI renders for COLUMNS, else the terminal, else 120 columns: each test starts at 120, as
+    output to a pipe is, whatever the terminal pytest runs in (a developer's, or pytest-xdist's workers,
+    which set COLUMNS=80); a test of another width sets its own."""
+    from mtpverdict.cli._common import DEFAULT_WIDTH
+
+    monkeypatch.setenv("COLUMNS", str(DEFAULT_WIDTH))
+
+
+@pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Fail a test that leaves a file descriptor open or a child process behind (after its own fixtures'
     teardown; what a wider-scoped fixture holds is there before the test and stays out of the count)."""
