@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -236,6 +237,35 @@ def wait_for_request(
             pytest.fail(f"collect ended (exit {proc.returncode}) before {arm} ran a request")
         time.sleep(0.05)
     pytest.fail(f"no request record for {arm} within {timeout} s")
+
+
+NGRAM_K2 = '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
+
+
+@pytest.fixture(scope="session")
+def ngram_vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real vLLM CPU server with the e2e campaign's n-gram k=2 arm and per-request metrics on, for
+    every test of the run that needs one (the client's checks, then watch): a boot is the stage's
+    largest cost. It takes a free port, or MTPVERDICT_REAL_SERVER_PORT."""
+    python, models = real_server(VLLM_ENV)
+    vllm = ROOT / "collectors" / "vllm-cpu"
+    work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("perreq"))
+    port = int(os.environ.get("MTPVERDICT_REAL_SERVER_PORT") or 0)  # a shared host may reserve ports
+    if not port:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("perreq-log") / "server.log"
+    env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": python, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
+    argv = [str(vllm / "serve.sh"), f"{models}/target", str(port), str(log), "--enforce-eager"]
+    argv += ["--served-model-name", "tiny", "--enable-per-request-metrics"]
+    argv += ["--per-request-spec-decode-metrics", "detailed", "--speculative-config", NGRAM_K2]
+    booted = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        assert booted.returncode == 0, booted.stdout[-2000:] + booted.stderr[-2000:]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(vllm / "stop.sh"), f"{log}.pid"], capture_output=True, timeout=60, check=False)
 
 
 VLLM_ENV = ("MTPVERDICT_VLLM_PYTHON", "MTPVERDICT_MODELS", "collectors/vllm-cpu/ci.sh")

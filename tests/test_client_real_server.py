@@ -5,18 +5,13 @@ own generation time (median ratio within 2%), and per-request acceptance summed 
 run's /metrics counter delta. One ngram k=2 server, a few runs at concurrency 1 and 4: under a minute
 after the boot, two at most when the host starves the server. Needs MTPVERDICT_VLLM_PYTHON and
 MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh); skipped without them unless MTPVERDICT_REQUIRE_REAL_SERVER
-is set. The server takes a free port, or MTPVERDICT_REAL_SERVER_PORT.
+is set. The server is conftest's `ngram_vllm_server`, which watch's test uses after this file.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,11 +22,10 @@ from mtpverdict.collect import plain
 from mtpverdict.parse import acceptance_delta, parse_metrics
 from mtpverdict.stats.runs import BURST_MIN_CHUNKS
 
-from .conftest import ROOT, VLLM_ENV, real_server
+from .conftest import ROOT
 
 pytestmark = pytest.mark.real_server
 VLLM = ROOT / "collectors" / "vllm-cpu"
-SPEC = '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
 PROMPT = (
     "The capital of France is Paris. The capital of Japan is Tokyo. The capital of Italy is Rome. "
     "Paris is a large city on the river Seine."
@@ -43,25 +37,8 @@ EXTRA_SECONDS = 60.0  # single streams sent for more of them when the runs had t
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    python, models = real_server(VLLM_ENV)
-    work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("perreq"))
-    port = int(os.environ.get("MTPVERDICT_REAL_SERVER_PORT") or 0)  # a shared host may reserve ports
-    if not port:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    log = tmp_path_factory.mktemp("perreq-log") / "server.log"
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
-    argv = [str(VLLM / "serve.sh"), f"{models}/target", str(port), str(log), "--enforce-eager"]
-    argv += ["--served-model-name", "tiny", "--enable-per-request-metrics"]
-    argv += ["--per-request-spec-decode-metrics", "detailed", "--speculative-config", SPEC]
-    booted = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        assert booted.returncode == 0, booted.stdout[-2000:] + booted.stderr[-2000:]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        subprocess.run([str(VLLM / "stop.sh"), f"{log}.pid"], capture_output=True, timeout=60, check=False)
+def server(ngram_vllm_server: str) -> str:
+    return ngram_vllm_server
 
 
 async def _runs(base: str) -> list[tuple[cl.RunResult, Any]]:

@@ -3,10 +3,12 @@
 The decision is the end-to-end campaign's (tests/test_real_server.py writes e2e-results/decision.json
 in the same CI stage, before this file runs); without it (this file run alone) a smaller campaign of
 the same seat is collected first: off_A and ngram_k2, one boot each, three runs at concurrency 1.
-Each watched server gets traffic like the campaign's (the corpus prompt behind a nonce, 48 tokens,
-greedy, ignore_eos) from a thread, and `watch` judges it against the n-gram arm's measured acceptance
-and break-even. Needs MTPVERDICT_VLLM_PYTHON and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh);
-skipped without them unless MTPVERDICT_REQUIRE_REAL_SERVER is set.
+The n-gram server is conftest's `ngram_vllm_server` (the client's test booted it; the campaign's
+ngram_k2 flags); the random drafter's is booted here. Each watched server gets traffic like the
+campaign's (the corpus prompt behind a nonce, 48 tokens, greedy, ignore_eos) from a thread, and `watch`
+judges it against the n-gram arm's measured acceptance and break-even. Needs MTPVERDICT_VLLM_PYTHON
+and MTPVERDICT_MODELS (collectors/vllm-cpu/ci.sh); skipped without them unless
+MTPVERDICT_REQUIRE_REAL_SERVER is set.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
 CAMPAIGN = HERE / "campaign.toml"
 ARM = "ngram_k2"
-NGRAM = '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
 RANDOM = '{"model":"%s/draft-random","num_speculative_tokens":2}'
 PORT = 8231
 # a window bounds its scrape too: a loaded CI machine (two cores, the engine busy decoding beside the
@@ -150,15 +151,15 @@ def _prompt() -> str:
 
 
 def test_watch_holds_on_the_ngram_server_and_falls_below_break_even_with_a_random_draft(
-    seat: tuple[str, Path, Path],
+    seat: tuple[str, Path, Path], ngram_vllm_server: str
 ) -> None:
     python, models, work = seat
     decision = _decision(python, models, work)
     reference = json.loads(decision.read_text())
     arm = next(a for a in reference["arms"] if a["name"] == ARM)
     assert arm["break_even"] is not None and arm["acceptance"] is not None, "the arm has no break-even"
-    with _server(python, models, work, "ngram", NGRAM) as url, _traffic(url, _prompt()):
-        code, lines = _watch(url, decision, HOLD_FOR)
+    with _traffic(ngram_vllm_server, _prompt()):  # the n-gram k=2 arm's server (conftest)
+        code, lines = _watch(ngram_vllm_server, decision, HOLD_FOR)
     assert code == 0, lines
     judged = [line for line in lines if line.get("status") == "holds"]
     assert lines[-1]["outcome"] == "holds" and judged, lines
