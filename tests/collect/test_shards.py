@@ -205,6 +205,7 @@ def test_each_shard_is_an_ordinary_results_directory_of_its_device(
         assert (shard["shard"], shard["shards"], shard["device"]) == (i, 2, f"d{i}")
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_two_shards_merge_into_one_campaign_that_loads(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:
@@ -231,6 +232,7 @@ def test_two_shards_merge_into_one_campaign_that_loads(
     assert all((tmp_path / "merged" / p).is_file() for p in logs)  # each boot's log came along
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_a_missing_shard_is_recorded_as_failed_boots_of_its_device(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:
@@ -244,6 +246,7 @@ def test_a_missing_shard_is_recorded_as_failed_boots_of_its_device(
     assert all("shard 1/2 (device d1) was not among the merged shards" in e for e in failed["error"])
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_merge_refuses_shards_that_do_not_belong_together(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def _stop_and_wait(proc: subprocess.Popen[bytes], sig: int) -> tuple[str, str]:
             proc.communicate()
 
 
+@pytest.mark.slow  # waits on boots at 30 tok/s
 def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path: Path, port: int) -> None:
     # 30 tok/s: each boot takes seconds, so the signal lands while collect still has boots to run
     campaign = tmp_path / "campaign.toml"
@@ -84,6 +85,7 @@ def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path
     assert _port_free(port)
 
 
+@pytest.mark.slow  # waits on boots at 30 tok/s
 def test_an_inherited_sigint_ignore_is_undone_and_said(tmp_path: Path, port: int) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(campaign_text(port, tps=30))
