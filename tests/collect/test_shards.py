@@ -23,7 +23,7 @@ from mtpverdict.formats.results_io import load_results
 from mtpverdict.stats.layout import boot_number, device_of, layout, round_order, seq_of
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text, devices_campaign_text, free_port
+from .conftest import campaign_text, collect_running, devices_campaign_text, free_port
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 ARMS = ["off_A", "k1", "k2", "k3", "off_B"]
@@ -293,19 +293,22 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     plan = load_campaign_file(campaign)
     second_arm = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=1, round_=1)[1]
     out = tmp_path / "shard-1"
-    proc = subprocess.Popen(
+    popen = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out), "--shard", "1/2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for_request(out, second_arm, proc=proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    with pytest.raises(CollectError, match="holds shard 1/2"):
-        _collect(campaign, out, "0/2", resume=True)
-    with pytest.raises(CollectError, match="resume it with --shard 1/2"):  # not as a whole campaign
-        Collector(plan, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=lambda _: None)
-    summary = _collect(campaign, out, "1/2", resume=True)
+    with collect_running(popen, out) as proc:  # a failed assertion leaves no server behind
+        wait_for_request(out, second_arm, proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with pytest.raises(CollectError, match="holds shard 1/2"):
+            _collect(campaign, out, "0/2", resume=True)
+        with pytest.raises(CollectError, match="resume it with --shard 1/2"):  # not as a whole campaign
+            Collector(
+                plan, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=lambda _: None
+            )
+        summary = _collect(campaign, out, "1/2", resume=True)
     assert summary.failed_boots == 0 and _port_free(ports[1])  # the orphaned server was stopped
     boots = {(b["arm"], b["boot"]): b for b in _records(out) if b["kind"] == "boot"}
     assert boots[(second_arm, 2)]["status"] == "interrupted"
