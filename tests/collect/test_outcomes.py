@@ -16,6 +16,7 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
+from ..conftest import run_cli
 from .conftest import FAKE, collect_running, interruptible, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
@@ -214,9 +215,6 @@ def test_dry_run_on_an_existing_results_directory(tmp_path: Path, port: int) -> 
 def test_an_os_error_without_a_message_still_says_what_failed(
     tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from typer.testing import CliRunner
-
-    from mtpverdict.cli import app
 
     def no_message(self: object, owed: object) -> None:
         raise OSError()
@@ -224,8 +222,8 @@ def test_an_os_error_without_a_message_still_says_what_failed(
     # inside run(), as a real failure would be: run's own cleanup closes the lock and records files
     monkeypatch.setattr("mtpverdict.collect.runner.Collector._run_rounds", no_message)
     campaign = _write(tmp_path, small_campaign(port))
-    result = CliRunner().invoke(app, ["collect", str(campaign), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 4
+    result = run_cli("collect", campaign, "--out", tmp_path / "r")
+    assert result.returncode == 4
     line = result.output.strip().splitlines()[-1]
     assert "OSError" in line and ": ;" not in line, line
 

@@ -22,7 +22,7 @@ from mtpverdict.errors import CampaignError, CollectError, InputError
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.stats.layout import boot_number, device_of, layout, round_order, seq_of
 
-from ..conftest import wait_for_request
+from ..conftest import run_cli, wait_for_request
 from .conftest import campaign_text, collect_running, devices_campaign_text, free_port
 
 CLI = [sys.executable, "-m", "mtpverdict"]
@@ -320,25 +320,14 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     assert merged.owed_boots == 0 and len(merged.results.boots) == 9
 
 
-@pytest.mark.slow
 def test_collect_refuses_a_shard_the_campaign_does_not_have(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text([8001, 8002]))
     for shard, message in (("2/2", "I counts from 0"), ("0/3", "does not match the campaign's 2 devices")):
-        done = subprocess.run(
-            [*CLI, "collect", str(campaign), "--out", str(tmp_path / "o"), "--shard", shard],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = run_cli("collect", campaign, "--out", tmp_path / "o", "--shard", shard)
         assert done.returncode == EXIT_BAD_INPUT and message in done.stderr
     single = tmp_path / "single.toml"
     single.write_text(campaign_text(8001))
-    done = subprocess.run(
-        [*CLI, "collect", str(single), "--out", str(tmp_path / "o"), "--shard", "0/1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli("collect", single, "--out", tmp_path / "o", "--shard", "0/1")
     assert done.returncode == EXIT_BAD_INPUT and "add [[devices]]" in done.stderr
     assert not (tmp_path / "o").exists()
