@@ -66,6 +66,11 @@ class Ran:
     stdout: str
     stderr: str
 
+    @property
+    def output(self) -> str:
+        """stdout, then stderr: what a test that looks for a text in either reads."""
+        return self.stdout + self.stderr
+
 
 def run_cli(*args: str | Path, env: Mapping[str, str] | None = None, input: str | None = None) -> Ran:
     """`mtpverdict ARGS` in this process through the console entry (mtpverdict.cli.main: its error

@@ -152,7 +152,7 @@ def run_sessions(sessions: list[Block], work: Path) -> None:
     """Run every command of `sessions`, in order, in `work`; fill each command's got and code."""
     from mtpverdict.cli import app
 
-    runner = CliRunner()
+    runner = CliRunner()  # not run_cli: a session shows stdout and stderr interleaved, as a terminal does
     last = 0
     here = Path.cwd()
     os.chdir(work)

@@ -10,26 +10,22 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.errors import InputError
 from mtpverdict.live.alerts import AlertEngine, AlertOptions, duration_seconds, rule_groups, rules_yaml
 from mtpverdict.live.reference import Reference, load_reference
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
 GOLDEN = ROOT / "tests" / "golden"
 PROMOTED = GOLDEN / "thor-qwen36-35b-a3b@thor-c21-boring.json"  # promotes k3 on vLLM
 LLAMA_LIKE = GOLDEN / "synthetic-clean-win@default.json"  # promotes k2 (simulated engine)
 NOTHING_SELECTED = GOLDEN / "thor-qwen36-35b-a3b@default.json"
-runner = CliRunner()
 DRAFTS_PER_MINUTE = 600  # input series: draft rounds per minute of every scenario
 OPTIONS = AlertOptions(AlertEngine.VLLM, "5m", "10m", ('model_name="qwen"',))
 
@@ -104,22 +100,15 @@ def test_durations() -> None:
 
 def test_the_cli_writes_the_rules_and_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "rules.yaml"
-    done = runner.invoke(app, ["alerts", str(PROMOTED), "--out", str(out)])
-    assert done.exit_code == 0, done.output
+    done = run_cli("alerts", PROMOTED, "--out", out)
+    assert done.returncode == 0, done.output
     assert "break-even 2.481 at deep c=1" in done.output and yaml.safe_load(out.read_text())["groups"]
-    bad = runner.invoke(app, ["alerts", str(LLAMA_LIKE), "--out", str(tmp_path / "x.yaml")])
-    assert bad.exit_code == 2 and "engine 'simulated' exports no spec-decode counters" in bad.output
+    bad = run_cli("alerts", LLAMA_LIKE, "--out", tmp_path / "x.yaml")
+    assert bad.returncode == 2 and "engine 'simulated' exports no spec-decode counters" in bad.output
     assert not (tmp_path / "x.yaml").exists()
-    ok = runner.invoke(
-        app, ["alerts", str(LLAMA_LIKE), "--engine", "llamacpp", "--out", str(tmp_path / "y.yaml")]
-    )
-    assert ok.exit_code == 0, ok.output
-    missing = subprocess.run(
-        [sys.executable, "-m", "mtpverdict", "alerts", str(tmp_path / "none.json"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    ok = run_cli("alerts", LLAMA_LIKE, "--engine", "llamacpp", "--out", tmp_path / "y.yaml")
+    assert ok.returncode == 0, ok.output
+    missing = run_cli("alerts", tmp_path / "none.json", "--out", out)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
 
 
@@ -347,8 +336,8 @@ def test_template_text_in_the_bound_workload_never_reaches_the_rules(tmp_path: P
 
 def test_alerts_refuses_an_out_file_in_a_missing_directory(tmp_path: Path) -> None:
     out = tmp_path / "none" / "deeper" / "o.yaml"
-    done = runner.invoke(app, ["alerts", str(PROMOTED), "--out", str(out)])
-    assert done.exit_code == 2 and "does not exist" in done.output, done.output
+    done = run_cli("alerts", PROMOTED, "--out", out)
+    assert done.returncode == 2 and "does not exist" in done.output, done.output
     assert not (tmp_path / "none").exists()
 
 

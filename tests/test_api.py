@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+
+import pytest
 
 import mtpverdict
 
@@ -91,3 +94,23 @@ def test_functions_named_like_their_module_stay_functions() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+# an import path the docs once gave, kept working with a DeprecationWarning: old module -> (new module,
+# the names it re-exports)
+DEPRECATED_MODULES = {
+    "mtpverdict.ray_shards": ("mtpverdict.collect.ray_shards", ("ShardRun", "run_shards")),
+}
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED_MODULES))
+def test_a_documented_old_import_path_still_works_and_names_the_new_one(old: str) -> None:
+    new, names = DEPRECATED_MODULES[old]
+    module, target = importlib.import_module(old), importlib.import_module(new)
+    assert sorted(module.__all__) == sorted(names)
+    for name in names:
+        with pytest.warns(DeprecationWarning, match=f"import {name} from {new}") as caught:
+            assert getattr(module, name) is getattr(target, name)
+        assert caught[0].filename == __file__  # the importer's line, which Python shows by default
+    with pytest.raises(AttributeError):
+        module.nothing_else  # noqa: B018

@@ -47,11 +47,13 @@ LAYERS: dict[str, int] = {
     "mtpverdict.plan": 3,  # planning maths over stats and the results format
     "mtpverdict.live": 6,  # after promotion: alerts and watch read a decision (and scrape like collect)
     "mtpverdict.cli": 9,
+    "mtpverdict.ray_shards": 9,  # the deprecated path of collect/ray_shards.py (tests/test_api.py)
     "mtpverdict.__main__": 9,
     "mtpverdict": 9,  # the package's lazy public API names everything
 }
 COLLECT = "mtpverdict.collect"
-SCALE_OUT = ("mtpverdict.cli",)  # what may drive collect (merge and the Ray shards live inside it)
+# what may drive collect (merge and the Ray shards live inside it; mtpverdict.ray_shards is their old path)
+SCALE_OUT = ("mtpverdict.cli", "mtpverdict.ray_shards")
 COLLECT_MAY_USE = (
     "mtpverdict.errors",
     "mtpverdict._",

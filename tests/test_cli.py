@@ -8,13 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from mtpverdict.cli import app
 
 from .conftest import DATA, FIXTURES, ROOT, Ran, run_cli
-
-runner = CliRunner()
 
 
 def _commands() -> list[str]:
@@ -29,8 +26,8 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
     commands = _commands()
     assert {"collect", "validate", "decide", "rules", "parse", "import"} <= set(commands)
     for name in commands:
-        result = runner.invoke(app, [name, "--help"])
-        assert result.exit_code == 0 and "Usage" in result.output
+        result = run_cli(name, "--help")
+        assert result.returncode == 0 and "Usage" in result.output
         assert f"mtpverdict {name}" in readme, f"{name} is not documented in README.md"
 
 
@@ -44,8 +41,8 @@ def test_readme_opens_with_the_two_commands_ci_runs() -> None:
 
 
 def test_version() -> None:
-    result = runner.invoke(app, ["--version"])
-    assert result.exit_code == 0 and result.output.startswith("mtpverdict ")
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.output.startswith("mtpverdict ")
 
 
 def _run(*args: str) -> Ran:

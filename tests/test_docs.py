@@ -171,6 +171,26 @@ def test_every_file_the_docs_name_exists() -> None:
     assert not missing, f"the docs name files that do not exist: {missing}"
 
 
+# a checkout path the prose names, quoted or not (`tests/stats/`, tests/stats/test_procedure.py); a
+# pattern (tests/rules/test_<kind>.py, tests/test_hardening*.py, x.{log,json}) is left unchecked
+CHECKOUT_PATH = re.compile(r"(?<![\w./-])(?:src/mtpverdict|tests|bench|collectors)/[\w./<>*{},-]*")
+
+
+def test_every_checkout_path_the_docs_and_contributing_name_exists() -> None:
+    named = [
+        (f"{path.name}:{n}", match.rstrip(".,"))
+        for path in [*documents(), ROOT / "CONTRIBUTING.md"]
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        for match in CHECKOUT_PATH.findall(line)
+    ]
+    missing = [
+        f"{where}: {name}"
+        for where, name in named
+        if not set("<*{") & set(name) and not (ROOT / name).exists()
+    ]
+    assert not missing, f"the docs name paths that do not exist: {missing}"
+
+
 def test_every_dotted_name_the_docs_give_resolves() -> None:
     names = [(doc, name) for doc, name in _claims(DOTTED) if not name.endswith(FILE_SUFFIXES)]
     assert len(names) > 10

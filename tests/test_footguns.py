@@ -8,14 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from mtpverdict import UnknownArmError, load_decision
-from mtpverdict.cli import app
 
-from .conftest import DATA, FIXTURES, GOLDEN, ROOT
-
-runner = CliRunner()
+from .conftest import DATA, FIXTURES, GOLDEN, ROOT, run_cli
 
 
 def test_decision_arm_names_the_arms_that_exist() -> None:
@@ -37,16 +33,16 @@ def test_decision_arm_names_the_arms_that_exist() -> None:
     ],
 )
 def test_plan_refuses_a_bare_number_of_one_or_more(args: list[str], fragment: str) -> None:
-    done = runner.invoke(app, ["plan", *args])
-    assert done.exit_code == 2, done.output
+    done = run_cli("plan", *args)
+    assert done.returncode == 2, done.output
     assert fragment in done.stderr and "write 5% or 0.05" in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
 
 
 def test_plan_takes_a_fraction_or_a_percentage() -> None:
     for effect, sd in (("0.05", "0.02"), ("5%", "2%"), ("+5%", "0.5%")):
-        done = runner.invoke(app, ["plan", "--effect", effect, "--boot-sd", sd])
-        assert done.exit_code == 0, done.stderr
+        done = run_cli("plan", "--effect", effect, "--boot-sd", sd)
+        assert done.returncode == 0, done.stderr
 
 
 def _warn_only(tmp: Path, empty: bool = False) -> Path:
@@ -60,22 +56,22 @@ def _warn_only(tmp: Path, empty: bool = False) -> Path:
 @pytest.mark.parametrize("empty", [False, True], ids=["warnings-only", "no-rules"])
 def test_rules_check_warns_of_a_policy_that_cannot_veto(tmp_path: Path, empty: bool) -> None:
     policy = _warn_only(tmp_path, empty)
-    done = runner.invoke(app, ["rules", "check", str(policy)])
-    assert done.exit_code == 0, done.output
+    done = run_cli("rules", "check", policy)
+    assert done.returncode == 0, done.output
     assert 'cannot veto a promotion: no rule has severity = "veto"' in done.output
-    shipped = runner.invoke(app, ["rules", "check", "default"])
-    assert shipped.exit_code == 0 and "cannot veto" not in shipped.output
+    shipped = run_cli("rules", "check", "default")
+    assert shipped.returncode == 0 and "cannot veto" not in shipped.output
 
 
 @pytest.mark.parametrize("empty", [False, True], ids=["warnings-only", "no-rules"])
 def test_decide_strict_refuses_a_policy_that_cannot_veto(tmp_path: Path, empty: bool) -> None:
     policy = _warn_only(tmp_path, empty)
     null = str(FIXTURES / "synthetic-null")  # no depth is faster than off
-    loose = runner.invoke(app, ["decide", null, "--rules", str(policy), "--out", str(tmp_path / "d.json")])
-    assert loose.exit_code == 0 and "cannot veto a promotion" in loose.stderr
+    loose = run_cli("decide", null, "--rules", policy, "--out", tmp_path / "d.json")
+    assert loose.returncode == 0 and "cannot veto a promotion" in loose.stderr
     out = tmp_path / "strict.json"
-    strict = runner.invoke(app, ["decide", null, "--rules", str(policy), "--out", str(out), "--strict"])
-    assert strict.exit_code == 2, strict.output
+    strict = run_cli("decide", null, "--rules", policy, "--out", out, "--strict")
+    assert strict.returncode == 2, strict.output
     assert strict.stderr.startswith(f"Error: {policy}: cannot veto a promotion") and not out.exists()
 
 
@@ -86,8 +82,8 @@ def test_a_refused_resume_draws_no_progress_bar(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "synthetic-null", results)  # another campaign's results
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(campaign_text(9))
-    done = runner.invoke(app, ["collect", str(campaign), "--out", str(results), "--resume"])
-    assert done.exit_code == 2
+    done = run_cli("collect", campaign, "--out", results, "--resume")
+    assert done.returncode == 2
     assert "differs from the campaign being written" in done.stderr
     assert done.stdout == "", done.stdout  # was a "boots 0/None" bar
 
@@ -96,8 +92,8 @@ def test_deciding_on_vllm_bench_files_says_to_import_them(tmp_path: Path) -> Non
     folder = tmp_path / "bench"
     folder.mkdir()
     shutil.copy(DATA / "vllm_bench" / "k3_detailed.json", folder)
-    done = runner.invoke(app, ["decide", str(folder)])
-    assert done.exit_code == 2
+    done = run_cli("decide", folder)
+    assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
     assert "campaign.json: not found" in done.stderr
     assert f"mtpverdict import vllm-bench {folder}/*.json --arm NAME --out RESULTS" in done.stderr
@@ -105,8 +101,8 @@ def test_deciding_on_vllm_bench_files_says_to_import_them(tmp_path: Path) -> Non
 
 def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> None:
     campaign = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
-    done = runner.invoke(app, ["decide", str(FIXTURES / "synthetic-null"), "--rules", str(campaign)])
-    assert done.exit_code == 2
+    done = run_cli("decide", FIXTURES / "synthetic-null", "--rules", campaign)
+    assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr  # was 17 unknown-key lines
     assert "a campaign file (campaign_version), not a policy" in done.stderr
     assert "rules/default.toml" in done.stderr and "mtpverdict collect" in done.stderr
@@ -115,8 +111,8 @@ def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> Non
 def test_a_crossover_points_to_schedule_mode_with_the_command(tmp_path: Path) -> None:
     crossover = FIXTURES / "synthetic-crossover"
     out = tmp_path / "d.json"
-    done = runner.invoke(app, ["decide", str(crossover), "--out", str(out)], env={"COLUMNS": "120"})
-    assert done.exit_code == 0
+    done = run_cli("decide", crossover, "--out", out, env={"COLUMNS": "120"})
+    assert done.returncode == 0
     reasons = json.loads(out.read_text())["reasons"]
     assert any(
         "the best depth depends on load" in r
@@ -124,10 +120,8 @@ def test_a_crossover_points_to_schedule_mode_with_the_command(tmp_path: Path) ->
         for r in reasons
     ), reasons
     assert f"  mtpverdict decide {crossover} --rules default-schedule" in done.stdout.splitlines()
-    schedule = runner.invoke(
-        app, ["decide", str(crossover), "--rules", "default-schedule", "--out", str(out)]
-    )
-    assert schedule.exit_code == 0
+    schedule = run_cli("decide", crossover, "--rules", "default-schedule", "--out", out)
+    assert schedule.returncode == 0
     assert 'serve: vLLM --speculative-config \'{"method":"mtp"' in schedule.stdout
     assert json.loads(out.read_text())["schedule"]["speculative_config"] is not None
 

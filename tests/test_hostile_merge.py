@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.formats.results_io import content_sha256, load_results
 from mtpverdict.stats.layout import boot_number
 
+from . import conftest
 from .conftest import FIXTURES
 from .test_hostile import assert_refused, fifo, run_cli
 
@@ -126,9 +125,8 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
 def in_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """The command line run in this process (a child costs seconds of start-up per case); an error
     the command did not map surfaces as an exit other than 2."""
-    done = CliRunner().invoke(app, [str(a) for a in args])
-    code = 70 if done.exception is not None and not isinstance(done.exception, SystemExit) else done.exit_code
-    return subprocess.CompletedProcess(list(map(str, args)), code, done.stdout, done.stderr)
+    done = conftest.run_cli(*args)
+    return subprocess.CompletedProcess(list(done.args), done.returncode, done.stdout, done.stderr)
 
 
 def merge_cli(tmp: Path, *shards: Path, child: bool = False) -> subprocess.CompletedProcess[str]:

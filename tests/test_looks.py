@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ from mtpverdict.formats.decision import DecisionKind
 from mtpverdict.formats.looks import LOOKS_FILE, Look, append_look, append_resume, read_looks
 from mtpverdict.stats.looks import look_alpha
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, run_cli
 
 ALPHA = 0.05
 
@@ -55,24 +53,14 @@ def _copy(tmp_path: Path, name: str = "synthetic-clean-win") -> Path:
     return out
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mtpverdict", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
-
 def test_decide_records_its_look_once_per_data_and_a_second_look_after_a_resume_cannot_promote(
     tmp_path: Path,
 ) -> None:
     results = _copy(tmp_path)
-    assert _cli("decide", results, "-q").returncode == 0
+    assert run_cli("decide", results, "-q").returncode == 0
     log = read_looks(results)
     assert [(x.look, x.alpha, x.planned) for x in log.looks] == [(1, ALPHA, 1)]
-    assert _cli("decide", results, "-q").returncode == 0  # the same data: the same look
+    assert run_cli("decide", results, "-q").returncode == 0  # the same data: the same look
     assert len(read_looks(results).looks) == 1
     # boots raised and the campaign resumed (collect records the resume), one more record collected
     boot = json.loads(
@@ -145,7 +133,7 @@ def test_an_edited_look_is_seen_and_the_decision_is_provisional(tmp_path: Path) 
 def test_a_removed_looks_file_is_seen_from_the_decision_kept_in_the_directory(tmp_path: Path) -> None:
     """Before: deleting raw/looks.jsonl after a look and a resume gave the next look the whole alpha."""
     results = _copy(tmp_path)
-    assert _cli("decide", results, "-q").returncode == 0  # look 1, kept in the directory
+    assert run_cli("decide", results, "-q").returncode == 0  # look 1, kept in the directory
     (results / LOOKS_FILE).unlink()
     with (results / "records.jsonl").open("a") as fh:  # more data, its resume record gone with the file
         first = next(x for x in (results / "records.jsonl").read_text().splitlines() if '"boot"' in x)

@@ -26,7 +26,7 @@ SESSION = (
 
 
 def _session(tmp: Path) -> str:
-    runner = CliRunner()
+    runner = CliRunner()  # not run_cli: the demo shows stdout and stderr interleaved, as a terminal does
     out = []
     for command in SESSION:
         args = shlex.split(command)[1:]

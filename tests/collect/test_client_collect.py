@@ -8,9 +8,6 @@ crashed it with a traceback.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +18,7 @@ import pytest
 
 from mtpverdict.formats.results_io import load_results
 
-from .conftest import campaign_text
+from .conftest import campaign_text, collect_running
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SECONDS = 120.0  # a few seconds normally; the stall cases wait stall_seconds (3) per request
@@ -41,37 +38,21 @@ def _peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _stop_servers(out: Path) -> None:
-    """Servers a killed collect left behind (their pids are in raw/boots)."""
-    for path in (out / "raw" / "boots").glob("*.json"):
-        pid = json.loads(path.read_text()).get("pid")
-        if isinstance(pid, int):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
 def collect_watched(tmp: Path, fault: str, port: int, reps: int) -> Path:
     """Run collect with `fault` on the ngram_k2 arm; fail when it passes its time or memory bound."""
     path = tmp / "campaign.toml"
     path.write_text(campaign_text(port, faults={"ngram_k2": fault}, reps=reps, concurrency="[1]"))
     out = tmp / "results"
     with (tmp / "collect.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [*CLI, "collect", str(path), "--out", str(out), "--allow-argv-mismatch"], stdout=log, stderr=log
-        )
-        start, peak = time.monotonic(), 0.0
-        while proc.poll() is None:
-            peak = max(peak, _peak_rss_mib(proc.pid))
-            if peak > PEAK_RSS_MIB or time.monotonic() - start > SECONDS:
-                proc.kill()
-                proc.wait()
-                _stop_servers(out)
-                pytest.fail(
-                    f"{fault}: collect passed its bound ({peak:.0f} MiB, {time.monotonic() - start:.0f} s)"
-                )
-            time.sleep(0.05)
+        argv = [*CLI, "collect", str(path), "--out", str(out), "--allow-argv-mismatch"]
+        with collect_running(subprocess.Popen(argv, stdout=log, stderr=log), out) as proc:
+            start, peak = time.monotonic(), 0.0
+            while proc.poll() is None:
+                peak = max(peak, _peak_rss_mib(proc.pid))
+                if peak > PEAK_RSS_MIB or time.monotonic() - start > SECONDS:
+                    took = time.monotonic() - start  # collect_running kills it and stops its servers
+                    pytest.fail(f"{fault}: collect passed its bound ({peak:.0f} MiB, {took:.0f} s)")
+                time.sleep(0.05)
     log_text = (tmp / "collect.log").read_text(errors="replace")
     assert proc.returncode == 0, log_text[-3000:]
     assert "Traceback" not in log_text

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from mtpverdict.formats.results_io import load_results
 from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text, interruptible
+from .conftest import campaign_text, collect_running, interruptible
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 EXIT_BOOTS_FAILED = 5  # README: collect ran to the end, but a boot failed or was refused
@@ -120,13 +119,13 @@ def test_a_full_campaign_records_every_surface_and_decides(tmp_path: Path, port:
 def test_sigkill_of_collect_resumes_without_duplicates(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
-    proc = _start_collect(campaign, out)
-    wait_for_request(out, "ngram_k2")  # kill it in the middle of the second arm's boot
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert load_results(out)  # valid even right after the kill
-    resumed = _collect(campaign, out, "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    with collect_running(_start_collect(campaign, out), out) as proc:  # no server outlives a failure
+        wait_for_request(out, "ngram_k2", proc=proc)  # kill it in the middle of the second arm's boot
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert load_results(out)  # valid even right after the kill
+        resumed = _collect(campaign, out, "--resume")
+        assert resumed.returncode == 0, resumed.stderr
     results = load_results(out)  # loads: no duplicate record, every line whole
     boots = {(b["arm"], b["boot"]): b for b in results.boots.to_dict("records")}
     assert ("ngram_k2", 1) in boots and "interrupted" in str(boots[("ngram_k2", 1)]["note"])
@@ -149,20 +148,20 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
 ) -> None:
     campaign = _write(tmp_path, campaign_text(port, reps=2, tps=150))
     out = tmp_path / "results"
-    proc = _start_collect(campaign, out)
-    wait_for_request(out, "ngram_k2")
-    started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
-    os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
-    assert proc.wait(timeout=180) == EXIT_BOOTS_FAILED
-    before = (out / "records.jsonl").read_bytes()
-    results = load_results(out)
-    boots = results.boots.set_index("arm")
-    assert boots.loc["ngram_k2", "status"] == "failed" and boots.loc["off_B", "status"] == "ready"
-    assert (results.requests["arm"] == "ngram_k2").any()  # what ran before the kill is kept
-    plain = _collect(campaign, out, "--resume")
-    assert plain.returncode == 0 and "0 boots" in plain.stdout  # a failed boot is a settled boot
-    retried = _collect(campaign, out, "--resume", "--retry-failed")
-    assert retried.returncode == 0, retried.stderr
+    with collect_running(_start_collect(campaign, out), out) as proc:  # no server outlives a failure
+        wait_for_request(out, "ngram_k2", proc=proc)
+        started = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
+        os.kill(started["pid"], signal.SIGKILL)  # the server dies; collect goes on with the next arm
+        assert proc.wait(timeout=180) == EXIT_BOOTS_FAILED
+        before = (out / "records.jsonl").read_bytes()
+        results = load_results(out)
+        boots = results.boots.set_index("arm")
+        assert boots.loc["ngram_k2", "status"] == "failed" and boots.loc["off_B", "status"] == "ready"
+        assert (results.requests["arm"] == "ngram_k2").any()  # what ran before the kill is kept
+        plain = _collect(campaign, out, "--resume")
+        assert plain.returncode == 0 and "0 boots" in plain.stdout  # a failed boot is a settled boot
+        retried = _collect(campaign, out, "--resume", "--retry-failed")
+        assert retried.returncode == 0, retried.stderr
     after = (out / "records.jsonl").read_bytes()
     assert after.startswith(before)  # nothing collected before was rewritten or lost
     final = load_results(out)
@@ -180,24 +179,17 @@ def test_a_server_killed_mid_run_is_a_failed_boot_and_retry_failed_boots_it_agai
 def test_sigint_leaves_a_valid_directory_and_exit_130(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, campaign_text(port, tps=150))
     out = tmp_path / "results"
-    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
+    popen = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=interruptible,
-    ) as proc:
-        try:
-            deadline = time.time() + 120
-            while time.time() < deadline and not (
-                (out / "records.jsonl").exists() and '"kind":"request"' in (out / "records.jsonl").read_text()
-            ):
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    )
+    with collect_running(popen, out) as proc:  # reaped, and no server left, whatever happens
+        wait_for_request(out, "off_A", proc=proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "--resume" in err and "Traceback" not in err
     load_results(out)

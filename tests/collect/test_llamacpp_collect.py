@@ -21,7 +21,7 @@ import pytest
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
-from .conftest import free_port
+from .conftest import collect_running, free_port
 
 FAKE = Path(__file__).resolve().parent.parent / "fakellama.py"
 CLI = [sys.executable, "-m", "mtpverdict"]
@@ -243,8 +243,8 @@ def test_a_killed_collect_resumes_with_the_interrupted_boots_lines_in_their_runs
     campaign.write_text(llama_campaign(port, reps=4))
     out = tmp_path / "results"
     argv = [*CLI, "collect", str(campaign), "--out", str(out)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with collect_running(popen, out) as proc:  # a failed assertion leaves no server behind
         wait_for_request(out, "draft_k2", timed=True, proc=proc)
         deadline = time.monotonic() + 60
         while len([r for r in _records(out, "acceptance") if r["arm"] == "draft_k2"]) < 3:
@@ -252,10 +252,7 @@ def test_a_killed_collect_resumes_with_the_interrupted_boots_lines_in_their_runs
             time.sleep(0.02)
         proc.kill()
         proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=240, check=False)
+        done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr + done.stdout
     boots = {(b["arm"], b["boot"]): b for b in _records(out, "boot")}
     assert boots[("draft_k2", 1)]["status"] == "interrupted" and boots[("draft_k2", 2)]["status"] == "ready"

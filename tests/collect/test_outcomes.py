@@ -8,7 +8,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
-from .conftest import FAKE, interruptible, small_campaign
+from ..conftest import run_cli
+from .conftest import FAKE, collect_running, interruptible, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SPEC = '["--speculative-config", "{\\"num_speculative_tokens\\": 2, \\"fake_accept\\": 0.9}"]'
@@ -48,21 +48,6 @@ def _write(tmp: Path, text: str) -> Path:
 
 def _slow_boot_command(delay: float) -> str:
     return json.dumps([sys.executable, str(FAKE), "--port", "{port}", "--boot-delay", str(delay), "{spec}"])
-
-
-def _wait_for_server(out: Path, name: str = "off_A-boot1.json", timeout: float = 60) -> int:
-    """The pid of the server a collect launched, once its start file names one."""
-    path = out / "raw" / "boots" / name
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pid = json.loads(path.read_text()).get("pid")
-        except (OSError, ValueError):
-            pid = None
-        if isinstance(pid, int):
-            return pid
-        time.sleep(0.05)
-    pytest.fail(f"no server pid in {path} within {timeout} s")
 
 
 # --- item 3 of the boot-safety issue: a torn start file ------------------------------------------
@@ -105,19 +90,12 @@ def test_a_truncated_or_invalid_start_file_is_an_interrupted_boot(
 def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(30)))
     out = tmp_path / "results"
-    with subprocess.Popen(  # the block closes the pipes and reaps the collect whatever happens
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=interruptible,
-    ) as proc:
-        try:
-            _wait_for_server(out)
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    argv = [*CLI, "collect", str(campaign), "--out", str(out)]
+    popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=interruptible)
+    with collect_running(popen, out) as proc:
+        wait_for_server(out, proc=proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     [boot] = _boots(out)
     assert boot["status"] == "interrupted" and boot["ready_seconds"] is None
@@ -128,22 +106,33 @@ def test_ctrl_c_before_the_server_is_ready_records_an_interrupted_boot(tmp_path:
 def test_a_killed_collect_leaves_a_boot_that_resume_records_as_interrupted(tmp_path: Path, port: int) -> None:
     campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(2)))
     out = tmp_path / "results"
-    proc = subprocess.Popen(
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    server = _wait_for_server(out)
-    proc.kill()
-    proc.wait()
-    assert Path(f"/proc/{server}").exists()  # the server outlived its collect
-    done = _collect(campaign, out, "--resume")
-    assert done.returncode == 0, done.stderr
-    assert "stopped the server" in done.stdout, done.stdout
-    assert not Path(f"/proc/{server}").exists() or _is_zombie(server)
+    argv = [*CLI, "collect", str(campaign), "--out", str(out)]
+    popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with collect_running(popen, out) as proc:  # a failed assertion leaves no server behind
+        server = wait_for_server(out, proc=proc)
+        proc.kill()
+        proc.wait()
+        assert Path(f"/proc/{server}").exists()  # the server outlived its collect
+        done = _collect(campaign, out, "--resume")
+        assert done.returncode == 0, done.stderr
+        assert "stopped the server" in done.stdout, done.stdout
+        assert not Path(f"/proc/{server}").exists() or _is_zombie(server)
     boots = {b["boot"]: b for b in _boots(out)}
     assert boots[1]["status"] == "interrupted" and boots[1]["ready_seconds"] is None
     assert boots[2]["status"] == "ready"
+
+
+def test_a_collect_a_test_leaves_is_killed_and_its_server_stopped(tmp_path: Path, port: int) -> None:
+    """collect_running: a test that fails while its collect's server runs leaves neither behind."""
+    campaign = _write(tmp_path, small_campaign(port, command=_slow_boot_command(60)))
+    out = tmp_path / "results"
+    argv = [*CLI, "collect", str(campaign), "--out", str(out)]
+    popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with pytest.raises(AssertionError, match="a failed check"), collect_running(popen, out):
+        server = wait_for_server(out, proc=popen)
+        raise AssertionError("a failed check")
+    assert popen.returncode is not None
+    assert not Path(f"/proc/{server}").exists() or _is_zombie(server)
 
 
 def _is_zombie(pid: int) -> bool:
@@ -226,9 +215,6 @@ def test_dry_run_on_an_existing_results_directory(tmp_path: Path, port: int) -> 
 def test_an_os_error_without_a_message_still_says_what_failed(
     tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from typer.testing import CliRunner
-
-    from mtpverdict.cli import app
 
     def no_message(self: object, owed: object) -> None:
         raise OSError()
@@ -236,8 +222,8 @@ def test_an_os_error_without_a_message_still_says_what_failed(
     # inside run(), as a real failure would be: run's own cleanup closes the lock and records files
     monkeypatch.setattr("mtpverdict.collect.runner.Collector._run_rounds", no_message)
     campaign = _write(tmp_path, small_campaign(port))
-    result = CliRunner().invoke(app, ["collect", str(campaign), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 4
+    result = run_cli("collect", campaign, "--out", tmp_path / "r")
+    assert result.returncode == 4
     line = result.output.strip().splitlines()[-1]
     assert "OSError" in line and ": ;" not in line, line
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
-from .conftest import FAKE, interruptible, small_campaign, wait_for_server
+from .conftest import FAKE, collect_running, interruptible, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 TOKEN_ENV = "MTPVERDICT_BOOT_TOKEN"  # what a launched server carries in its environment
@@ -155,13 +154,14 @@ def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(small_campaign(port, command=command, boot_timeout=600))
     out = tmp_path / "results"
-    with subprocess.Popen(
+    popen = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=interruptible,
-    ) as first:
+    )
+    with collect_running(popen, out) as first:  # killed, and its server stopped, if it outlives a failure
         try:
             wait_for_server(out, proc=first)
             second = _collect(campaign, out, "--resume")
@@ -174,8 +174,5 @@ def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port
             assert first.returncode == 0, err  # the running collect and its server were left alone
         finally:
             release.touch()
-            if first.poll() is None:
-                first.send_signal(signal.SIGINT)
-                first.wait(timeout=60)
     boots = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if '"boot"' in x]
     assert [(b["arm"], b["status"]) for b in boots if b["kind"] == "boot"] == [("off_A", "ready")]

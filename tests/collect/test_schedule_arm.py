@@ -8,16 +8,14 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.collect.campaign import parse_campaign
 from mtpverdict.collect.schedule_arm import kept_args, schedule_arm
 from mtpverdict.errors import InputError
 from mtpverdict.formats.decision import Decision, ScheduleRange, decision_json, load_decision
 from mtpverdict.serveconfig import ServeSpec, extract_spec
 
-from ..conftest import ROOT
+from ..conftest import ROOT, run_cli
 
 CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "schedule-campaign.toml"
 GOLDEN = ROOT / "tests" / "golden" / "synthetic-crossover@default-schedule.json"
@@ -144,24 +142,21 @@ def test_the_command_writes_a_new_file_and_refuses_to_overwrite(tmp_path: Path) 
     decision = tmp_path / "d.json"
     decision.write_text(decision_json(_decision()))
     out = tmp_path / "confirm.toml"
-    runner = CliRunner()
-    done = runner.invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
-    assert done.exit_code == 0, done.output
+    done = run_cli("schedule-arm", CAMPAIGN, decision, "--out", out)
+    assert done.returncode == 0, done.output
     assert "arm ngram_schedule (settings of ngram_k3)" in done.output
     assert "left out ngram_sched: it ran another schedule" in done.output
     arm = parse_campaign(out.read_text(), str(out)).arms[3]
     assert arm.name == "ngram_schedule" and dict(arm.labels)["confirms"].startswith("d.json sha256 ")
-    again = runner.invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
-    assert again.exit_code == 2 and again.output.count("Error:") == 1 and "already exists" in again.output
+    again = run_cli("schedule-arm", CAMPAIGN, decision, "--out", out)
+    assert again.returncode == 2 and again.output.count("Error:") == 1 and "already exists" in again.output
 
 
 def test_a_broken_decision_file_is_one_error_naming_its_line(tmp_path: Path) -> None:
     decision = tmp_path / "d.json"
     decision.write_text('{\n  "format": "mtpverdict.decision/2",\n  "decision": ,\n}\n')
-    done = CliRunner().invoke(
-        app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(tmp_path / "c.toml")]
-    )
-    assert done.exit_code == 2 and done.output.count("Error:") == 1, done.output
+    done = run_cli("schedule-arm", CAMPAIGN, decision, "--out", tmp_path / "c.toml")
+    assert done.returncode == 2 and done.output.count("Error:") == 1, done.output
     assert f"{decision}:3" in done.output and "Traceback" not in done.output
     assert not (tmp_path / "c.toml").exists()
 
@@ -322,8 +317,8 @@ def test_the_arm_serves_json_derived_from_its_own_settings(tmp_path: Path) -> No
     decision = tmp_path / "d.json"
     decision.write_text(decision_json(_decision(config=spaced)))
     out = tmp_path / "confirm.toml"
-    done = CliRunner().invoke(app, ["schedule-arm", str(CAMPAIGN), str(decision), "--out", str(out)])
-    assert done.exit_code == 0, done.output
+    done = run_cli("schedule-arm", CAMPAIGN, decision, "--out", out)
+    assert done.returncode == 0, done.output
     arm = parse_campaign(out.read_text(), str(out)).arms[3]
     assert arm.serve_args[:2] == ("--speculative-config", CONFIG)  # derived, canonical, one line
 

@@ -22,8 +22,8 @@ from mtpverdict.errors import CampaignError, CollectError, InputError
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.stats.layout import boot_number, device_of, layout, round_order, seq_of
 
-from ..conftest import wait_for_request
-from .conftest import campaign_text, devices_campaign_text, free_port
+from ..conftest import run_cli, wait_for_request
+from .conftest import campaign_text, collect_running, devices_campaign_text, free_port
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 ARMS = ["off_A", "k1", "k2", "k3", "off_B"]
@@ -205,6 +205,7 @@ def test_each_shard_is_an_ordinary_results_directory_of_its_device(
         assert (shard["shard"], shard["shards"], shard["device"]) == (i, 2, f"d{i}")
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_two_shards_merge_into_one_campaign_that_loads(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:
@@ -231,6 +232,7 @@ def test_two_shards_merge_into_one_campaign_that_loads(
     assert all((tmp_path / "merged" / p).is_file() for p in logs)  # each boot's log came along
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_a_missing_shard_is_recorded_as_failed_boots_of_its_device(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:
@@ -244,6 +246,7 @@ def test_a_missing_shard_is_recorded_as_failed_boots_of_its_device(
     assert all("shard 1/2 (device d1) was not among the merged shards" in e for e in failed["error"])
 
 
+@pytest.mark.slow  # the module's `shards` collects two shards first
 def test_merge_refuses_shards_that_do_not_belong_together(
     shards: tuple[Path, Path, Path, list[int]], tmp_path: Path
 ) -> None:
@@ -290,19 +293,22 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     plan = load_campaign_file(campaign)
     second_arm = round_order([a.name for a in plan.arms], seed=plan.order_seed, device=1, round_=1)[1]
     out = tmp_path / "shard-1"
-    proc = subprocess.Popen(
+    popen = subprocess.Popen(
         [*CLI, "collect", str(campaign), "--out", str(out), "--shard", "1/2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for_request(out, second_arm, proc=proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    with pytest.raises(CollectError, match="holds shard 1/2"):
-        _collect(campaign, out, "0/2", resume=True)
-    with pytest.raises(CollectError, match="resume it with --shard 1/2"):  # not as a whole campaign
-        Collector(plan, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=lambda _: None)
-    summary = _collect(campaign, out, "1/2", resume=True)
+    with collect_running(popen, out) as proc:  # a failed assertion leaves no server behind
+        wait_for_request(out, second_arm, proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with pytest.raises(CollectError, match="holds shard 1/2"):
+            _collect(campaign, out, "0/2", resume=True)
+        with pytest.raises(CollectError, match="resume it with --shard 1/2"):  # not as a whole campaign
+            Collector(
+                plan, out, variables={}, resume=True, allow_argv_mismatch=False, on_event=lambda _: None
+            )
+        summary = _collect(campaign, out, "1/2", resume=True)
     assert summary.failed_boots == 0 and _port_free(ports[1])  # the orphaned server was stopped
     boots = {(b["arm"], b["boot"]): b for b in _records(out) if b["kind"] == "boot"}
     assert boots[(second_arm, 2)]["status"] == "interrupted"
@@ -314,25 +320,14 @@ def test_a_killed_shard_resumes_on_its_own_and_merges(tmp_path: Path) -> None:
     assert merged.owed_boots == 0 and len(merged.results.boots) == 9
 
 
-@pytest.mark.slow
 def test_collect_refuses_a_shard_the_campaign_does_not_have(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(devices_campaign_text([8001, 8002]))
     for shard, message in (("2/2", "I counts from 0"), ("0/3", "does not match the campaign's 2 devices")):
-        done = subprocess.run(
-            [*CLI, "collect", str(campaign), "--out", str(tmp_path / "o"), "--shard", shard],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = run_cli("collect", campaign, "--out", tmp_path / "o", "--shard", shard)
         assert done.returncode == EXIT_BAD_INPUT and message in done.stderr
     single = tmp_path / "single.toml"
     single.write_text(campaign_text(8001))
-    done = subprocess.run(
-        [*CLI, "collect", str(single), "--out", str(tmp_path / "o"), "--shard", "0/1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli("collect", single, "--out", tmp_path / "o", "--shard", "0/1")
     assert done.returncode == EXIT_BAD_INPUT and "add [[devices]]" in done.stderr
     assert not (tmp_path / "o").exists()

@@ -17,7 +17,7 @@ from mtpverdict.collect.signals import SIGINT_RESTORED, Terminated, deferred, st
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text, interruptible
+from .conftest import campaign_text, collect_running, interruptible
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 EXIT_INTERRUPTED = 130  # README, Exit codes
@@ -44,24 +44,21 @@ def _start(campaign: Path, out: Path, preexec: Callable[[], object]) -> subproce
 
 
 def _stop_and_wait(proc: subprocess.Popen[bytes], sig: int) -> tuple[str, str]:
+    """Signal the collect and read what it said; one the signal did not end is left to collect_running."""
     proc.send_signal(sig)
-    try:
-        out, err = proc.communicate(timeout=90)
-        return out.decode(errors="replace"), err.decode(errors="replace")
-    finally:
-        if proc.poll() is None:  # the signal did nothing: end it so no server or process is left
-            proc.kill()
-            proc.communicate()
+    out, err = proc.communicate(timeout=90)
+    return out.decode(errors="replace"), err.decode(errors="replace")
 
 
+@pytest.mark.slow  # waits on boots at 30 tok/s
 def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path: Path, port: int) -> None:
     # 30 tok/s: each boot takes seconds, so the signal lands while collect still has boots to run
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(campaign_text(port, tps=30))
     out = tmp_path / "results"
-    proc = _start(campaign, out, interruptible)
-    wait_for_request(out, "ngram_k2", timed=True, proc=proc)  # mid-campaign: the second arm is measuring
-    _, err = _stop_and_wait(proc, signal.SIGTERM)
+    with collect_running(_start(campaign, out, interruptible), out) as proc:  # no server outlives a failure
+        wait_for_request(out, "ngram_k2", timed=True, proc=proc)  # mid-campaign: the second arm is measuring
+        _, err = _stop_and_wait(proc, signal.SIGTERM)
     assert proc.returncode == EXIT_TERMINATED, err
     assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
     assert _port_free(port)  # the server was stopped, not left listening
@@ -84,13 +81,14 @@ def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path
     assert _port_free(port)
 
 
+@pytest.mark.slow  # waits on boots at 30 tok/s
 def test_an_inherited_sigint_ignore_is_undone_and_said(tmp_path: Path, port: int) -> None:
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(campaign_text(port, tps=30))
     out = tmp_path / "results"
-    proc = _start(campaign, out, _ignore_sigint)
-    wait_for_request(out, "off_A", proc=proc)
-    said, err = _stop_and_wait(proc, signal.SIGINT)
+    with collect_running(_start(campaign, out, _ignore_sigint), out) as proc:  # a SIGINT still ignored
+        wait_for_request(out, "off_A", proc=proc)  # ends in a kill here, and its server is stopped
+        said, err = _stop_and_wait(proc, signal.SIGINT)
     assert proc.returncode == EXIT_INTERRUPTED, err  # it ran on to the end when SIGINT stayed ignored
     assert "SIGINT was ignored when collect started" in said
     assert _port_free(port)

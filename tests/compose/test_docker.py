@@ -4,7 +4,7 @@ Each shape is a compose file of the kind seats deploy (vLLM, SGLang, llama.cpp a
 GPU reservations, ROCm devices, ipc: host, env files, named and bind volumes, healthchecks, ...),
 resolved by the real Compose v2; the builder's argv must hold every option listed for it and end
 with the image and the arm's argv. No container runtime runs here: collect's container lifecycle is
-driven through a `docker` stand-in (tests/collect/test_launch_docker.py).
+driven through a `docker` stand-in (tests/collect/test_launch_compose.py).
 """
 
 from __future__ import annotations

@@ -6,15 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.decide import decide_directory
 from mtpverdict.rules import shipped_policies
 
-from ..conftest import FIXTURES
-
-runner = CliRunner()
+from ..conftest import FIXTURES, run_cli
 
 
 @pytest.fixture
@@ -36,11 +32,11 @@ def test_every_policy_is_inconclusive(empty: Path, policy: str) -> None:
 
 def test_the_gate_refuses_off_as_well(empty: Path) -> None:
     # strict-ci rejected every arm for missing evidence and decided keep_mtp_disabled: `--proposed off` passed
-    done = runner.invoke(app, ["gate", str(empty), "--rules", "strict-ci", "--proposed", "off"])
-    assert done.exit_code == 1, done.output
+    done = run_cli("gate", empty, "--rules", "strict-ci", "--proposed", "off")
+    assert done.returncode == 1, done.output
 
 
 def test_validate_says_the_directory_holds_no_measurements(empty: Path) -> None:
-    done = runner.invoke(app, ["validate", str(empty)])
-    assert done.exit_code == 0
+    done = run_cli("validate", empty)
+    assert done.returncode == 0
     assert "holds no measurements" in done.output

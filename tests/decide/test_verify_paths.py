@@ -9,14 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.formats.decision import fill_paths
 
-from ..conftest import FIXTURES, ROOT
-
-runner = CliRunner()
+from ..conftest import FIXTURES, ROOT, run_cli
 
 
 @pytest.fixture
@@ -25,8 +21,8 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "laptop"
     shutil.copytree(FIXTURES / "synthetic-null", root / "results" / "null")
     monkeypatch.chdir(root)
-    decided = runner.invoke(app, ["decide", "results/null", "--out", "decision.json"])
-    assert decided.exit_code == 0, decided.output
+    decided = run_cli("decide", "results/null", "--out", "decision.json")
+    assert decided.returncode == 0, decided.output
     return root
 
 
@@ -51,8 +47,8 @@ def test_verify_reproduces_from_every_spelling(
         elsewhere.mkdir(parents=True)
         monkeypatch.chdir(elsewhere)
         decision, results = "../../laptop/decision.json", "../../laptop/results/null/"
-    verified = runner.invoke(app, ["verify", decision, results])
-    assert verified.exit_code == 0, verified.output
+    verified = run_cli("verify", decision, results)
+    assert verified.returncode == 0, verified.output
     assert "reproduces byte for byte" in verified.output
 
 
@@ -62,8 +58,8 @@ def test_a_moved_checkout_still_verifies(
     moved = tmp_path / "ci-clone"
     shutil.copytree(checkout, moved)
     monkeypatch.chdir(moved)
-    verified = runner.invoke(app, ["verify", "decision.json", str(moved / "results" / "null")])
-    assert verified.exit_code == 0, verified.output
+    verified = run_cli("verify", "decision.json", moved / "results" / "null")
+    assert verified.returncode == 0, verified.output
 
 
 def test_the_printed_next_step_names_the_directory_as_typed(checkout: Path) -> None:
@@ -72,8 +68,8 @@ def test_the_printed_next_step_names_the_directory_as_typed(checkout: Path) -> N
     campaign.unlink()  # a copy of its own, not the fixture's
     data = json.loads((FIXTURES / "synthetic-null" / "campaign.json").read_text())
     campaign.write_text(json.dumps(data | {"sequential_looks": 3}))
-    decided = runner.invoke(app, ["decide", str(checkout / "results" / "null"), "--out", "again.json"])
-    assert decided.exit_code == 0, decided.output
+    decided = run_cli("decide", checkout / "results" / "null", "--out", "again.json")
+    assert decided.returncode == 0, decided.output
     command = re.sub(r" \\\n +", " ", decided.output)  # a long command is continued over lines
     assert f"--out {checkout / 'results' / 'null'} --resume" in command
 
@@ -82,15 +78,15 @@ def test_a_policy_file_is_named_by_a_placeholder(checkout: Path) -> None:
     text = (ROOT / "rules" / "default.toml").read_text().replace('name = "default"', 'name = "mine"')
     (checkout / "policy").mkdir()
     (checkout / "policy" / "mine.toml").write_text(text)
-    decided = runner.invoke(app, ["decide", "results/null", "--rules", "policy/mine.toml", "--out", "m.json"])
-    assert decided.exit_code == 0, decided.output
+    decided = run_cli("decide", "results/null", "--rules", "policy/mine.toml", "--out", "m.json")
+    assert decided.returncode == 0, decided.output
     assert "--rules policy/mine.toml" in decided.output
     step = json.loads((checkout / "m.json").read_text())["next_step"]
     # a fixed campaign's alpha is spent at its one look: the next step is a new directory
     assert "--out NEW_RESULTS" in step and "--rules RULES.toml" in step
     absolute = str(checkout / "policy" / "mine.toml")
-    verified = runner.invoke(app, ["verify", str(checkout / "m.json"), "results/null/", "--rules", absolute])
-    assert verified.exit_code == 0, verified.output
+    verified = run_cli("verify", checkout / "m.json", "results/null/", "--rules", absolute)
+    assert verified.returncode == 0, verified.output
 
 
 def test_fill_paths_quotes_and_leaves_lookalikes() -> None:
@@ -110,11 +106,11 @@ def test_the_shipped_policy_gives_one_decision_however_it_is_named(checkout: Pat
     shutil.copy(ROOT / "rules" / "default.toml", checkout / "rules" / "default.toml")
     shutil.copy(ROOT / "rules" / "default.toml", checkout / "copy.toml")
     rules = str(checkout / "rules" / "default.toml") if spelling == "absolute" else spelling
-    decided = runner.invoke(app, ["decide", "results/null", "--rules", rules, "--out", "named.json"])
-    assert decided.exit_code == 0, decided.output
+    decided = run_cli("decide", "results/null", "--rules", rules, "--out", "named.json")
+    assert decided.returncode == 0, decided.output
     assert (checkout / "named.json").read_text() == (checkout / "decision.json").read_text()
-    verified = runner.invoke(app, ["verify", "named.json", "results/null"])
-    assert verified.exit_code == 0, verified.output
+    verified = run_cli("verify", "named.json", "results/null")
+    assert verified.returncode == 0, verified.output
 
 
 def test_a_file_under_rules_that_is_not_the_shipped_policy_is_named_by_a_placeholder(
@@ -125,9 +121,7 @@ def test_a_file_under_rules_that_is_not_the_shipped_policy_is_named_by_a_placeho
     assert "alpha = 0.01 " in text
     (checkout / "rules").mkdir()
     (checkout / "rules" / "default.toml").write_text(text)
-    decided = runner.invoke(
-        app, ["decide", "results/null", "--rules", "rules/default.toml", "--out", "own.json"]
-    )
-    assert decided.exit_code == 0, decided.output
+    decided = run_cli("decide", "results/null", "--rules", "rules/default.toml", "--out", "own.json")
+    assert decided.returncode == 0, decided.output
     step = json.loads((checkout / "own.json").read_text())["next_step"]
     assert "--rules RULES.toml" in step, step

@@ -1,1 +1,1 @@
-"""Tests of the gate (src/mtpverdict/gate.py): support, schedules, the shipped CI example."""
+"""Tests of the gate (src/mtpverdict/gate/): support, schedules, the shipped CI example."""

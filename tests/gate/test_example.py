@@ -22,11 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
-
-from ..conftest import ROOT
+from ..conftest import ROOT, run_cli
 
 EXAMPLE = ROOT / "examples" / "github-actions.yml"
 POLICY = ROOT / "rules" / "default.toml"
@@ -159,8 +156,8 @@ def _workspace(tmp: Path, command: list[str] | str, image: str = f"vllm/vllm-ope
     """A deployment repository: the seat's compose file, its evidence and its policy."""
     workspace = tmp / "repo"
     evidence = workspace / "evidence" / "seat-campaign"
-    done = CliRunner().invoke(app, ["simulate", str(evidence), "--config", str(SEAT)])
-    assert done.exit_code == 0, done.output
+    done = run_cli("simulate", evidence, "--config", SEAT)
+    assert done.returncode == 0, done.output
     (workspace / "rules").mkdir()
     shutil.copy(POLICY, workspace / "rules" / "seat.toml")
     (workspace / "deploy").mkdir()

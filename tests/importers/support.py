@@ -6,17 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
-from mtpverdict.cli import app
+from ..conftest import run_cli
 
 IMPORTS = Path(__file__).resolve().parents[1] / "data" / "imports"
 
 
 def run(*args: str) -> tuple[int, str, str]:
     """Run the CLI; (exit code, stdout, stderr)."""
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli(*args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def records(out: Path) -> list[dict[str, Any]]:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mtpverdict.errors import InputError
+from mtpverdict.importers import import_files
 from mtpverdict.importers.interface import Importer
 from mtpverdict.importers.registry import IMPORTERS
 
@@ -13,6 +15,12 @@ from .support import IMPORTS, run
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "imports.md"
+
+
+def test_an_unknown_importer_name_is_bad_input_naming_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no importer 'nope'; choose one of aiperf, guidellm, vllm-bench"):
+        import_files("nope", tmp_path / "out", [])
+    assert not (tmp_path / "out").exists()
 
 
 def test_registry_is_keyed_by_name() -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from mtpverdict.cli import app as main_app
-
+from ..conftest import run_cli
 from .support import DATA, ENGINE_CASES
 
 BENCH = DATA / "vllm_bench"
@@ -17,8 +14,8 @@ SGLANG = ENGINE_CASES / "sglang" / "decode_batch_current.txt"
 
 
 def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main_app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli(*args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def test_parse_table() -> None:

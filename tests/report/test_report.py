@@ -11,17 +11,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from mtpverdict._text import markdown_safe
-from mtpverdict.cli.report import register
 from mtpverdict.errors import InputError
 from mtpverdict.formats.decision import Decision, parse_decision
 from mtpverdict.report import load_report_data, write_report
 from mtpverdict.report.verdict import decision_words
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
@@ -37,30 +34,14 @@ CAMPAIGNS = {
     "synthetic-void-arm": None,
 }
 
-runner = CliRunner()
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """A stand-in root so `report` stays a sub-command, as under the main application."""
-
-    register(app)
-    return app
-
-
-APP = _app()
-
 
 def _report(name: str, out: Path, *extra: str) -> Path:
     args = ["report", str(FIXTURES / name), "--out", str(out), *extra]
     rules = CAMPAIGNS[name]
     if rules is not None and "--decision" not in extra:
         args += ["--rules", rules]
-    result = runner.invoke(APP, args)
-    assert result.exit_code == 0, result.output
+    result = run_cli(*args)
+    assert result.returncode == 0, result.output
     return out
 
 
@@ -170,8 +151,8 @@ def test_report_of_a_decision_file(tmp_path: Path) -> None:
 
 
 def _fails(*args: str) -> str:
-    result = runner.invoke(APP, ["report", *args])
-    assert result.exit_code == 2, result.output
+    result = run_cli("report", *args)
+    assert result.returncode == 2, result.output
     assert "Traceback" not in result.output
     lines = result.output.splitlines()
     assert lines and all(line.startswith("Error: ") for line in lines)

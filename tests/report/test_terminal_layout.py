@@ -11,14 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from mtpverdict.cli import app
 from mtpverdict.cli._common import color_wanted, terminal_width
 
-from ..conftest import FIXTURES, GOLDEN
+from ..conftest import FIXTURES, GOLDEN, run_cli
 
-runner = CliRunner()
 TERMINAL = GOLDEN / "terminal"
 FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/campaign.json"))
 CASES = [(name, "default") for name in FIXTURE_NAMES] + [("thor-qwen36-35b-a3b", "thor-c21")]
@@ -37,8 +34,8 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _decide(fixture: str, policy: str, columns: int, *extra: str) -> str:
     args = ["decide", f"fixtures/{fixture}", "--rules", policy, "--out", "decision.json", *extra]
-    done = runner.invoke(app, args, env={"COLUMNS": str(columns), "NO_COLOR": ""})
-    assert done.exit_code == 0, done.output
+    done = run_cli(*args, env={"COLUMNS": str(columns), "NO_COLOR": ""})
+    assert done.returncode == 0, done.output
     return done.output
 
 
@@ -102,7 +99,7 @@ def test_the_next_step_command_fits_the_width_and_runs_as_one_command(columns: i
     campaign["sequential_looks"] = 3
     (deep / "null" / "campaign.json").write_text(json.dumps(campaign))
     args = ["decide", "a-results-directory-named-at-some-length/null", "--out", "decision.json"]
-    text = runner.invoke(app, args, env={"COLUMNS": str(columns), "NO_COLOR": ""}).output
+    text = run_cli(*args, env={"COLUMNS": str(columns), "NO_COLOR": ""}).output
     assert all(len(line) <= columns for line in text.splitlines()), text
     command = shlex.split(_command(text))
     assert command[:5] == [
@@ -161,6 +158,6 @@ def test_the_footer_says_where_the_json_went_whole(checkout: Path) -> None:
     out = Path("decisions-kept-for-the-release-review") / "synthetic-clean-win-decision.json"
     (checkout / out.parent).mkdir()
     args = ["decide", "fixtures/synthetic-clean-win", "--out", str(out)]
-    text = runner.invoke(app, args, env={"COLUMNS": "80", "NO_COLOR": ""}).output
+    text = run_cli(*args, env={"COLUMNS": "80", "NO_COLOR": ""}).output
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert str(out) in " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()), text

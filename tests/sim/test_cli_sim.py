@@ -6,19 +6,17 @@ import json
 import re
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from mtpverdict.cli import app as main_app
+from ..conftest import run_cli
 
 
 def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main_app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli(*args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def _validate(path: Path) -> str:
-    result = CliRunner().invoke(main_app, ["validate", str(path)])
-    assert result.exit_code == 0, result.output
+    result = run_cli("validate", path)
+    assert result.returncode == 0, result.output
     return result.stdout
 
 
@@ -92,8 +90,8 @@ name = "off_B"
     assert code == 0, err
     assert "synthetic-drifting: 3 arms x 2 boot(s)" in stdout and "(seed 3)" in stdout
     _validate(out)
-    decision = CliRunner().invoke(main_app, ["decide", str(out), "-q", "--out", str(tmp_path / "d.json")])
-    assert decision.exit_code == 0, decision.output
+    decision = run_cli("decide", out, "-q", "--out", tmp_path / "d.json")
+    assert decision.returncode == 0, decision.output
 
 
 def test_simulate_bad_input_is_one_line_per_problem_and_exit_2(tmp_path: Path) -> None:
@@ -206,8 +204,6 @@ def test_simulate_engine_version_defaults_to_simulated_and_must_not_be_empty(tmp
 
 
 def test_simulate_refuses_an_arm_effect_without_its_unit(tmp_path: Path) -> None:
-    done = CliRunner().invoke(
-        main_app, ["simulate", str(tmp_path / "s"), "--arm", "off_A", "--arm", "k1:1:5"]
-    )
-    assert done.exit_code == 2, done.output
+    done = run_cli("simulate", tmp_path / "s", "--arm", "off_A", "--arm", "k1:1:5")
+    assert done.returncode == 2, done.output
     assert "5 means +500%" in done.output and not (tmp_path / "s").exists()

@@ -16,11 +16,14 @@ from mtpverdict.importers.vllm_bench import import_vllm_bench, import_vllm_bench
 
 
 def import_files(name: str, out: str | os.PathLike[str], entries: Sequence[Entry]) -> ImportReport:
-    """Run the importer ``name`` (aiperf, guidellm, vllm-bench) over ``entries`` into ``out``."""
+    """Run the importer ``name`` (aiperf, guidellm, vllm-bench) over ``entries`` into ``out``; an
+    unknown name is an InputError naming the choices."""
+    from mtpverdict.errors import InputError, Problem
     from mtpverdict.importers.registry import IMPORTERS
 
     if name not in IMPORTERS:
-        raise ValueError(f"no importer {name!r}; choose one of {', '.join(IMPORTERS)}")
+        choices = ", ".join(IMPORTERS)
+        raise InputError([Problem("import", f"no importer {name!r}; choose one of {choices}")])
     return IMPORTERS[name].run(out, entries)
 
 

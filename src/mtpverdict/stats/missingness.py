@@ -88,7 +88,7 @@ def fisher_exact(aside: int, streams: int, other_aside: int, other_streams: int)
 
     The probability, under equal chances of being set aside, of every table with the same margins no
     more likely than the one observed (scipy.stats.fisher_exact's definition, computed here so that
-    deciding does not import scipy.stats; tests/test_missingness.py checks the two agree).
+    deciding does not import scipy.stats; tests/stats/test_missingness.py checks the two agree).
     """
     if not (0 <= aside <= streams and 0 <= other_aside <= other_streams):
         raise ValueError("set-aside counts must lie within their stream counts")

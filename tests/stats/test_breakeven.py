@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mtpverdict.stats.breakeven import Interval, break_even, conservative_bound, length_interval
 from mtpverdict.stats.economics import round_economics
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
 
