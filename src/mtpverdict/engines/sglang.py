@@ -371,7 +371,9 @@ ENGINE = EngineParts(
     depth_in_force=depth_in_force,
     readiness=Absent(_NO_COLLECT),
     server_fields=Absent(_NO_COLLECT),
+    boot_log=Absent(_NO_COLLECT),
     context_flags=("--context-length",),
+    data_parallel_flags=Absent(NO_SCHEDULE, needed=False),
     short_flags=Absent("the gate reads no short spelling of SGLang's settings (its flags are all long)"),
     compile_schedule=Absent(NO_SCHEDULE),
 )

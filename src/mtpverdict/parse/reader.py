@@ -24,7 +24,7 @@ from mtpverdict.engines.names import AUTO, Chosen
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
 from mtpverdict.parse import llamacpp_log, llamacpp_response
-from mtpverdict.parse.metrics import parse_metrics
+from mtpverdict.parse.metrics import PREFIXES, parse_metrics
 from mtpverdict.parse.model import (
     ENGINE_CHOICES,
     ENGINES,
@@ -64,7 +64,11 @@ UNRECOGNISED = (
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
 )
-EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
+EXPOSITION_MARK_RE = re.compile(
+    r"^#\s*(?:HELP|TYPE)\s|^(?:" + "|".join(re.escape(p) for p in PREFIXES) + ")", re.MULTILINE
+)
+# "no vllm:, sglang: or llamacpp: metrics in the exposition", from every engine's prefix
+_NO_PREFIX = f"no {', '.join(list(PREFIXES)[:-1])} or {list(PREFIXES)[-1]} metrics in the exposition"
 DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
 RESPONSE_KEY_RES = {
     Engine.VLLM: re.compile(r'"speculative_decoding"\s*:\s*\{'),
@@ -188,7 +192,7 @@ def _whole_document(
             return ParseResult(_named(choice), None, (), (), tuple(warnings))
         readings = snapshot.readings()
         if snapshot.engine is None:
-            warnings.append("no vllm:, sglang: or llamacpp: metrics in the exposition")
+            warnings.append(_NO_PREFIX)
         elif not readings:
             warnings.append("no spec-decode metrics in the exposition (speculation off?)")
         if any(r.kind == "gauge" for r in readings):
