@@ -105,7 +105,7 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             "not the prefix parse.metrics reads as this engine's",
         ),
         "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
-        "responses": (_has(value, "find", "readings"), "no find and readings"),
+        "responses": (_has(value, "find", "readings", "version"), "no find, readings and version"),
         "metric_counters": (isinstance(value, SpecCounters), "not SpecCounters"),
         "readiness": (_readiness_usable(value), "not a Readiness whose paths collect asks and judges"),
         "server_fields": (_fields_usable(value), "not ServerFields whose reader reads an object"),

@@ -123,6 +123,8 @@ class ResponseParser(Protocol):
 
     def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]: ...
 
+    def version(self, text: str) -> str | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Ready:

@@ -347,6 +347,10 @@ class _Responses:
     def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]:
         return response_readings(obj, line)
 
+    def version(self, text: str) -> str | None:
+        """SGLang's responses name no version."""
+        return None
+
 
 def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     """The per-position series' count; None without them (the depth cannot be seen)."""
