@@ -16,7 +16,6 @@ import pytest
 from mtpverdict.collect import client as cl
 from mtpverdict.collect import plain
 from mtpverdict.collect import served as sv
-from mtpverdict.collect.llamacpp import NO_METRICS, NO_PROPS, NO_SLOTS, judge_ready
 from mtpverdict.collect.logruns import (
     Sent,
     match_lines,
@@ -27,6 +26,7 @@ from mtpverdict.collect.logruns import (
     window_record,
 )
 from mtpverdict.collect.measure import _served_fields
+from mtpverdict.engines.llamacpp import NO_METRICS, NO_PROPS, NO_SLOTS, judge_ready, llama_timings
 from mtpverdict.parse import AcceptanceReading, acceptance_delta, parse_file, parse_metrics
 
 from ..conftest import DATA
@@ -241,8 +241,8 @@ def test_llamacpp_intervals_longer_together_than_the_client_waited_are_refused()
     # each within 20 ms x 1.02 + 10 ms of slack (served.py), together past it
     timings = {"prompt_n": 4, "prompt_ms": 16.0, "predicted_n": 48, "predicted_ms": 16.0}
     with pytest.raises(sv.ServedValueError, match="add up to 32.0 ms, more than the 20.0 ms"):
-        sv.llama_timings(timings, seen, 48)
-    found, acceptance = sv.llama_timings({**timings, "predicted_ms": 5.0}, seen, 48)
+        llama_timings(timings, seen, 48)
+    found, acceptance = llama_timings({**timings, "predicted_ms": 5.0}, seen, 48)
     assert found.prompt_ms == 16.0 and acceptance is None  # no draft_n: the request drafted nothing
 
 

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 from mtpverdict.collect.campaign import parity_problems, parse_campaign
-from mtpverdict.collect.preflight import SERVER_CLOCK_FLAG, server_clock
+from mtpverdict.collect.preflight import server_clock
 from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import load_results
 
 from .conftest import campaign_text
 
 CLI = [sys.executable, "-m", "mtpverdict"]
+SERVER_CLOCK_FLAG = "--enable-per-request-metrics"  # vLLM's (engines/vllm.py server_fields)
 
 
 def _text(port: int, version: str | None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from mtpverdict.collect.served import reads_readiness
 from mtpverdict.engines import llamacpp, registry
 from mtpverdict.engines.interface import Readiness, ServerFields
 from mtpverdict.engines.names import Engine
@@ -15,12 +14,13 @@ from mtpverdict.servecommand import Command, split_command
 def test_collect_reads_props_and_slots_after_health() -> None:
     readiness = registry.get(Engine.LLAMACPP).readiness
     assert isinstance(readiness, Readiness) and readiness.paths == (PROPS_PATH, SLOTS_PATH)
-    assert reads_readiness(Engine.LLAMACPP) and not reads_readiness(Engine.VLLM)
-    assert not reads_readiness("tgi")
+    assert readiness.judge is llamacpp.judge
+    assert registry.has(Engine.LLAMACPP, "readiness") and not registry.has(Engine.VLLM, "readiness")
+    assert not registry.has("tgi", "readiness")
 
 
 def test_the_clock_is_on_every_response() -> None:
-    assert registry.get(Engine.LLAMACPP).server_fields == ServerFields("timings")
+    assert registry.get(Engine.LLAMACPP).server_fields == ServerFields("timings", llamacpp.read_timings)
 
 
 def test_the_depth_is_unseen_before_the_first_verified_draft() -> None:

@@ -1,8 +1,10 @@
-"""One Engine name type: outside mtpverdict/engines/, no module spells an engine's name as a string."""
+"""One Engine name type: outside mtpverdict/engines/, no module spells an engine's name as a string (nor
+inside a longer string or a regex) or imports an engine's module; engine knowledge asks the registry."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from mtpverdict.engines.names import ENGINE_CHOICES, ENGINES, Engine
@@ -12,6 +14,18 @@ from ..conftest import ROOT
 SRC = ROOT / "src" / "mtpverdict"
 ENGINES_DIR = SRC / "engines"
 NAMES = frozenset(e.value for e in Engine)
+# an engine's name as a word inside a longer string; `vllm bench` is another tool (vLLM's benchmark,
+# an importer's name), not the engine
+MENTION_RE = re.compile(rf"(?<![A-Za-z0-9_])(?:{'|'.join(sorted(NAMES))})(?![A-Za-z0-9_])(?![- ]bench)")
+ENGINE_MODULE_RE = re.compile(rf"mtpverdict\.engines\.(?:{'|'.join(sorted(NAMES))})")
+# the engine's own parsers, which its module names (docs/architecture.md: parse/<engine>_*.py)
+ENGINE_PARSERS_RE = re.compile(rf"parse/(?:{'|'.join(sorted(NAMES))})_\w+\.py")
+# the files whose mention must stay, each with why (path under src/mtpverdict -> why)
+ALLOWED = {
+    "cli/sim.py": "an example image name in --image's help, as a user writes it",
+    "compose/_model.py": "vLLM's torch.compile cache (~/.cache/vllm), a path on the seat the image mounts",
+    "formats/results.py": "the scope's engine description in the results schema (schemas/ pins it)",
+}
 
 
 def engine_literals(files: list[Path], root: Path) -> list[str]:
@@ -25,6 +39,46 @@ def engine_literals(files: list[Path], root: Path) -> list[str]:
     return sorted(found)
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def engine_mentions(files: list[Path], root: Path) -> list[str]:
+    """Every string (not a docstring) naming an engine inside it, and every import of an engine's
+    module, as `path:line text`."""
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        docs = _docstrings(tree)
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if MENTION_RE.search(node.value):
+                    found.append(f"{where}:{node.lineno} {node.value[:60]!r}")
+            found += [
+                f"{where}:{getattr(node, 'lineno', 0)} import {m}"
+                for m in _imported(node)
+                if ENGINE_MODULE_RE.fullmatch(m)
+            ]
+    return sorted(found)
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return []
+
+
 def _outside_engines() -> list[Path]:
     return sorted(p for p in SRC.rglob("*.py") if ENGINES_DIR not in p.parents)
 
@@ -32,6 +86,34 @@ def _outside_engines() -> list[Path]:
 def test_no_engine_name_literal_outside_engines() -> None:
     found = engine_literals(_outside_engines(), SRC)
     assert found == [], "name engines by mtpverdict.engines.names.Engine or ask the registry"
+
+
+def test_no_engine_knowledge_outside_engines() -> None:
+    files = [p for p in _outside_engines() if not ENGINE_PARSERS_RE.fullmatch(p.relative_to(SRC).as_posix())]
+    found = [f for f in engine_mentions(files, SRC) if f.split(":")[0] not in ALLOWED]
+    assert found == [], "ask the registry (mtpverdict.engines.registry) or build the text from its names"
+
+
+def test_every_allowed_file_still_needs_it() -> None:
+    found = {f.split(":")[0] for f in engine_mentions(_outside_engines(), SRC)}
+    assert set(ALLOWED) <= found and all(why.strip() for why in ALLOWED.values())
+
+
+def test_the_count_sees_a_name_inside_a_string_and_an_import(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""Probe: vllm in a docstring is prose."""\n'
+        "import mtpverdict.engines.vllm\n"
+        "from mtpverdict.engines import llamacpp, registry\n"
+        'RE = r"^(?:vllm|sglang):"\n'
+        'BENCH = "vllm bench serve"\n'
+        'OK = "vllmx llamacpp_server"\n'
+    )
+    assert engine_mentions([probe], tmp_path) == [
+        "probe.py:2 import mtpverdict.engines.vllm",
+        "probe.py:3 import mtpverdict.engines.llamacpp",
+        "probe.py:4 '^(?:vllm|sglang):'",
+    ]
 
 
 def test_the_count_sees_a_literal(tmp_path: Path) -> None:

@@ -3,25 +3,31 @@ row, no samples) fails loudly."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import (
     PARTS,
     Absent,
+    BootLog,
     EngineParts,
     Programs,
     Readiness,
+    Ready,
     ServerFields,
     SpecCounters,
 )
 from mtpverdict.engines.names import ENGINES, Engine
+from mtpverdict.engines.served import Seen, ServedFields
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.metrics import PREFIXES
 
@@ -99,14 +105,22 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             "not the prefix parse.metrics reads as this engine's",
         ),
         "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
-        "responses": (_has(value, "find", "readings"), "no find and readings"),
+        "responses": (_has(value, "find", "readings", "version"), "no find, readings and version"),
         "metric_counters": (isinstance(value, SpecCounters), "not SpecCounters"),
-        "readiness": (isinstance(value, Readiness) and bool(value.paths), "not a Readiness with paths"),
-        "server_fields": (isinstance(value, ServerFields) and bool(value.response_key), "not ServerFields"),
+        "readiness": (_readiness_usable(value), "not a Readiness whose paths collect asks and judges"),
+        "server_fields": (_fields_usable(value), "not ServerFields whose reader reads an object"),
+        "boot_log": (
+            isinstance(value, BootLog) and all(_note(n) for n in (value.no_kv_line, value.no_request_lines)),
+            "not a BootLog of (key, sentence) notes",
+        ),
         "short_flags": (
             isinstance(value, Mapping)
             and all(k.startswith("-") and v.startswith("--") for k, v in value.items()),
             "not a mapping of short flags to long ones",
+        ),
+        "data_parallel_flags": (
+            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
+            "no flags",
         ),
         "context_flags": (
             isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
@@ -117,6 +131,55 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
         ok, why = checks[part]
         return None if ok else why
     return None if callable(value) else "neither callable nor Absent"
+
+
+def _readiness_usable(value: object) -> bool:
+    """Paths collect's probe asks for, exactly, and a judge that gives a Ready from their bodies."""
+    if not isinstance(value, Readiness) or not value.paths or not callable(value.judge):
+        return False
+    if not all(p.startswith("/") for p in value.paths):
+        return False
+    asked = asyncio.run(_probe(value.paths))
+    try:
+        ready = value.judge(dict.fromkeys(value.paths), speculates=False, concurrency=1)
+    except TypeError:
+        return False
+    return asked == list(value.paths) and isinstance(ready, Ready)
+
+
+async def _probe(paths: tuple[str, ...]) -> list[str]:
+    """The paths collect's readiness probe requests (collect/boot.py read_endpoints)."""
+    from mtpverdict.collect.boot import read_endpoints
+
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return httpx.Response(404)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        bodies = await read_endpoints(client, "http://engine", {}, paths)
+    return asked if list(bodies) == asked else []
+
+
+def _fields(value: object) -> ServerFields | None:
+    return value if isinstance(value, ServerFields) and value.response_key and callable(value.read) else None
+
+
+def _fields_usable(value: object) -> bool:
+    """A response key, and a reader that reads an empty object of it (nothing said, nothing wrong)."""
+    fields = _fields(value)
+    if fields is None:
+        return False
+    try:
+        found = fields.read({}, Seen(max_tokens=1, prompt_bytes=0, content_events=0, elapsed_ms=1.0), 1)
+    except TypeError:
+        return False
+    return isinstance(found, ServedFields)
+
+
+def _note(note: object) -> bool:
+    return isinstance(note, tuple) and len(note) == 2 and all(isinstance(t, str) and t.strip() for t in note)
 
 
 def _has(value: object, *methods: str) -> bool:
@@ -182,6 +245,10 @@ def test_parts_lists_every_field_but_the_names() -> None:
 # the check catches a half-added engine
 
 
+NOT_CALLABLE: Any = "judge"
+WRONG_SHAPE: Any = dict  # called as a judge or a reader: a TypeError
+
+
 def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
     engines = dict(registry.ENGINES)
     engines[engine] = dataclasses.replace(engines[engine], **changes)  # type: ignore[arg-type]
@@ -191,7 +258,25 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"readiness": None}, "sglang: readiness: not a Readiness with paths"),
+        ({"readiness": None}, "sglang: readiness: not a Readiness whose paths collect asks and judges"),
+        (
+            {"readiness": Readiness(("/props",), NOT_CALLABLE, "why")},
+            "sglang: readiness: not a Readiness whose",
+        ),
+        (
+            {"readiness": Readiness(("props",), WRONG_SHAPE, "why")},
+            "sglang: readiness: not a Readiness whose",
+        ),
+        (
+            {"readiness": Readiness(("/props",), WRONG_SHAPE, "why")},
+            "sglang: readiness: not a Readiness whose",
+        ),
+        (
+            {"server_fields": ServerFields("meta_info", WRONG_SHAPE)},
+            "sglang: server_fields: not ServerFields whose",
+        ),
+        ({"server_fields": ServerFields("", lambda o, s, n: ServedFields())}, "sglang: server_fields: not"),
+        ({"boot_log": BootLog(("kv", ""), ("lines", "x"))}, "sglang: boot_log: not a BootLog"),
         ({"compile_schedule": Absent(" ")}, "sglang: compile_schedule: declared absent without a reason"),
         ({"depth_in_force": 0}, "sglang: depth_in_force: neither callable nor Absent"),
         ({"flags": ()}, "sglang: flags: not a non-empty tuple of FlagGroup lines"),

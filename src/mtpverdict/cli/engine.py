@@ -16,6 +16,7 @@ import typer
 from mtpverdict._text import terminal_safe
 from mtpverdict.cli._common import echo, fail_input
 from mtpverdict.cli._common import fail as _fail
+from mtpverdict.engines.names import ENGINE_CHOICES
 
 if TYPE_CHECKING:
     from mtpverdict.errors import InputError
@@ -40,10 +41,15 @@ def register(app: typer.Typer) -> None:
     app.add_typer(importer, name="import")
 
 
+def _either(names: tuple[str, ...]) -> str:
+    """`a, b or c`."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def parse(
     files: Annotated[list[Path], typer.Argument(help="Engine logs, /metrics scrapes or response JSON.")],
     engine: Annotated[
-        str, typer.Option(help="Engine that wrote the text: auto, vllm, sglang or llamacpp.")
+        str, typer.Option(help=f"Engine that wrote the text: {_either(ENGINE_CHOICES)}.")
     ] = "auto",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON: one object, or a list for several files.")

@@ -30,12 +30,15 @@ from mtpverdict.cli._common import (
     fail,
     fail_input,
 )
+from mtpverdict.engines import registry
 from mtpverdict.errors import InputError
 
 if TYPE_CHECKING:
     from mtpverdict.live.reference import Reference
     from mtpverdict.live.watch import WatchResult, WindowReport
 
+# the engines whose /metrics counters `alerts` takes a rate of (live/alerts.py AlertEngine)
+ALERT_ENGINES = tuple(str(e) for e in registry.ENGINES if registry.has(e, "metric_counters"))
 DecisionArgument = Annotated[Path, typer.Argument(help="Decision JSON written by `decide`.")]
 ArmOption = Annotated[
     str | None,
@@ -55,7 +58,7 @@ def alerts(
     arm: ArmOption = None,
     engine: Annotated[
         str | None,
-        typer.Option("--engine", help="vllm or llamacpp (default: the campaign's engine)."),
+        typer.Option("--engine", help=f"{' or '.join(ALERT_ENGINES)} (default: the campaign's engine)."),
     ] = None,
     window: Annotated[str, typer.Option("--window", help="rate() window of the recording rules.")] = "5m",
     hold: Annotated[str, typer.Option("--for", help="How long a condition lasts before it fires.")] = "10m",

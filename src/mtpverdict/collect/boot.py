@@ -26,13 +26,13 @@ from mtpverdict.collect.context import CollectContext
 from mtpverdict.collect.discipline import prepare_boot
 from mtpverdict.collect.engine_log import read_engine_log
 from mtpverdict.collect.launch import launched_server
-from mtpverdict.collect.llamacpp import judge_ready
 from mtpverdict.collect.measure import Measurement
 from mtpverdict.collect.owed import PlannedBoot
 from mtpverdict.collect.progress import Event
 from mtpverdict.collect.server import LaunchedServer
 from mtpverdict.collect.signals import deferred
 from mtpverdict.collect.started import started_path, write_started
+from mtpverdict.engines.interface import Readiness
 from mtpverdict.errors import CollectError
 
 HEALTH_POLL_SECONDS = 1.0
@@ -199,7 +199,7 @@ class BootSession:
 
     async def ready(self, client: httpx.AsyncClient) -> str | None:
         """Wait until the server serves, then read what it is (model, version, KV pool, depth in force,
-        llama.cpp's slots); the model to measure, or None with the boot failed or refused."""
+        the engine's readiness endpoints); the model to measure, or None with the boot failed or refused."""
         ready = await self._wait_ready(client)
         if ready is None:
             self._fail(self.ctx.redact(self._boot_error()))
@@ -214,7 +214,8 @@ class BootSession:
             except (ValueError, AttributeError):
                 self.record = replace(self.record, engine_version=version.strip()[:80])
         self._boot_metrics(await plain.get_text(client, self.base_url + "/metrics", headers))
-        refusal = await self._llama_ready(client) if self.ctx.llamacpp else None
+        readiness = self.ctx.readiness
+        refusal = await self._engine_ready(client, readiness) if readiness is not None else None
         refusal = refusal or depth_refusal(self.planned.arm, self.record.observed_k)
         if refusal is not None:
             self._fail(refusal)
@@ -374,17 +375,17 @@ class BootSession:
                 num_blocks=record.num_blocks or kv.num_blocks,
             )
 
-    async def _llama_ready(self, client: httpx.AsyncClient) -> str | None:
-        """llama-server's /props and /slots once /health is ok (collect/llamacpp.py): the refusal, if any.
+    async def _engine_ready(self, client: httpx.AsyncClient, readiness: Readiness) -> str | None:
+        """The engine's readiness endpoints once /health is ok, judged by its `readiness` part (llama.cpp:
+        /props and /slots): the refusal, if any.
 
-        Records the per-slot context (the window one request may use) and the build, and the depth as
-        0 when no slot speculates; a speculating arm's depth shows on /metrics once it has drafted.
+        Records the context one request may use, the slot count and the build, and the depth as 0 when
+        the server does not speculate; a speculating arm's depth shows on /metrics once it has drafted.
         """
-        planned, headers = self.planned, self.ctx.headers
-        props = await plain.get_text(client, self.base_url + "/props", headers)
-        slots = await plain.get_text(client, self.base_url + "/slots", headers)
-        ready = judge_ready(
-            props, slots, speculates=planned.arm.k is not None, concurrency=max(self.ctx.plan.concurrency)
+        planned = self.planned
+        bodies = await read_endpoints(client, self.base_url, self.ctx.headers, readiness.paths)
+        ready = readiness.judge(
+            bodies, speculates=planned.arm.k is not None, concurrency=max(self.ctx.plan.concurrency)
         )
         for note in ready.missing:
             self.ctx.missing(note, planned.arm.name, planned.boot)
@@ -399,3 +400,10 @@ class BootSession:
         if ready.speculating is False and self.record.observed_k is None:
             self.record = replace(self.record, observed_k=0)
         return ready.refusal
+
+
+async def read_endpoints(
+    client: httpx.AsyncClient, base_url: str, headers: dict[str, str], paths: tuple[str, ...]
+) -> dict[str, str | None]:
+    """Each path's body, in order (None where it did not answer 200)."""
+    return {path: await plain.get_text(client, base_url + path, headers) for path in paths}

@@ -48,6 +48,7 @@ from mtpverdict.collect.http1 import (
     build_request,
     parse_head,
 )
+from mtpverdict.engines.interface import ServerFields
 
 # A content delta that arrives within this long of the previous one was read from a buffer in a burst
 # (a starved client or server), not streamed as generated: 200 us is below any real per-token interval.
@@ -77,13 +78,15 @@ _BUNCH_NS = int(BUNCH_SECONDS * _NS)
 
 @dataclass(frozen=True, slots=True)
 class StreamLimits:
-    """Bounds of one measured request (the defaults are the module's constants)."""
+    """Bounds of one measured request (the defaults are the module's constants), and the response
+    objects its server reports the request's own fields in (the engine's, collect/served.py)."""
 
     stall_seconds: float = DEFAULT_STALL_SECONDS
     slowest_tokens_per_second: float = SLOWEST_TOKENS_PER_SECOND
     connect_seconds: float = CONNECT_SECONDS
     base_event_bytes: int = BASE_EVENT_BYTES
     base_body_bytes: int = BASE_BODY_BYTES
+    server_fields: tuple[ServerFields, ...] = sv.EVERY_ENGINE
 
     def total_seconds(self, max_tokens: int) -> float:
         """The longest a request may take, connection included."""
@@ -558,7 +561,7 @@ def _result(
             elapsed_ms=(proto.t_last_read_ns - proto.t_start_ns) / 1e6,
         )
         try:
-            found = sv.served(proto.final, seen)
+            found = sv.served(proto.final, seen, proto.limits.server_fields)
         except sv.ServedValueError as exc:
             error = str(exc)
     ok = error is None and found is not None

@@ -13,6 +13,8 @@ from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import CampaignPlan
 from mtpverdict.collect.progress import CollectSummary, Event
 from mtpverdict.collect.redact import Redactor
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import COLLECT_PARTS, BootLog, Readiness, ServerFields
 from mtpverdict.formats.results_io import ResultsWriter
 
 
@@ -31,9 +33,33 @@ class CollectContext:
     summary: CollectSummary = field(default_factory=CollectSummary)
     said: set[str] = field(default_factory=set)  # evidence the engine does not show, said once per collect
 
+    def _part(self, name: str) -> object | None:
+        """One part of the campaign's engine (None for an engine the registry does not know)."""
+        engine = self.plan.server.engine
+        return getattr(registry.get(engine), name) if engine in registry.ENGINES else None
+
     @property
-    def llamacpp(self) -> bool:
-        return sv.reads_readiness(self.plan.server.engine)
+    def readiness(self) -> Readiness | None:
+        """What the engine's server is asked once /health answers, and how the answers are judged."""
+        part = self._part("readiness")
+        return part if isinstance(part, Readiness) else None
+
+    @property
+    def boot_log(self) -> BootLog | None:
+        """What collect reads of a launched boot's log beyond its windows, and says when missing."""
+        part = self._part("boot_log")
+        return part if isinstance(part, BootLog) else None
+
+    @property
+    def server_fields(self) -> tuple[ServerFields, ...]:
+        """The response objects each request's own fields are read from (collect/served.py)."""
+        return sv.engine_fields(self.plan.server.engine)
+
+    def say_absent(self) -> None:
+        """Say once the reason of each part collect would use that the engine declares absent (and
+        needs: vLLM needs no readiness probe, so nothing is missing)."""
+        for reason in registry.missing_parts(self.plan.server.engine, COLLECT_PARTS):
+            self.missing((f"absent: {reason}", reason), "", 0)
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record, redacted; ValueError when the results format refuses it."""

@@ -81,7 +81,9 @@ class Measurement:
             model=self.model,
             clock=self.ctx.clock,
             headers=self.ctx.headers,
-            limits=cl.StreamLimits(stall_seconds=self.ctx.plan.server.stall_seconds),
+            limits=cl.StreamLimits(
+                stall_seconds=self.ctx.plan.server.stall_seconds, server_fields=self.ctx.server_fields
+            ),
         )
 
     async def _cell(self, workload: WorkloadPlan, conc: int, rep: int) -> None:
@@ -128,6 +130,7 @@ class Measurement:
             chat=workload.chat,
             headers=self.ctx.headers,
             ignore_eos=True,
+            limits=cl.StreamLimits(server_fields=self.ctx.server_fields),
         )
         self.boot.note_sent(
             logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
@@ -148,6 +151,7 @@ class Measurement:
                 max_tokens=case.max_tokens,
                 chat=case.chat,
                 headers=self.ctx.headers,
+                limits=cl.StreamLimits(server_fields=self.ctx.server_fields),
             )
             self.boot.note_sent(
                 logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")

@@ -142,7 +142,7 @@ async def complete(
         return Completion(None, f"{type(exc).__name__}: {exc}"[:300])
     seen = sv.Seen(max_tokens, len(prompt.encode()), 0, (time.perf_counter_ns() - sent) / 1e6)
     try:
-        found = sv.served(body, seen) if isinstance(body, dict) else None
+        found = sv.served(body, seen, limits.server_fields) if isinstance(body, dict) else None
     except sv.ServedValueError:
         found = None
     return Completion(text if isinstance(text, str) else "", None, found)

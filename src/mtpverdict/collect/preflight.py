@@ -27,7 +27,8 @@ from mtpverdict.collect.campaign import (
 )
 from mtpverdict.collect.launch import resolve_deployment
 from mtpverdict.collect.redact import Redactor, check_secrets, named_secrets
-from mtpverdict.engines import registry, vllm
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import COLLECT_PARTS
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
@@ -36,11 +37,6 @@ LOCK_FILE = "collect.lock"  # under raw/: held (flock) by the one collect writin
 # campaign.json restates the campaign file's arms and workloads as JSON: a few times its size at most
 MAX_CAMPAIGN_JSON_BYTES = 4 * MAX_CAMPAIGN_BYTES
 BOOT_RECORD_MARK = b'"kind":"boot"'  # how a boot record's line reads (sorted compact keys)
-
-
-# vLLM reports each request's own timing (the last chunk's `metrics`) with this flag, from 0.32
-SERVER_CLOCK_FLAG = vllm.SERVER_CLOCK_FLAG
-SERVER_CLOCK_SINCE = vllm.SERVER_CLOCK_SINCE
 VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
 
@@ -95,6 +91,7 @@ def preflight(
     if plan.server.api_key_env and not api_key:
         raise CollectError(f"the API key variable {plan.server.api_key_env} is not set")
     plan, clock = server_clock(plan, _existing_argv(results / CAMPAIGN_FILE) if holds_campaign else None)
+    plan = with_missing_parts(plan)
     named = named_secrets(plan, variables)
     check_secrets([(f"the API key variable {plan.server.api_key_env}", api_key), *named])
     secrets = (api_key, *(value for _, value in named))
@@ -120,8 +117,9 @@ def preflight(
 
 
 def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[CampaignPlan, str]:
-    """The plan with vLLM's per-request timing turned on alike for every arm when the campaign's vLLM is
-    0.32 or later, and a sentence saying whose clock times decode and TTFT, or why not the server's.
+    """The plan with the engine's per-request timing turned on alike for every arm when its flag is
+    known and the campaign's engine version has it (the engine's `server_fields`: vLLM's from 0.32), and
+    a sentence saying whose clock times decode and TTFT, or why not the server's.
 
     The flag joins server.command, which every arm shares, so harness parity holds and gate, which
     compares speculative flags only, reads the arms as before. A resume keeps what campaign.json
@@ -129,50 +127,66 @@ def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[Ca
     """
     server = plan.server
     client = "decode and TTFT on the client's clock (streams it reads in a burst are set aside)"
-    parts = registry.get(server.engine)
-    fields = registry.present(parts.server_fields)
-    if fields is not None and fields.clock_flag is None:
-        return plan, f"decode and TTFT on {parts.title}'s own clock (each response's {fields.response_key})"
-    if fields is None or fields.clock_flag != SERVER_CLOCK_FLAG:
+    known = server.engine in registry.ENGINES
+    parts = registry.get(server.engine) if known else None
+    fields = registry.present(parts.server_fields) if parts is not None else None
+    if parts is None or fields is None:
         return plan, f"{client}: collect knows no per-request timing for engine {server.engine}"
+    own = f"decode and TTFT on {parts.title}'s own clock"
+    flag = fields.clock_flag
+    if flag is None:
+        return plan, f"{own} (each response's {fields.response_key})"
     given = [*server.command, *(a for arm in plan.arms for a in arm.serve_args)]
-    if any(SERVER_CLOCK_FLAG in part for part in given):
-        return plan, f"decode and TTFT on vLLM's own clock ({SERVER_CLOCK_FLAG} in the campaign)"
-    why = _why_not(plan, existing)
+    if any(flag in part for part in given):
+        return plan, f"{own} ({flag} in the campaign)"
+    why = _why_not(plan, existing, parts.title, flag, fields.clock_since)
     if why:
         return plan, f"{client}: {why}"
     command = list(server.command)
     at = command.index(SPEC_PLACEHOLDER) if SPEC_PLACEHOLDER in command else len(command)
-    command.insert(at, SERVER_CLOCK_FLAG)
-    added = f"Harness flag {SERVER_CLOCK_FLAG} added by collect to every arm (the server's clock)."
-    notes = f"{plan.notes} {added}" if plan.notes else added
-    plan = dataclasses.replace(plan, server=dataclasses.replace(server, command=tuple(command)), notes=notes)
+    command.insert(at, flag)
+    plan = _with_note(plan, f"Harness flag {flag} added by collect to every arm (the server's clock).")
+    plan = dataclasses.replace(plan, server=dataclasses.replace(plan.server, command=tuple(command)))
     return plan, (
-        f"decode and TTFT on vLLM's own clock: collect added {SERVER_CLOCK_FLAG} to every arm alike "
-        "(a harness flag, not a speculative one; recorded in campaign.json); the client's clock is kept "
-        "beside it"
+        f"{own}: collect added {flag} to every arm alike (a harness flag, not a speculative one; "
+        "recorded in campaign.json); the client's clock is kept beside it"
     )
 
 
-def _why_not(plan: CampaignPlan, existing: Sequence[str] | None) -> str:
-    """Why collect cannot turn vLLM's per-request timing on for this campaign ("" when it can)."""
-    flag = SERVER_CLOCK_FLAG
+def _why_not(
+    plan: CampaignPlan, existing: Sequence[str] | None, title: str, flag: str, since: tuple[int, int] | None
+) -> str:
+    """Why collect cannot turn the engine's per-request timing on for this campaign ("" when it can)."""
     if plan.server.mode != "launch":
         return f"server.mode = {plan.server.mode}: collect does not start the server (start it with {flag})"
     if plan.server.shell:
         return f"shell = true: collect does not edit a shell line (add {flag} to server.command)"
     if existing is not None and flag not in existing:
         return f"this campaign was begun without {flag}, and a resume continues it as it was"
+    if since is None:
+        return ""
     version = dict(plan.scope).get("engine_version") or ""
     found = VERSION.match(version)
+    first = f"{since[0]}.{since[1]}"
     if found is None:
         return (
-            f"[scope] engine_version ({version or 'not given'}) does not say which vLLM runs: state it "
-            f"(0.32 or later turns the server's clock on), or add {flag} to server.command"
+            f"[scope] engine_version ({version or 'not given'}) does not say which {title} runs: state it "
+            f"({first} or later turns the server's clock on), or add {flag} to server.command"
         )
-    if (int(found.group(1)), int(found.group(2))) < SERVER_CLOCK_SINCE:
-        return f"vLLM {version} is older than 0.32, which reports no per-request timing"
+    if (int(found.group(1)), int(found.group(2))) < since:
+        return f"{title} {version} is older than {first}, which reports no per-request timing"
     return ""
+
+
+def with_missing_parts(plan: CampaignPlan) -> CampaignPlan:
+    """The plan with a note, recorded in campaign.json, of each part collect would use that the
+    campaign's engine lacks (collect says them once too, CollectContext.say_absent)."""
+    reasons = registry.missing_parts(plan.server.engine, COLLECT_PARTS)
+    return _with_note(plan, " ".join(f"Missing evidence: {r}." for r in reasons)) if reasons else plan
+
+
+def _with_note(plan: CampaignPlan, note: str) -> CampaignPlan:
+    return dataclasses.replace(plan, notes=f"{plan.notes} {note}" if plan.notes else note)
 
 
 def _existing_argv(path: Path) -> tuple[str, ...] | None:

@@ -127,6 +127,7 @@ class Collector:
     def _run_campaign(self) -> None:
         if self._clock_note:
             self.on_event(Event("note", detail=self._clock_note))
+        self.ctx.say_absent()
         for event in stop_left_over_servers(self.results):
             self.on_event(event)
         devices = None if self.shard is None else [self.shard.index]

@@ -9,15 +9,20 @@
     metric_counters          the spec-decode and generation counters a rate() reads (live alerts)
     log_lines, responses     its log-line and response-JSON parsers (mtpverdict.parse.reader uses them)
     depth_in_force           the depth a /metrics scrape shows in force
-    readiness                what collect reads after /health answers before a boot may run
-    server_fields            the per-request fields its responses carry, and the flag that turns its
-                             own per-request clock on
+    readiness                what collect reads after /health answers before a boot may run, and how
+                             it judges the answers
+    server_fields            the response object of one request's own fields, how they are read, and
+                             the flag that turns its own per-request clock on
+    boot_log                 what collect matches in a launched boot's log, and says when it is missing
     short_flags              short spellings of its settings, as the gate reads a command line
     context_flags            the flags that set the context one request may use (the gate's envelope)
+    data_parallel_flags      the data-parallel size, above 1 of which the engine turns a schedule off
     compile_schedule         the serve setting that runs a per-batch-size depth schedule
 
 The registry (mtpverdict.engines.registry) lists one EngineParts per engine; tests/engines/
-test_registry.py fails for an engine that neither implements nor declares absent every part.
+test_registry.py fails for an engine that neither implements nor declares absent every part, or whose
+part is not usable as the caller uses it. Collect says the reason of an absent part it would use
+(COLLECT_PARTS) once, unless the engine does not need it (`Absent.needed` False).
 """
 
 from __future__ import annotations
@@ -27,16 +32,23 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from mtpverdict.engines.names import Engine
+from mtpverdict.engines.served import Seen, ServedFields
 from mtpverdict.engines.spec import DepthRange, FlagGroup, FoundFlag, ServeSpec, SpecRefusal
 from mtpverdict.parse.model import AcceptanceReading, Found
 
 __all__ = [
+    "COLLECT_PARTS",
     "PARTS",
     "Absent",
+    "BootLog",
+    "FieldReader",
     "EngineParts",
     "LogParser",
     "Programs",
+    "Note",
+    "Ready",
     "Readiness",
+    "ReadinessJudge",
     "ResponseParser",
     "ScheduleCompiler",
     "ServerFields",
@@ -45,13 +57,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Note = tuple[str, str]  # (key, sentence): evidence an engine does not show, said once per collect
 
 
 @dataclass(frozen=True, slots=True)
 class Absent:
-    """A part an engine does not provide, and why (said where a caller would have used it)."""
+    """A part an engine does not provide, and why (said where a caller would have used it).
+
+    `needed` False: the engine needs no such part (nothing is missing), so no caller says it.
+    """
 
     reason: str
+    needed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,26 +123,66 @@ class ResponseParser(Protocol):
 
     def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]: ...
 
+    def version(self, text: str) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """What a ready server's readiness endpoints said, and whether the arm may run on it."""
+
+    refusal: str | None  # why the boot is refused; None when it may run
+    missing: tuple[Note, ...]  # evidence not shown
+    speculating: bool | None  # whether the server speculates; None when not read
+    window_tokens: int | None  # the context one request may use
+    slots: int | None  # requests the server runs at once
+    version: str | None  # the build, as the server names it
+
+
+class ReadinessJudge(Protocol):
+    """Judge a ready server from the bodies of its readiness paths (None for a path not answered 200)."""
+
+    def __call__(self, bodies: Mapping[str, str | None], *, speculates: bool, concurrency: int) -> Ready: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Readiness:
-    """Endpoints collect reads once /health answers, before a boot may run (collect/llamacpp.py)."""
+    """Endpoints collect reads once /health answers, before a boot may run, and how it judges them."""
 
     paths: tuple[str, ...]
+    judge: ReadinessJudge
     why: str
+
+
+class FieldReader(Protocol):
+    """One request's own fields from the engine's response object, checked against what the client saw
+    (ServedValueError, engines/served.py, for a value that fails)."""
+
+    def __call__(self, obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ServerFields:
-    """The response object that carries one request's own timing and drafting, and its clock.
+    """The response object that carries one request's own timing and drafting, how it is read, and
+    the engine's clock.
 
     `clock_flag` turns the engine's per-request clock on from version `clock_since`; None when the
     engine reports it on every response.
     """
 
     response_key: str
+    read: FieldReader
     clock_flag: str | None = None
     clock_since: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BootLog:
+    """What collect reads of a launched boot's log beyond its acceptance windows, each note said once
+    when the log does not show it: its KV pool line, and per-request lines (matched to the runs that
+    printed them, collect/logruns.py)."""
+
+    no_kv_line: Note
+    no_request_lines: Note
 
 
 class ScheduleCompiler(Protocol):
@@ -152,8 +209,10 @@ class EngineParts:
     depth_in_force: Callable[[int, bool], int | None]
     readiness: Readiness | Absent
     server_fields: ServerFields | Absent
+    boot_log: BootLog | Absent
     short_flags: Mapping[str, str] | Absent
     context_flags: tuple[str, ...]
+    data_parallel_flags: tuple[str, ...] | Absent
     compile_schedule: ScheduleCompiler | Absent
 
 
@@ -161,6 +220,8 @@ class EngineParts:
 PARTS: tuple[str, ...] = tuple(
     name for name in EngineParts.__dataclass_fields__ if name not in ("name", "title")
 )
+# the parts collect would use: the reason of each absent one it needs is said once per collect
+COLLECT_PARTS: tuple[str, ...] = ("readiness", "server_fields", "boot_log")
 
 
 def present(part: T | Absent) -> T | None:

@@ -1,17 +1,41 @@
-"""llama.cpp (llama-server): its speculative flags, /metrics prefix, log and response parsers, readiness.
+"""llama.cpp (llama-server): its speculative flags, /metrics prefix, log and response parsers, readiness,
+per-request timings and what its boot log shows.
 
 Sources: common/arg.cpp and common/speculative.cpp of the tree vendored by llama-cpp-python 0.3.36
 (llama.cpp 0.5.0-dev, commit 0c1e570), tools/server/, and the text recorded in
 tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/. What driving the server needs beyond these parts
-(endpoints, /props and /slots) is in mtpverdict.parse.llamacpp_server.
+(endpoints, reading /props and /slots) is in mtpverdict.parse.llamacpp_server.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, Programs, Readiness, ServerFields, SpecCounters
+from mtpverdict.engines.interface import (
+    Absent,
+    BootLog,
+    EngineParts,
+    Programs,
+    Readiness,
+    Ready,
+    ServerFields,
+    SpecCounters,
+)
 from mtpverdict.engines.names import Engine
+from mtpverdict.engines.served import (
+    MAX_SPEC_TOKENS,
+    TEMPLATE_TOKENS_ALLOWANCE,
+    LlamaTimings,
+    RequestAcceptance,
+    Seen,
+    ServedFields,
+    ServedValueError,
+    count,
+    milliseconds,
+    waited_ms,
+)
 from mtpverdict.engines.spec import (
     MAX_K,
     NO_SCHEDULE,
@@ -24,10 +48,33 @@ from mtpverdict.engines.spec import (
     is_depth,
     single_values,
 )
+from mtpverdict.errors import EngineTextError
 from mtpverdict.parse import llamacpp_log, llamacpp_response
-from mtpverdict.parse.llamacpp_server import PROPS_PATH, SLOTS_PATH
+from mtpverdict.parse.llamacpp_server import (
+    PROPS_PATH,
+    SLOTS_PATH,
+    ServerProps,
+    SlotsInfo,
+    read_props,
+    read_slots,
+)
 
-__all__ = ["ENGINE", "NAME", "NGRAM_CACHE_K", "SPEC_DEFAULT_K", "read_spec"]
+__all__ = [
+    "ENGINE",
+    "NAME",
+    "NGRAM_CACHE_K",
+    "NO_KV_LINE",
+    "NO_METRICS",
+    "NO_PROPS",
+    "NO_REQUEST_LINES",
+    "NO_SLOTS",
+    "SPEC_DEFAULT_K",
+    "judge",
+    "judge_ready",
+    "llama_timings",
+    "read_spec",
+    "read_timings",
+]
 
 NAME = Engine.LLAMACPP
 NGRAM_CACHE_K = 8  # llama.cpp's ngram-cache drafts 8 tokens (common/speculative.cpp common_speculative_n_max)
@@ -170,6 +217,143 @@ def _llamacpp_untyped(
 
 
 # --------------------------------------------------------------------------------------------------
+# readiness: what collect checks of llama-server once /health says ready, /props and /slots
+#
+# /health answers 200 once the model is loaded, and llama-server builds its speculative context before
+# that (tools/server/server-context.cpp ``load_model``), but when the context cannot be built it logs
+# "failed to initialize speculative decoding context" and serves without speculation. So a speculating
+# arm is ready only when /slots says its slots speculate (``"speculative": true``), and a control only
+# when they do not. A slot serves one request at a time: a concurrency above the slot count
+# (``--parallel``) would queue requests inside the server, where no per-request timing sees the wait, so
+# it is refused. /props gives the slot count, the per-slot context and the build; /slots is off with
+# ``--no-slots``, and then speculation is seen only once a draft was verified (missing evidence, not a
+# failure). Pure: the caller fetches the bodies.
+
+# Evidence llama-server may not show, each said once per collect (key, sentence).
+NO_SLOTS = (
+    "slots",
+    "/slots is not served (llama-server --no-slots): whether an arm speculates is seen only once it has "
+    "drafted, on /metrics",
+)
+NO_PROPS = ("props", "/props did not answer: the per-slot context and the slot count are not recorded")
+NO_METRICS = (
+    "metrics",
+    "/metrics is not served (llama-server without --metrics, as /props endpoint_metrics says): the "
+    "/metrics acceptance surface and the depth in force are missing",
+)
+NO_KV_LINE = (
+    "kv",
+    "no `llama_kv_cache: size` line in the server log (llama-server prints it from -lv 4 on): the KV pool "
+    "is not recorded",
+)
+NO_REQUEST_LINES = (
+    "lines",
+    "the server log has no per-request `draft acceptance` lines (llama-server prints them from -lv 3 on): "
+    "the log surface is missing",
+)
+
+
+def _props(text: str | None) -> ServerProps | None:
+    try:
+        return None if text is None else read_props(json.loads(text), source=PROPS_PATH)
+    except (ValueError, EngineTextError):
+        return None
+
+
+def _slots(text: str | None) -> SlotsInfo | None:
+    try:
+        return None if text is None else read_slots(json.loads(text), source=SLOTS_PATH)
+    except (ValueError, EngineTextError):
+        return None
+
+
+def judge_ready(
+    props_text: str | None, slots_text: str | None, *, speculates: bool, concurrency: int
+) -> Ready:
+    """Judge a ready server from its /props and /slots bodies (None when not answered 200)."""
+    props, slots = _props(props_text), _slots(slots_text)
+    absent = (
+        (NO_PROPS, props is None),
+        (NO_SLOTS, slots is None),
+        (NO_METRICS, props is not None and props.endpoint_metrics is False),
+    )
+    missing = tuple(note for note, gone in absent if gone)
+    speculating = None if slots is None else slots.speculating
+    total = props.total_slots if props is not None else (None if slots is None else len(slots.n_ctx))
+    refusal = None
+    if speculating is False and speculates:
+        refusal = (
+            'the server is ready but no slot speculates (/slots "speculative": false): llama-server serves '
+            "without speculation when it cannot build the speculative context (the log says why); refused"
+        )
+    elif speculating and not speculates:
+        refusal = 'a control arm\'s server speculates (/slots "speculative": true); refused'
+    elif total is not None and total < concurrency:
+        refusal = (
+            f"the server has {total} slots but the campaign runs concurrency {concurrency}: requests past "
+            f"the slots would wait inside the server, unseen by its timing; serve with --parallel "
+            f"{concurrency} or more; refused"
+        )
+    return Ready(
+        refusal=refusal,
+        missing=missing,
+        speculating=speculating,
+        window_tokens=None if props is None else props.n_ctx_slot,
+        slots=total,
+        version=None if props is None else props.version,
+    )
+
+
+def judge(bodies: Mapping[str, str | None], *, speculates: bool, concurrency: int) -> Ready:
+    """The readiness part: judge_ready on the bodies of /props and /slots."""
+    return judge_ready(
+        bodies.get(PROPS_PATH), bodies.get(SLOTS_PATH), speculates=speculates, concurrency=concurrency
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# each response's own `timings` (tools/server, checked at 0.5.0-dev commit 0c1e570)
+
+
+def read_timings(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
+    """A response's ``timings``: the server's intervals and, when it drafted, its acceptance."""
+    found, acceptance = llama_timings(obj, seen, completion_tokens)
+    return ServedFields(None, acceptance, found)
+
+
+def llama_timings(
+    obj: dict[str, Any], seen: Seen, completion_tokens: int
+) -> tuple[LlamaTimings, RequestAcceptance | None]:
+    """llama.cpp's ``timings``: intervals within the client's wait; draft counts when drafting ran."""
+    high = waited_ms(seen)
+    prompt_n = obj.get("prompt_n")
+    predicted_n = obj.get("predicted_n")
+    found = LlamaTimings(
+        prompt_n=None
+        if prompt_n is None
+        else count(prompt_n, "timings.prompt_n", 0, seen.prompt_bytes + TEMPLATE_TOKENS_ALLOWANCE),
+        prompt_ms=milliseconds(obj.get("prompt_ms"), "timings.prompt_ms", high),
+        predicted_n=None
+        if predicted_n is None
+        else count(predicted_n, "timings.predicted_n", 0, seen.max_tokens),
+        predicted_ms=milliseconds(obj.get("predicted_ms"), "timings.predicted_ms", high),
+    )
+    # prompt_ms runs from the slot's start to the first token, predicted_ms from there to the last
+    # (tools/server/server-common.h server_slot_stats): together within the client's wait
+    spent = (found.prompt_ms or 0.0) + (found.predicted_ms or 0.0)
+    if spent > high:
+        raise ServedValueError(
+            f"timings: prompt_ms and predicted_ms add up to {spent:.1f} ms, more than the "
+            f"{seen.elapsed_ms:.1f} ms the client waited"
+        )
+    if obj.get("draft_n") is None and obj.get("draft_n_accepted") is None:
+        return found, None
+    drafted = count(obj.get("draft_n"), "timings.draft_n", 0, completion_tokens * MAX_SPEC_TOKENS)
+    accepted = count(obj.get("draft_n_accepted"), "timings.draft_n_accepted", 0, drafted)
+    return found, RequestAcceptance(NAME, drafted, accepted, None, None, None)
+
+
+# --------------------------------------------------------------------------------------------------
 # the parts
 
 
@@ -205,11 +389,14 @@ ENGINE = EngineParts(
     depth_in_force=depth_in_force,
     readiness=Readiness(
         (PROPS_PATH, SLOTS_PATH),
+        judge,
         "/health answers before a speculative context that failed to build is known: /slots says whether "
-        "the slots speculate (collect/llamacpp.py)",
+        "the slots speculate (judge_ready)",
     ),
-    server_fields=ServerFields("timings"),
+    server_fields=ServerFields("timings", read_timings),
+    boot_log=BootLog(NO_KV_LINE, NO_REQUEST_LINES),
     context_flags=("--ctx-size", "-c"),
+    data_parallel_flags=Absent(NO_SCHEDULE, needed=False),
     short_flags=Absent(
         "the gate compares llama-server's short flags as written (its -n is --n-predict, not vLLM's --nnodes)"
     ),

@@ -7,14 +7,14 @@ recorded samples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from mtpverdict.engines import llamacpp, sglang, vllm
 from mtpverdict.engines.interface import Absent, EngineParts, ScheduleCompiler, present
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import NO_SCHEDULE
 
-__all__ = ["ENGINES", "get", "has", "present", "schedule_compiler", "title"]
+__all__ = ["ENGINES", "get", "has", "missing_parts", "present", "schedule_compiler", "title"]
 
 ENGINES: Mapping[Engine, EngineParts] = {
     Engine.VLLM: vllm.ENGINE,
@@ -33,6 +33,16 @@ def has(engine: str | None, part: str) -> bool:
     if engine is None or engine not in ENGINES:
         return False
     return not isinstance(getattr(get(engine), part), Absent)
+
+
+def missing_parts(engine: str | None, parts: Sequence[str]) -> tuple[str, ...]:
+    """The reasons, each once and in order, of the named parts a known engine declares absent and
+    needs (what a caller that would use them says); none for an engine the registry does not know."""
+    if engine is None or engine not in ENGINES:
+        return ()
+    found = (getattr(get(engine), part) for part in parts)
+    reasons = (part.reason for part in found if isinstance(part, Absent) and part.needed)
+    return tuple(dict.fromkeys(reasons))
 
 
 def title(engine: str) -> str:

@@ -347,6 +347,10 @@ class _Responses:
     def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]:
         return response_readings(obj, line)
 
+    def version(self, text: str) -> str | None:
+        """SGLang's responses name no version."""
+        return None
+
 
 def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     """The per-position series' count; None without them (the depth cannot be seen)."""
@@ -371,7 +375,9 @@ ENGINE = EngineParts(
     depth_in_force=depth_in_force,
     readiness=Absent(_NO_COLLECT),
     server_fields=Absent(_NO_COLLECT),
+    boot_log=Absent(_NO_COLLECT),
     context_flags=("--context-length",),
+    data_parallel_flags=Absent(NO_SCHEDULE, needed=False),
     short_flags=Absent("the gate reads no short spelling of SGLang's settings (its flags are all long)"),
     compile_schedule=Absent(NO_SCHEDULE),
 )

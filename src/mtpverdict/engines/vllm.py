@@ -8,11 +8,26 @@ recorded in tests/data/recorded/vllm-0.32.0-cpu/.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mtpverdict.engines.interface import Absent, EngineParts, Programs, ServerFields, SpecCounters
 from mtpverdict.engines.names import Engine
+from mtpverdict.engines.served import (
+    MAX_SPEC_TOKENS,
+    RequestAcceptance,
+    Seen,
+    ServedFields,
+    ServedValueError,
+    ServerTiming,
+    count,
+    int_list,
+    milliseconds,
+    object_at,
+    show,
+    waited_ms,
+)
 from mtpverdict.engines.spec import (
     MAX_K,
     DepthRange,
@@ -27,7 +42,17 @@ from mtpverdict.engines.spec import (
 )
 from mtpverdict.parse import vllm_log, vllm_response
 
-__all__ = ["DATA_PARALLEL_FLAGS", "ENGINE", "NAME", "SHORT_FLAGS", "compile_schedule", "read_spec"]
+__all__ = [
+    "DATA_PARALLEL_FLAGS",
+    "ENGINE",
+    "NAME",
+    "SHORT_FLAGS",
+    "compile_schedule",
+    "read_metrics",
+    "read_spec",
+    "timing",
+    "vllm_acceptance",
+]
 
 NAME = Engine.VLLM
 
@@ -261,6 +286,87 @@ def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     return None if spec_counters else 0
 
 
+# --------------------------------------------------------------------------------------------------
+# each request's own fields: the last chunk's `metrics` (vllm/entrypoints/generate/base/protocol.py
+# PerRequestMetrics) and its `speculative_decoding` (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics)
+
+
+def read_metrics(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
+    """A response's ``metrics``: the request's timing and, when it drafted, its acceptance."""
+    found = timing(obj, seen)
+    spec = object_at(obj, "speculative_decoding")
+    return ServedFields(found, None if spec is None else vllm_acceptance(spec, completion_tokens))
+
+
+def timing(obj: dict[str, Any], seen: Seen) -> ServerTiming:
+    """vLLM's per-request timing: each interval finite, non-negative and within the client's wait."""
+    high = waited_ms(seen)
+    found = ServerTiming(
+        ttft_ms=milliseconds(obj.get("time_to_first_token_ms"), "metrics.time_to_first_token_ms", high),
+        generation_ms=milliseconds(obj.get("generation_time_ms"), "metrics.generation_time_ms", high),
+        queue_ms=milliseconds(obj.get("queue_time_ms"), "metrics.queue_time_ms", high),
+        mean_itl_ms=milliseconds(obj.get("mean_itl_ms"), "metrics.mean_itl_ms", high),
+        tokens_per_second=None,
+    )
+    tps = obj.get("tokens_per_second")
+    if tps is not None and (
+        isinstance(tps, bool) or not isinstance(tps, int | float) or not math.isfinite(tps) or tps < 0
+    ):
+        raise ServedValueError(f"metrics.tokens_per_second is {show(tps)}, not a finite rate")
+    parts = [v for v in (found.ttft_ms, found.queue_ms, found.generation_ms) if v is not None]
+    if sum(parts) > high:
+        raise ServedValueError(
+            f"metrics: queue, first-token and generation times add up to {sum(parts):.1f} ms, more than "
+            f"the {seen.elapsed_ms:.1f} ms the client waited"
+        )
+    return ServerTiming(
+        found.ttft_ms,
+        found.generation_ms,
+        found.queue_ms,
+        found.mean_itl_ms,
+        None if tps is None else float(tps),
+    )
+
+
+def vllm_acceptance(obj: dict[str, Any], completion_tokens: int) -> RequestAcceptance:
+    """vLLM's ``metrics.speculative_decoding`` of one request, checked for internal consistency."""
+    where = "metrics.speculative_decoding"
+    k = count(obj.get("num_spec_tokens"), f"{where}.num_spec_tokens", 1, MAX_SPEC_TOKENS)
+    steps = count(obj.get("num_spec_steps"), f"{where}.num_spec_steps", 0, completion_tokens)
+    drafted = count(obj.get("num_draft_tokens"), f"{where}.num_draft_tokens", 0, steps * k)
+    accepted = count(obj.get("num_accepted_draft_tokens"), f"{where}.num_accepted_draft_tokens", 0, drafted)
+    per_position = _from_histogram(obj.get("acceptance_histogram"), k, steps, accepted)
+    if obj.get("per_step_accepted") is not None or obj.get("per_step_drafted") is not None:
+        from_steps = _from_steps(obj, k, steps, drafted, accepted)
+        if per_position is not None and from_steps != per_position:
+            raise ServedValueError(f"{where}: per_step_accepted disagrees with acceptance_histogram")
+        per_position = from_steps
+    return RequestAcceptance(NAME, drafted, accepted, steps, k, per_position)
+
+
+def _from_histogram(value: object, k: int, steps: int, accepted: int) -> tuple[int, ...] | None:
+    """Per-position acceptance from the steps by accepted count: position p was accepted in every step
+    that accepted more than p tokens (drafts are accepted as a prefix)."""
+    if value is None:
+        return None
+    where = "metrics.speculative_decoding.acceptance_histogram"
+    hist = int_list(value, where, k + 1, steps)
+    if sum(hist) != steps or sum(j * n for j, n in enumerate(hist)) != accepted:
+        raise ServedValueError(f"{where} does not add up to num_spec_steps and num_accepted_draft_tokens")
+    return tuple(sum(hist[p + 1 :]) for p in range(k))
+
+
+def _from_steps(obj: dict[str, Any], k: int, steps: int, drafted: int, accepted: int) -> tuple[int, ...]:
+    where = "metrics.speculative_decoding"
+    acc = int_list(obj.get("per_step_accepted"), f"{where}.per_step_accepted", steps, k)
+    dra = int_list(obj.get("per_step_drafted"), f"{where}.per_step_drafted", steps, k)
+    if sum(acc) != accepted or sum(dra) != drafted or any(a > d for a, d in zip(acc, dra, strict=True)):
+        raise ServedValueError(
+            f"{where}: per_step_accepted / per_step_drafted do not add up to the request's counts"
+        )
+    return tuple(sum(1 for a in acc if a > p) for p in range(k))
+
+
 ENGINE = EngineParts(
     name=NAME,
     title="vLLM",
@@ -286,10 +392,17 @@ ENGINE = EngineParts(
     responses=vllm_response,
     depth_in_force=depth_in_force,
     readiness=Absent(
-        "/health answering 200 is ready: vLLM serves only once its engine and drafter are built"
+        "/health answering 200 is ready: vLLM serves only once its engine and drafter are built",
+        needed=False,
     ),
-    server_fields=ServerFields("metrics", SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE),
+    server_fields=ServerFields("metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE),
+    boot_log=Absent(
+        "vLLM's log prints acceptance per logging interval (no per-request lines to match to runs), and "
+        "its KV pool shows on /metrics",
+        needed=False,
+    ),
     context_flags=("--max-model-len",),
+    data_parallel_flags=DATA_PARALLEL_FLAGS,
     short_flags=SHORT_FLAGS,
     compile_schedule=compile_schedule,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mtpverdict.engines import registry, vllm
+from mtpverdict.engines import registry
 from mtpverdict.engines.names import Engine
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.servecommand import Command, split_command
@@ -21,7 +21,6 @@ from mtpverdict.serveconfig import (
 
 __all__ = [
     "LISTEN_FLAGS",
-    "VLLM_SHORT",
     "ImageRef",
     "argv_differences",
     "check_fresh",
@@ -37,9 +36,6 @@ LISTEN_FLAGS = ("--host", "--port")
 _HOST_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-[]")
 _VERSION_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+-")
 _DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/")
-
-
-VLLM_SHORT = vllm.SHORT_FLAGS  # vLLM 0.32's short spellings (engines/vllm.py)
 
 
 def _command(argv: Sequence[str]) -> Command:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from mtpverdict.engines.vllm import DATA_PARALLEL_FLAGS
+from mtpverdict.engines import registry
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.gate.proposal import Proposal
 from mtpverdict.gate.support import SUPPORTING, mismatch, no_evidence
@@ -135,16 +135,20 @@ def support_schedule(
 
 
 def data_parallel_refusal(proposal: Proposal, config: ServeConfig | None) -> str | None:
-    """Why a scheduled proposal would not run as proposed: vLLM turns the schedule off under data
-    parallelism and runs num_speculative_tokens at every batch size. None when it runs."""
+    """Why a scheduled proposal would not run as proposed: its engine (vLLM) turns the schedule off under
+    data parallelism and runs num_speculative_tokens at every batch size. None when it runs."""
     if config is None or proposal.serve is None or not proposal.serve.schedule:
         return None
-    given = last_value(config.argv, DATA_PARALLEL_FLAGS)
+    if proposal.serve.engine is None:  # a schedule is read from an engine's flags: never without one
+        return None
+    parts = registry.get(proposal.serve.engine)
+    flags = registry.present(parts.data_parallel_flags)
+    given = None if flags is None else last_value(config.argv, flags)
     size = None if given is None else given[1]
     if size is None or not size.isdigit() or int(size) <= 1:
         return None
     return (
-        f"{config.source}: vLLM turns the per-batch-size schedule off under data parallelism "
+        f"{config.source}: {parts.title} turns the per-batch-size schedule off under data parallelism "
         f"(data parallel size {size}) and would run k={proposal.serve.k} at every batch size; serve "
         "without data parallelism or propose one depth"
     )

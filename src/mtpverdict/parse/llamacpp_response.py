@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from mtpverdict.parse.llamacpp_log import FINGERPRINT_RE  # a build: "b<build>-<commit>"
 from mtpverdict.parse.model import AcceptanceReading, Found
 from mtpverdict.parse.text import Notes, count_value
 
@@ -21,6 +22,12 @@ SSE_PREFIX = "data:"
 TIMINGS_KEY = "timings"
 DRAFT_N = "draft_n"
 DRAFT_N_ACCEPTED = "draft_n_accepted"
+
+
+def version(text: str) -> str | None:
+    """ "<build> (<commit>)" of the build a saved response names, if any."""
+    found = FINGERPRINT_RE.search(text)
+    return f"{found.group(1)} ({found.group(2)})" if found else None
 
 
 def find(text: str, line: int) -> list[Found]:

@@ -23,8 +23,8 @@ from mtpverdict._files import NotReadable, open_regular
 from mtpverdict.engines.names import AUTO, Chosen
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
-from mtpverdict.parse import llamacpp_log, llamacpp_response
-from mtpverdict.parse.metrics import parse_metrics
+from mtpverdict.parse import llamacpp_response
+from mtpverdict.parse.metrics import PREFIXES, parse_metrics
 from mtpverdict.parse.model import (
     ENGINE_CHOICES,
     ENGINES,
@@ -64,13 +64,16 @@ UNRECOGNISED = (
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
 )
-EXPOSITION_MARK_RE = re.compile(r"^#\s*(?:HELP|TYPE)\s|^(?:vllm|sglang|llamacpp):", re.MULTILINE)
+EXPOSITION_MARK_RE = re.compile(
+    r"^#\s*(?:HELP|TYPE)\s|^(?:" + "|".join(re.escape(p) for p in PREFIXES) + ")", re.MULTILINE
+)
+# "no vllm:, sglang: or llamacpp: metrics in the exposition", from every engine's prefix
+_NO_PREFIX = f"no {', '.join(list(PREFIXES)[:-1])} or {list(PREFIXES)[-1]} metrics in the exposition"
 DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
 RESPONSE_KEY_RES = {
     Engine.VLLM: re.compile(r'"speculative_decoding"\s*:\s*\{'),
     Engine.SGLANG: re.compile(r'"meta_info"\s*:\s*\{'),
 }
-VLLM_FINGERPRINT_RE = re.compile(r'"system_fingerprint"\s*:\s*"vllm-([0-9][0-9A-Za-z.+-]*?)-[0-9a-f]{6,}"')
 BENCH_KEYS = ("completed", "output_throughput")
 MAX_PREFIX_CHARS = 512  # of a line before a message, read for its timestamp and rank (a prefix is ~80)
 
@@ -188,7 +191,7 @@ def _whole_document(
             return ParseResult(_named(choice), None, (), (), tuple(warnings))
         readings = snapshot.readings()
         if snapshot.engine is None:
-            warnings.append("no vllm:, sglang: or llamacpp: metrics in the exposition")
+            warnings.append(_NO_PREFIX)
         elif not readings:
             warnings.append("no spec-decode metrics in the exposition (speculation off?)")
         if any(r.kind == "gauge" for r in readings):
@@ -229,8 +232,7 @@ def _json_document(text: str, choice: Chosen, source: str, warnings: list[str]) 
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
-    fingerprint = llamacpp_log.FINGERPRINT_RE.search(text)
-    version = f"{fingerprint.group(1)} ({fingerprint.group(2)})" if fingerprint else None
+    version = llamacpp_response.version(text)
     if not readings:
         warnings.append(
             "a JSON document without llama.cpp timings.draft_n, vLLM metrics.speculative_decoding or "
@@ -256,8 +258,7 @@ def _response_document(
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
-    fingerprint = VLLM_FINGERPRINT_RE.search(text) if engine is Engine.VLLM else None
-    version = fingerprint.group(1) if fingerprint else None
+    version = _parts(engine).responses.version(text)
     return ParseResult(engine, version, readings, (), tuple(warnings))
 
 

@@ -12,6 +12,7 @@ histogram gives the per-position counts vLLM's /metrics counter keeps. It is nul
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,16 @@ MARKER = "speculative_decoding"
 METRICS_KEY = "metrics"
 WHERE = "metrics.speculative_decoding"
 MAX_NESTING = 3  # at the response root, or inside a saved wrapper (a list, a {"response": ...})
+
+
+# servers run with a system fingerprint: "vllm-<version>-<config hash>" (the version may hold a -)
+FINGERPRINT_RE = re.compile(r'"system_fingerprint"\s*:\s*"vllm-([0-9][0-9A-Za-z.+-]*?)-[0-9a-f]{6,}"')
+
+
+def version(text: str) -> str | None:
+    """The version a saved response's system fingerprint names, if any."""
+    found = FINGERPRINT_RE.search(text)
+    return found.group(1) if found else None
 
 
 def find(text: str, line: int) -> list[Found]:
