@@ -5,7 +5,8 @@
     │   ├── ResultsError    a results directory (campaign.json, records.jsonl, raw/)
     │   ├── PolicyError     a rules (policy) TOML file
     │   ├── CampaignError   a campaign TOML file for `collect`
-    │   └── EngineTextError engine text given to `parse` or an importer
+    │   ├── EngineTextError engine text given to `parse` or an importer
+    │   └── UnknownImporterError an importer name none is registered under (also a ValueError)
     ├── CollectError        a campaign could not be run (server, network, disk)
     └── UnknownArmError     a decision asked for an arm it does not hold (also a KeyError)
 
@@ -75,6 +76,11 @@ class EngineTextError(InputError):
 
 class CollectError(MtpverdictError):
     """A campaign could not be run or continued."""
+
+
+class UnknownImporterError(InputError, ValueError):
+    """An importer name none is registered under: an input error, and the ValueError the importers'
+    callers caught before it was one."""
 
 
 class UnknownArmError(MtpverdictError, KeyError):

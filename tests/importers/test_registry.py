@@ -20,6 +20,8 @@ DOCS = ROOT / "docs" / "imports.md"
 def test_an_unknown_importer_name_is_bad_input_naming_the_choices(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no importer 'nope'; choose one of aiperf, guidellm, vllm-bench"):
         import_files("nope", tmp_path / "out", [])
+    with pytest.raises(ValueError, match="no importer 'nope'"):  # what a caller caught before
+        import_files("nope", tmp_path / "out", [])
     assert not (tmp_path / "out").exists()
 
 

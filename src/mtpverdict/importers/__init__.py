@@ -17,13 +17,13 @@ from mtpverdict.importers.vllm_bench import import_vllm_bench, import_vllm_bench
 
 def import_files(name: str, out: str | os.PathLike[str], entries: Sequence[Entry]) -> ImportReport:
     """Run the importer ``name`` (aiperf, guidellm, vllm-bench) over ``entries`` into ``out``; an
-    unknown name is an InputError naming the choices."""
-    from mtpverdict.errors import InputError, Problem
+    unknown name is an InputError (and a ValueError, as before) naming the choices."""
+    from mtpverdict.errors import Problem, UnknownImporterError
     from mtpverdict.importers.registry import IMPORTERS
 
     if name not in IMPORTERS:
         choices = ", ".join(IMPORTERS)
-        raise InputError([Problem("import", f"no importer {name!r}; choose one of {choices}")])
+        raise UnknownImporterError([Problem("import", f"no importer {name!r}; choose one of {choices}")])
     return IMPORTERS[name].run(out, entries)
 
 
