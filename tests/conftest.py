@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -247,13 +248,32 @@ def wait_for_request(
 NGRAM_K2 = '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
 
 
+@contextmanager
+def vllm_server(
+    python: str, models: str | Path, work: Path, port: int, log: Path, *flags: str
+) -> Iterator[str]:
+    """A vLLM CPU server on the tiny target model (collectors/vllm-cpu/serve.sh, `flags` after the
+    model, port and log), its compile cache under `work`; its URL, and the server stopped afterwards."""
+    vllm = ROOT / "collectors" / "vllm-cpu"
+    env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": python, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
+    argv = [str(vllm / "serve.sh"), f"{models}/target", str(port), str(log), *flags]
+    try:
+        booted = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert booted.returncode == 0, booted.stdout[-2000:] + booted.stderr[-2000:]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if Path(f"{log}.pid").is_file():
+            subprocess.run(
+                [str(vllm / "stop.sh"), f"{log}.pid"], capture_output=True, timeout=120, check=False
+            )
+
+
 @pytest.fixture(scope="session")
 def ngram_vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real vLLM CPU server with the e2e campaign's n-gram k=2 arm and per-request metrics on, for
     every test of the run that needs one (the client's checks, then watch): a boot is the stage's
     largest cost. It takes a free port, or MTPVERDICT_REAL_SERVER_PORT."""
     python, models = real_server(VLLM_ENV)
-    vllm = ROOT / "collectors" / "vllm-cpu"
     work = Path(os.environ.get("MTPVERDICT_CI_WORK") or tmp_path_factory.mktemp("perreq"))
     port = int(os.environ.get("MTPVERDICT_REAL_SERVER_PORT") or 0)  # a shared host may reserve ports
     if not port:
@@ -261,16 +281,10 @@ def ngram_vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("perreq-log") / "server.log"
-    env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": python, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
-    argv = [str(vllm / "serve.sh"), f"{models}/target", str(port), str(log), "--enforce-eager"]
-    argv += ["--served-model-name", "tiny", "--enable-per-request-metrics"]
-    argv += ["--per-request-spec-decode-metrics", "detailed", "--speculative-config", NGRAM_K2]
-    booted = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        assert booted.returncode == 0, booted.stdout[-2000:] + booted.stderr[-2000:]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        subprocess.run([str(vllm / "stop.sh"), f"{log}.pid"], capture_output=True, timeout=60, check=False)
+    flags = ["--enforce-eager", "--served-model-name", "tiny", "--enable-per-request-metrics"]
+    flags += ["--per-request-spec-decode-metrics", "detailed", "--speculative-config", NGRAM_K2]
+    with vllm_server(python, models, work, port, log, *flags) as url:
+        yield url
 
 
 VLLM_ENV = ("MTPVERDICT_VLLM_PYTHON", "MTPVERDICT_MODELS", "collectors/vllm-cpu/ci.sh")

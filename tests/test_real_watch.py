@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import tomlkit
 
 from mtpverdict.decide import decide_directory
 
-from .conftest import ROOT, VLLM_ENV, real_server
+from .conftest import ROOT, VLLM_ENV, real_server, vllm_server
 
 pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
@@ -87,22 +87,10 @@ def _decision(python: str, models: Path, work: Path) -> Path:
     return path
 
 
-@contextmanager
-def _server(python: str, models: Path, work: Path, name: str, spec: str) -> Iterator[str]:
+def _server(python: str, models: Path, work: Path, name: str, spec: str) -> AbstractContextManager[str]:
     """A vLLM CPU server with the campaign's flags and one speculative config, stopped afterwards."""
-    log = work / f"watch-{name}.log"
-    env = {**os.environ, "MTPVERDICT_VLLM_PYTHON": python, "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
-    argv = [str(HERE / "serve.sh"), str(models / "target"), str(PORT), str(log)]
-    argv += ["--served-model-name", "tiny", "--enforce-eager", "--speculative-config", spec]
-    try:
-        booted = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
-        assert booted.returncode == 0, booted.stdout[-2000:] + booted.stderr[-2000:]
-        yield f"http://127.0.0.1:{PORT}"
-    finally:
-        if Path(f"{log}.pid").is_file():
-            subprocess.run(
-                [str(HERE / "stop.sh"), f"{log}.pid"], capture_output=True, timeout=120, check=False
-            )
+    flags = ("--served-model-name", "tiny", "--enforce-eager", "--speculative-config", spec)
+    return vllm_server(python, models, work, PORT, work / f"watch-{name}.log", *flags)
 
 
 @contextmanager

@@ -33,10 +33,7 @@ from typing import Any
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import ServerFields
 from mtpverdict.engines.served import (
-    MAX_SPEC_TOKENS,
     TEMPLATE_TOKENS_ALLOWANCE,
-    TIMING_SLACK_FRACTION,
-    TIMING_SLACK_MS,
     LlamaTimings,
     RequestAcceptance,
     Seen,
@@ -49,10 +46,6 @@ from mtpverdict.engines.served import (
 
 __all__ = [
     "EVERY_ENGINE",
-    "MAX_SPEC_TOKENS",
-    "TEMPLATE_TOKENS_ALLOWANCE",
-    "TIMING_SLACK_FRACTION",
-    "TIMING_SLACK_MS",
     "LlamaTimings",
     "RequestAcceptance",
     "Seen",
