@@ -63,8 +63,12 @@ class CollectContext:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record, redacted; ValueError when the results format refuses it."""
-        if self.writer.append(self.redactor.value(record)):
-            self.summary.records += 1
+        self.append_many([record])
+
+    def append_many(self, records: list[dict[str, Any]]) -> None:
+        """Append records together (one write, one fsync), redacted; ValueError when the results
+        format refuses one of them, and then none is written."""
+        self.summary.records += self.writer.append_many([self.redactor.value(r) for r in records])
 
     def redact(self, text: str) -> str:
         return self.redactor.text(text)

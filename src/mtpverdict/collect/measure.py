@@ -197,10 +197,11 @@ class Measurement:
     ) -> None:
         summary, cpu_share = self.ctx.summary, results.cpu_share
         drawn = next(w.drawn for w in self.ctx.plan.workloads if w.id == workload)
+        records = []
         for r in results.streams:
             summary.requests += 0 if warmup else 1
             summary.request_errors += 0 if warmup or r.status == "ok" else 1
-            self.ctx.append(
+            records.append(
                 {
                     "kind": "request",
                     "arm": self.arm,
@@ -226,6 +227,7 @@ class Measurement:
                     "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
                 }
             )
+        self.ctx.append_many(records)  # one write and one fsync per run, not per stream
 
     def _record_delta(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,22 +181,37 @@ class ResultsWriter:
 
     def append(self, record: dict[str, Any]) -> bool:
         """Validate and durably append one record; return False when an identical key is present."""
-        found = record_errors(record)
-        if found:
-            raise ValueError(f"invalid {record.get('kind')} record: {'; '.join(found)}")
-        key = record_key(record)
-        if key in self.keys:
-            return False
-        data = record_line(record).encode("utf-8")
+        return self.append_many([record]) == 1
+
+    def append_many(self, records: Sequence[dict[str, Any]]) -> int:
+        """Validate every record, then durably append the new ones with one write and one fsync; return
+        how many were new (a key already present, or twice in `records`, is skipped).
+
+        One run's request records go together: a run's streams are known only once it ends, so nothing
+        is held back that an earlier write would have kept, and an interruption leaves the run's records
+        all written or none (a torn tail is repaired on reopening).
+        """
+        for record in records:
+            found = record_errors(record)
+            if found:
+                raise ValueError(f"invalid {record.get('kind')} record: {'; '.join(found)}")
+        new: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for record in records:
+            key = record_key(record)
+            if key not in self.keys and key not in new:
+                new[key] = record
+        if not new:
+            return 0
+        data = "".join(record_line(r) for r in new.values()).encode("utf-8")
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: remove the fragment, then fail
             os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
             raise OSError(28, "short write to records.jsonl (disk full?)")
         if self.sync_each:
             os.fsync(self._fd)
-        self.keys.add(key)
-        self.records.append(record)
-        return True
+        self.keys.update(new)
+        self.records.extend(new.values())
+        return len(new)
 
     def raw_path(self, relative: str) -> Path:
         """A path under raw/ for engine logs and metric snapshots; refuses escapes."""
