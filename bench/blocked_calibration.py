@@ -70,7 +70,10 @@ def _controls_pass(batch: BootBatch) -> np.ndarray:
 
 def decide(batch: BootBatch, min_effect: float | None) -> Decided:
     arm, control = batch.blocked()
-    _, blocked = blocked_batch(arm, control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect)
+    positions = batch.positions() if batch.devices > 1 else None
+    _, blocked = blocked_batch(
+        arm, control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect, positions=positions
+    )
     _, flat = batch_procedure(
         batch.arm, batch.control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect
     )

@@ -28,6 +28,10 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # following an inconclusive decision's next step by hand (bench/looks_calibration.py)
     python bench/calibration.py --schedule [--campaigns 1000] [--boots 3]
         # schedules on campaigns with and without a crossover (bench/schedule_calibration.py)
+    python bench/calibration.py --settling [--campaigns 2000]
+        # null campaigns settled "keep off" at 3 / 5 / 8 / 10 boots per arm (bench/settling.py)
+    python bench/calibration.py --fixed-layouts [--campaigns 1000]
+        # 60 fixed 8 x 1 layouts under drift, with and without the drift line (bench/fixed_layouts.py)
 """
 
 from __future__ import annotations
@@ -267,7 +271,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="calibrate schedules on campaigns with and without a crossover",
     )
+    parser.add_argument(
+        "--settling",
+        action="store_true",
+        help="null campaigns settled at 3 / 5 / 8 / 10 boots per arm, fixed and adaptive",
+    )
+    parser.add_argument(
+        "--fixed-layouts",
+        action="store_true",
+        help="fixed 8 x 1 layouts under drift, each arm against the controls' mean or drift line",
+    )
     args = parser.parse_args(argv)
+    if args.fixed_layouts:
+        return _fixed_layouts(args, argv)
+    if args.settling:
+        return _settling(args, argv)
     if args.schedule:
         return _schedule(args, argv)
     if args.blocked:
@@ -351,6 +369,28 @@ def _looks(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     started = time.monotonic()
     print(looks_calibration.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _fixed_layouts(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import fixed_layouts
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(fixed_layouts.run(args.campaigns))
+    print(f"\n{args.campaigns} campaigns per layout in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _settling(args: argparse.Namespace, argv: list[str] | None) -> int:
+    import settling
+
+    print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+    print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    started = time.monotonic()
+    print(settling.run(args.campaigns))
     print(f"\n{args.campaigns} campaigns per row in {time.monotonic() - started:.0f} s")
     return 0
 

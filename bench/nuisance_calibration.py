@@ -9,7 +9,8 @@ is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `
   check (stats.drift: slope and curvature at alpha / 2, or beyond max_drift), control boots recorded
   twice refused (evidence/controls.py's duplicates: off_B identical to off_A run for run);
 - `devices` (8 devices x 1 round, every round's order drawn, controls included): stats.blocked with
-  the position check and the confounded-layout refusal (stats/positions.py);
+  each arm compared with the controls' drift line at its own positions, the position check and the
+  confounded-layout refusal (stats/positions.py);
 - `history` (one device, 1-boot candidates, off_A and off_B booted 3 times each, an accurate archive
   pooled into the controls' variance, not lent to candidates: the default);
 - `looks` (collect --until-resolved for 5 rounds, a look before each round from the second, each at
@@ -93,7 +94,14 @@ def _one_device(batch: BootBatch, boots: int, min_effect: float | None) -> np.nd
 
 def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
     arm, control = batch.blocked()
-    _, arrays = blocked_batch(arm, control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect)
+    _, arrays = blocked_batch(
+        arm,
+        control,
+        alpha=ALPHA,
+        equivalence_margin=MARGIN,
+        min_effect=min_effect,
+        positions=batch.positions(),
+    )
     found = device_position(
         batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
     )

@@ -175,3 +175,71 @@ def test_a_bad_looks_line_is_refused_with_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ResultsError) as caught:
         read_looks(results)
     assert f"{LOOKS_FILE}:1" in str(caught.value)
+
+
+# ---- a new campaign that continues an earlier one carries the alpha its looks spent ---------------
+
+
+def _continuing(tmp_path: Path, earlier: str, name: str = "synthetic-clean-win") -> Path:
+    from mtpverdict.formats.looks import continuation
+
+    later = _copy(tmp_path / "later", name)
+    path = later / "campaign.json"
+    obj = json.loads(path.read_text())
+    obj["continues"] = continuation(earlier)
+    path.write_text(json.dumps(obj, indent=1) + "\n")
+    return later
+
+
+def test_a_campaign_continuing_one_whose_alpha_is_spent_cannot_promote(tmp_path: Path) -> None:
+    """Before: following "collect a new campaign" restarted alpha in the new results directory, so a
+    campaign that was inconclusive could be collected again and again until one promoted."""
+    earlier = _copy(tmp_path, "synthetic-null")
+    assert run_cli("decide", earlier, "-q").returncode == 0  # inconclusive: its one look spent alpha
+    later = _continuing(tmp_path, str(earlier))
+    run = decide_directory(later, "default")
+    assert run.decision.decision is DecisionKind.INCONCLUSIVE  # alone it promotes k2
+    assert run.look is not None and run.look.alpha == 0.0
+    assert any("synthetic-null spent 0.05" in r and "cannot promote" in r for r in run.decision.reasons)
+
+
+def test_a_continued_campaign_that_spent_part_of_alpha_leaves_the_rest(tmp_path: Path) -> None:
+    earlier = _copy(tmp_path, "synthetic-null")
+    path = earlier / "campaign.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sequential_looks": 4}, indent=1))
+    assert run_cli("decide", earlier, "-q").returncode == 0  # look 1 of 4: alpha / 4
+    later = _continuing(tmp_path, str(earlier))
+    assert json.loads((later / "campaign.json").read_text())["continues"]["spent_alpha"] == ALPHA / 4
+    run = decide_directory(later, "default")
+    assert run.look is not None and run.look.alpha == pytest.approx(ALPHA * 3 / 4)
+    assert run.decision.decision is DecisionKind.PROMOTE
+    assert any("continues synthetic-null, whose looks spent alpha 0.0125" in r for r in run.decision.reasons)
+    # the API, with no directory to record looks in, counts it too
+    from mtpverdict.decide import decide
+    from mtpverdict.formats.results_io import load_results
+    from mtpverdict.rules import load_policy
+
+    api = decide(load_results(later), load_policy("default"))
+    assert any("whose looks spent alpha 0.0125" in r for r in api.reasons)
+
+
+def test_a_continued_campaign_whose_looks_are_not_available_is_provisional(tmp_path: Path) -> None:
+    later = _continuing(tmp_path, "an-earlier-campaign")
+    cont = json.loads((later / "campaign.json").read_text())["continues"]
+    assert cont["spent_alpha"] is None and "not available" in cont["unavailable"]
+    run = decide_directory(later, "default")
+    assert run.decision.provisional
+    assert any(
+        r.startswith(
+            "provisional: this campaign continues an-earlier-campaign, whose looks are not available"
+        )
+        for r in run.decision.reasons
+    )
+    unlooked = _copy(tmp_path / "unlooked", "synthetic-null")  # a directory never decided here
+    cont = json.loads((_continuing(tmp_path / "b", str(unlooked)) / "campaign.json").read_text())["continues"]
+    assert cont["spent_alpha"] is None and "no recorded look" in cont["unavailable"]
+
+
+def test_collect_takes_the_campaign_it_continues() -> None:
+    ran = run_cli("collect", "--help")
+    assert "--continues" in ran.output

@@ -263,3 +263,69 @@ def test_device_spread_recovers_the_components() -> None:
     assert 0.05 < spread.device_sd < 0.2 and 0.01 < spread.boot_sd < 0.04 and 0.005 < spread.cell_sd < 0.02
     with pytest.raises(ValueError, match="two devices"):
         device_spread(groups[:8], ["d0"] * 8, boots[:8], logs[:8])
+
+
+# ---- a fixed layout under drift: each arm against the controls' drift line at its own positions -----
+
+LATE_SEED = 15  # order_seed whose 8 x 1 layout puts k1 at mean position 4.25, the controls at 2.62
+Grid = dict[tuple[str, int], list[DeviceBootValue]]
+
+
+def _drift_campaign(slope: float, noise: float, rng: np.random.Generator) -> tuple[Grid, dict[str, Grid]]:
+    """8 devices x 1 round laid out from LATE_SEED as collect lays it out; every arm null; each boot
+    `slope` per position on its device slower or faster, plus noise."""
+    from mtpverdict.stats.layout import layout
+
+    arms = ["off_A", "k1", "k2", "k3", "off_B"]
+    values: dict[str, list[DeviceBootValue]] = {a: [] for a in arms}
+    for b in layout(arms, devices=8, rounds=1, seed=LATE_SEED):
+        on_device = (b.order - 1) // 8 + 1
+        log = slope * on_device + float(rng.normal(0.0, noise)) + 0.1 * b.device
+        values[b.arm].append(DeviceBootValue(b.arm, b.boot, b.order, f"gpu{b.device}", log))
+    controls = {CELL: values["off_A"] + values["off_B"]}
+    return controls, {a: {CELL: values[a]} for a in ("k1", "k2", "k3")}
+
+
+def test_a_late_null_arm_is_compared_with_the_controls_drift_line_not_their_mean() -> None:
+    """Before: the per-device differences carried the drift times the arm's position gap, so with a
+    1.25% drift per position the late k1 (4.25 against 2.62) read +2.0% and was promoted at
+    min_effect 0."""
+    controls, arms = _drift_campaign(0.0125, 0.004, np.random.default_rng(3))
+    found = blocked_family_procedure(
+        controls, arms, (CELL,), alpha=ALPHA, equivalence_margin=MARGIN, min_effect=0.0
+    )
+    k1 = found.family.arm("k1")
+    assert abs(k1.cells[0].estimate) < 0.006
+    assert k1.outcome is not Outcome.BETTER
+    assert all(found.family.arm(a).outcome is not Outcome.BETTER for a in ("k1", "k2", "k3"))
+
+
+def test_a_fixed_late_layout_under_drift_keeps_false_promotions_at_alpha() -> None:
+    """The seed-15 layout, 5% drift over each device, min_effect 0, 2000 campaigns: compared with the
+    controls' mean the late arm is promoted 8.5% of the time; with their drift line, under 5%."""
+    import sys
+    from pathlib import Path
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from mtpverdict.sim import BootScenario, simulate_boots
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import procedure_calibration as pc
+
+    sc = BootScenario("late", pc.sweep(), boots=1, devices=8, drift_total=0.05, layout_seed=LATE_SEED)
+    batch = simulate_boots(sc, np.random.default_rng([99, LATE_SEED]), 2000)
+    arm, control = batch.blocked()
+    rates = {}
+    for adjusted in (False, True):
+        _, arrays = blocked_batch(
+            arm,
+            control,
+            alpha=ALPHA,
+            equivalence_margin=MARGIN,
+            min_effect=0.0,
+            positions=batch.positions() if adjusted else None,
+        )
+        rates[adjusted] = int((arrays.outcome == pc.BETTER).any(axis=1).sum())
+    assert proportion_confint(rates[False], 2000, alpha=0.05, method="beta")[0] > 0.05
+    assert proportion_confint(rates[True], 2000, alpha=0.05, method="beta")[1] < 0.05

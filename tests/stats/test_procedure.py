@@ -15,6 +15,7 @@ from statsmodels.stats.weightstats import ttost_ind
 
 from mtpverdict.stats import compare as cmp
 from mtpverdict.stats.procedure import (
+    OUTCOMES,
     ArchivedVariance,
     BootValue,
     Cell,
@@ -346,6 +347,43 @@ def test_min_effect_is_a_test_against_its_threshold() -> None:
     k3 = run(ctrl, arms, (C1,), min_effect=0.15).arm("k1")
     assert math.expm1(k3.cells[0].estimate) > 0.15 - 1e-3
     assert k3.outcome == Outcome.INCONCLUSIVE and k3.why == Why.NOT_RESOLVED  # not eligible
+
+
+def _two_cells(
+    first: tuple[float, float], second: tuple[float, float]
+) -> tuple[dict[Cell, list[BootValue]], dict[str, dict[Cell, list[BootValue]]]]:
+    """The interval case at C1 with `first` and at C4 with `second` (same boots, shifted)."""
+    ctrl, arms = _interval_case(*first)
+    ctrl4, arms4 = _interval_case(*second)
+    return {C1: ctrl[C1], C4: ctrl4[C1]}, {"k1": {C1: arms["k1"][C1], C4: arms4["k1"][C1]}}
+
+
+def test_futility_settles_an_arm_whose_interval_is_below_min_effect_at_one_cell_only() -> None:
+    # at c=1 the 90% interval's upper bound is +14.8%, under the +15% bar; at c=4 the arm is far above
+    # it. Bonferroni over the two cells does not show it below +15% (the corrected p is above alpha);
+    # it is not better by min_effect at every cell, so the arm is settled below_min_effect (futility)
+    ctrl, arms = _two_cells((0.08, 0.148), (0.30, 0.40))
+    k1 = run(ctrl, arms, (C1, C4), min_effect=0.15).arm("k1")
+    assert k1.p_below_min_effect_holm > ALPHA
+    assert k1.outcome == Outcome.BELOW_MIN_EFFECT and k1.why == Why.RESOLVED
+    # one straddling the bar everywhere stays unresolved
+    ctrl, arms = _two_cells((0.10, 0.16), (0.30, 0.40))
+    assert run(ctrl, arms, (C1, C4), min_effect=0.15).arm("k1").outcome == Outcome.INCONCLUSIVE
+
+
+def test_futility_never_promotes_and_keeps_an_arm_off_only_when_its_interval_says_so() -> None:
+    rng = np.random.default_rng(26)
+    arm = rng.normal(0.0, 0.02, (400, 3, 2, 4))
+    control = rng.normal(0.0, 0.02, (400, 2, 8))
+    tests, arrays = batch_procedure(arm, control, alpha=ALPHA, equivalence_margin=MARGIN)
+    below = arrays.outcome == OUTCOMES.index(Outcome.BELOW_MIN_EFFECT)
+    shown_below = (tests.ci_high < math.log1p(MARGIN)).any(axis=-1)
+    assert np.array_equal(below & ~shown_below, np.zeros_like(below))
+    assert not (arrays.outcome == OUTCOMES.index(Outcome.BETTER)).any()
+    corrected = (arrays.p_equivalent_holm < ALPHA) | (arrays.p_worse_holm < ALPHA)
+    corrected |= arrays.p_short_holm < ALPHA  # what settled an arm before the futility decision
+    settled = arrays.outcome != OUTCOMES.index(Outcome.INCONCLUSIVE)
+    assert settled.mean() > corrected.mean() + 0.05
 
 
 # ---- item 5: one boot cannot carry a promotion ----------------------------------------------------

@@ -72,6 +72,13 @@ def collect(
     shard: Annotated[
         str | None, typer.Option("--shard", help="I/N: run only device I (from 0) of N, into OUT.")
     ] = None,
+    continues: Annotated[
+        str | None,
+        typer.Option(
+            "--continues",
+            help="DIR or ID: the earlier campaign this one continues; the alpha its looks spent is counted.",
+        ),
+    ] = None,
 ) -> None:
     """Run a campaign: boot each arm in order, measure every cell, record results format v1."""
     from mtpverdict.collect import Collector, dry_run_report, load_campaign_file
@@ -117,6 +124,7 @@ def collect(
                 until_resolved=settled,
                 retry_failed=retry_failed,
                 shard=part,
+                continues=continues,
             )
             summary = collector.run()
     except CollectError as exc:

@@ -31,6 +31,7 @@ from mtpverdict.engines import registry
 from mtpverdict.engines.interface import COLLECT_PARTS
 from mtpverdict.errors import CollectError, Problem, ResultsError
 from mtpverdict.formats._check import loads_strict
+from mtpverdict.formats.looks import continuation
 from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE, resume_problem
 
 LOCK_FILE = "collect.lock"  # under raw/: held (flock) by the one collect writing the directory
@@ -62,8 +63,12 @@ def preflight(
     resume: bool,
     allow_argv_mismatch: bool,
     until_resolved: bool,
+    continues: str | None = None,
 ) -> Preflight:
-    """Every check a run makes before it starts; raise CollectError or ResultsError on a refusal."""
+    """Every check a run makes before it starts; raise CollectError or ResultsError on a refusal.
+
+    `continues` names the earlier campaign this one continues (a results directory or a campaign id):
+    campaign.json records it and the alpha its looks spent (formats/looks.continuation)."""
     if until_resolved and plan.boots < 2:
         raise CollectError(f"{plan.source}: --until-resolved needs boots >= 2 (the budget of rounds)")
     if results.exists() and not results.is_dir():
@@ -96,6 +101,7 @@ def preflight(
     check_secrets([(f"the API key variable {plan.server.api_key_env}", api_key), *named])
     secrets = (api_key, *(value for _, value in named))
     campaign = Redactor(secrets).value(_campaign_object(plan, variables, results, mismatch, until_resolved))
+    _continued(campaign, results if holds_campaign else None, continues)
     warnings: list[str] = [f"harness parity not held (--allow-argv-mismatch): {m}" for m in mismatch]
     if holds_campaign:
         _same_campaign(results / CAMPAIGN_FILE, campaign)
@@ -218,6 +224,28 @@ def _campaign_object(
     if until_resolved:
         campaign["sequential_looks"] = plan.boots  # decide spends alpha over this many looks
     return campaign
+
+
+def _continued(campaign: dict[str, Any], existing: Path | None, continues: str | None) -> None:
+    """Set campaign.json's `continues`: a resume keeps what the campaign recorded when it began."""
+    if existing is None:
+        if continues is not None:
+            campaign["continues"] = continuation(continues)
+        return
+    try:
+        before = loads_strict(
+            read_regular(existing / CAMPAIGN_FILE, MAX_CAMPAIGN_JSON_BYTES, "campaign.json").decode("utf-8")
+        )
+    except (NotReadable, ValueError):
+        return  # _same_campaign reports it
+    kept = before.get("continues") if isinstance(before, dict) else None
+    if continues is not None and kept is None:
+        raise CollectError(
+            f"{existing}: was collected without --continues; a campaign names the one it continues when "
+            "it begins (a new results directory)"
+        )
+    if kept is not None:
+        campaign["continues"] = kept
 
 
 def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:

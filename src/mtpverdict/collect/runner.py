@@ -58,6 +58,7 @@ class Collector:
         until_resolved: SettledArms | None = None,
         retry_failed: bool = False,
         shard: Shard | None = None,
+        continues: str | None = None,
     ) -> None:
         if shard is not None:
             check_shard(plan, shard, until_resolved=until_resolved is not None)
@@ -76,6 +77,7 @@ class Collector:
             resume=resume,
             allow_argv_mismatch=allow_argv_mismatch,
             until_resolved=until_resolved is not None,
+            continues=continues,
         )
         self.plan = checked.plan or plan  # the server's clock turned on where collect could
         self._clock_note = checked.clock

@@ -44,6 +44,8 @@ def decide(
     spends what stats/looks.py allows. None (no directory) keeps Bonferroni over the planned looks.
     """
     policy_alpha = policy.alpha
+    if looks is None and results.campaign.continues is not None:
+        looks = LookLog()  # what the continued campaign spent counts without a directory too
     look = None if looks is None else plan_look(results, policy.alpha, looks)
     if look is not None:
         policy = dataclasses.replace(policy, alpha=max(look.look.alpha, SPENT_ALPHA))
@@ -77,7 +79,7 @@ def decide(
         format=DECISION_FORMAT,
         decision=outcome.decision,
         selected=assemble.selected(outcome.selected),
-        provisional=outcome.provisional or (look is not None and bool(look.tampered)),
+        provisional=outcome.provisional or (look is not None and bool(look.tampered or look.unavailable)),
         reasons=(
             *reasons(evidence, outcome, arms, controls, arm_outcomes, next_step, look_text),
             *envelope_lines(envelopes),

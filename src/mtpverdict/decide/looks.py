@@ -10,6 +10,11 @@ over the looks planned then (those of the last recorded look before it; 1 when n
 so an unrecorded look on a fixed design spent it all). A looks file whose hash chain breaks
 (formats/looks.py), or a decision kept in the directory on records no recorded look saw, means alpha
 may have been refunded: the decision says so and is provisional.
+
+A campaign that continues an earlier one (campaign.json `continues`, written by collect --continues)
+starts with what that campaign's looks spent already spent: its looks share what is left of alpha, so
+the false-promotion rate over both campaigns stays at alpha. When the earlier campaign's looks were
+not available, what they spent cannot be counted and every decision on the campaign is provisional.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 from mtpverdict.formats.looks import Look, LookLog
 from mtpverdict.formats.results_io import Results
-from mtpverdict.stats.looks import look_alpha
+from mtpverdict.stats.looks import SPENT, look_alpha
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +36,18 @@ class LookPlan:
     spent_before: float
     unrecorded: tuple[int, ...]  # boot records at resumes no recorded look saw, counted as looks
     tampered: str = ""  # why the recorded looks cannot be trusted to be all of them
+    continued: str = ""  # the campaign this one continues (campaign.json `continues`)
+    carried: float = 0.0  # alpha the continued campaign's looks spent
+    unavailable: str = ""  # why the continued campaign's looks could not be counted
 
     @property
     def exhausted(self) -> bool:
         return self.look.alpha <= 0.0
+
+
+def _alpha(budget: float, planned: int, spent: list[float]) -> float:
+    """look_alpha over what a continued campaign left (nothing left: 0)."""
+    return 0.0 if budget <= SPENT else look_alpha(budget, planned, spent)
 
 
 def _counted(log: LookLog, alpha: float) -> list[Look]:
@@ -45,7 +58,7 @@ def _counted(log: LookLog, alpha: float) -> list[Look]:
         before = [x for x in out if x.boot_records < r]
         planned = max((x.planned for x in before if x.records_sha256), default=1)
         planned = max(planned, len(before) + 1) if before else 1
-        implied = Look(0, r, "", look_alpha(alpha, planned, [x.alpha for x in out]), planned)
+        implied = Look(0, r, "", _alpha(alpha, planned, [x.alpha for x in out]), planned)
         out = sorted([*out, implied], key=lambda x: (x.boot_records, x.look))
     return out
 
@@ -68,19 +81,22 @@ def plan_look(results: Results, alpha: float, log: LookLog) -> LookPlan:
     """This decision's look on `results` given the recorded looks (module docstring)."""
     planned = max(1, results.campaign.sequential_looks)
     boot_records = len(results.boots)
-    counted = _counted(log, alpha)
+    earlier = results.campaign.continues
+    carried = 0.0 if earlier is None or earlier.spent_alpha is None else earlier.spent_alpha
+    continued = "" if earlier is None else earlier.campaign
+    unavailable = "" if earlier is None or earlier.spent_alpha is not None else earlier.unavailable or "?"
+    budget = alpha - carried
+    counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
     tampered = log.tampered
     for look in log.looks:
         if look.records_sha256 == results.records_sha256:
             at = (look.boot_records, look.look)
             before = sum(x.alpha for x in counted if (x.boot_records, x.look) < at)
-            return LookPlan(look, False, before, unrecorded, tampered)
+            return LookPlan(look, False, before, unrecorded, tampered, continued, carried, unavailable)
     spent = [x.alpha for x in counted]
-    look = Look(
-        len(spent) + 1, boot_records, results.records_sha256, look_alpha(alpha, planned, spent), planned
-    )
-    return LookPlan(look, True, sum(spent), unrecorded, tampered)
+    look = Look(len(spent) + 1, boot_records, results.records_sha256, _alpha(budget, planned, spent), planned)
+    return LookPlan(look, True, sum(spent), unrecorded, tampered, continued, carried, unavailable)
 
 
 def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
@@ -91,6 +107,18 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
         out.append(
             f"provisional: {plan.tampered}; the alpha earlier looks spent cannot be known, so this "
             "decision may spend alpha that was already spent"
+        )
+    if plan.unavailable:
+        out.append(
+            f"provisional: this campaign continues {plan.continued}, whose looks are not available "
+            f"({plan.unavailable}); the alpha they spent cannot be counted, so this decision may spend "
+            "alpha that was already spent"
+        )
+    elif plan.continued:
+        out.append(
+            f"this campaign continues {plan.continued}, whose looks spent alpha {plan.carried:.4g}: this "
+            f"campaign's looks share the {max(policy_alpha - plan.carried, 0.0):.4g} left, so the "
+            f"false-promotion rate over both campaigns stays at {policy_alpha:.4g}"
         )
     if look.look > 1 or look.planned > 1:
         out.append(
@@ -105,7 +133,14 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
             "recorded look there (a decision written elsewhere or taken through the API): each such "
             "resume is counted as the look it followed, at the alpha that look spent"
         )
-    if plan.exhausted:
+    if plan.exhausted and plan.continued and plan.carried + plan.spent_before >= policy_alpha - SPENT:
+        out.append(
+            f"the alpha is spent: {plan.continued} spent {plan.carried:.4g} and this campaign's "
+            f"{look.look - 1} earlier look(s) {plan.spent_before:.4g} of {policy_alpha:.4g}, so no look on "
+            f"this campaign can promote; it can still keep arms off, and a campaign that continues "
+            f"{plan.continued} cannot promote either"
+        )
+    elif plan.exhausted:
         out.append(
             f"the campaign's alpha is spent: its {look.look - 1} earlier look(s) spent "
             f"{plan.spent_before:.4g} of {policy_alpha:.4g}, so no further look on this results "

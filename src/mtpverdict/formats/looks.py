@@ -157,3 +157,50 @@ def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
 def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
     """Record that collect raised boots and continued a directory holding `boot_records` boot records."""
     _append(results_dir, {"kind": "resume", "boot_records": boot_records})
+
+
+MAX_CAMPAIGN_BYTES = 1 << 22  # a campaign.json this large is not one
+
+
+def _campaign_of(directory: Path) -> dict[str, Any] | None:
+    path = directory / "campaign.json"
+    try:
+        if path.stat().st_size > MAX_CAMPAIGN_BYTES:
+            return None
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("id"), str) else None
+
+
+def continuation(source: str) -> dict[str, Any]:
+    """campaign.json's `continues` for a new campaign continuing `source`: a results directory (its
+    campaign id, and the alpha its recorded looks spent, with any campaign it continued in turn), or a
+    campaign id whose directory is not at hand (its looks not available)."""
+    directory = Path(source)
+    campaign = _campaign_of(directory) if directory.is_dir() else None
+    if campaign is None:
+        why = (
+            f"{source} holds no readable campaign.json"
+            if directory.is_dir()
+            else f"no results directory {source} here: its looks were not available when this campaign began"
+        )
+        return {"campaign": directory.name or source, "spent_alpha": None, "unavailable": why}
+    log = read_looks(directory)
+    before = campaign.get("continues") if isinstance(campaign.get("continues"), dict) else {}
+    carried = before.get("spent_alpha", 0.0) if before else 0.0
+    out: dict[str, Any] = {"campaign": campaign["id"], "looks": len(log.looks), "looks_chain": None}
+    unseen = [r for r in log.resumes if r > 0 and all(x.boot_records != r for x in log.looks)]
+    why = ""
+    if log.tampered:
+        why = log.tampered
+    elif not log.looks:
+        why = f"{source} has no recorded look ({LOOKS_FILE}): a decision taken on it cannot be counted"
+    elif unseen:
+        why = f"{source} was resumed after {unseen[0]} boot records without a recorded look there"
+    elif before and carried is None:
+        why = f"{source} continues {before.get('campaign')}, whose looks were not available"
+    if why:
+        return {**out, "spent_alpha": None, "unavailable": why}
+    spent = float(carried) + sum(x.alpha for x in log.looks)
+    return {**out, "spent_alpha": spent, "looks_chain": log.head}

@@ -84,6 +84,26 @@ class Scope(Struct, frozen=True, forbid_unknown_fields=True):
     claim: Annotated[str | None, Meta(description="What the evidence may be used to claim, and what not.")]
 
 
+class Continues(Struct, frozen=True, forbid_unknown_fields=True):
+    """The earlier campaign this one continues (collect --continues) and the alpha its looks spent."""
+
+    campaign: Annotated[str, Meta(description="The continued campaign's id (or the name given for it).")]
+    spent_alpha: Annotated[
+        float | None,
+        Meta(
+            description="Alpha its recorded looks spent (and any campaign it continued in turn); null when "
+            "its looks were not available, which makes every decision on this campaign provisional."
+        ),
+    ]
+    looks: Annotated[Count, Meta(description="Recorded looks of the continued campaign.")] = 0
+    looks_chain: Annotated[
+        str | None, Meta(description="The last chain value of its raw/looks.jsonl, null without one.")
+    ] = None
+    unavailable: Annotated[
+        str | None, Meta(description="Why its looks could not be counted; null when they were.")
+    ] = None
+
+
 class Spec(Struct, frozen=True, forbid_unknown_fields=True):
     """What speculation an arm runs; method None means speculation off; k None means not recorded."""
 
@@ -181,6 +201,13 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True, dict=True):
     deployment: Annotated[
         Deployment | None,
         Meta(description="The compose service the arms' argv were derived from ([server] compose)."),
+    ] = None
+    continues: Annotated[
+        Continues | None,
+        Meta(
+            description="The earlier campaign this one continues (collect --continues): decide counts "
+            "the alpha its looks spent against this campaign's."
+        ),
     ] = None
 
     @functools.cached_property

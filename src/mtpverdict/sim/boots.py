@@ -55,6 +55,9 @@ class BootScenario:
     # layout, stats/layout.py), afresh for each campaign; False keeps the arms' order (off_A first,
     # off_B last: the layout that confounds the controls with the ends of a device)
     drawn: bool = True
+    # drawn with a layout_seed: the one layout collect draws from that order_seed (stats/layout.py),
+    # the same for every campaign (the measurements vary, the layout does not)
+    layout_seed: int | None = None
 
     def arm_boots(self, arm: BootArm) -> int:
         return self.boots if arm.boots is None else arm.boots
@@ -74,12 +77,20 @@ class BootBatch:
     control_blocked: Any = None  # (B, C, D, Nc / D)
     control_device: Any = None  # (Nc,) device index of each control slot; control_order is per device
     control_end: Any = None  # (Nc,) or (B, Nc): the slot is the first or last boot of its device
+    arm_position: Any = None  # (B, A, D, Na / D): each arm boot's position on its device (devices only)
 
     def blocked(self) -> tuple[Any, Any]:
         """arm (B, A, C, D, n) and control (B, C, D, m) for stats.blocked.blocked_batch."""
         if self.arm_blocked is None:
             return self.arm[:, :, :, None, :], self.control[:, :, None, :]
         return self.arm_blocked, self.control_blocked
+
+    def positions(self) -> tuple[Any, Any]:
+        """arm (B, A, D, n) and control (B, D, m) positions on their device, for blocked_batch."""
+        import numpy as np
+
+        control = np.asarray(self.control_order).reshape(self.control.shape[0], self.devices, -1)
+        return self.arm_position, control
 
 
 def _position_terms(scenario: BootScenario, pos: Any, last: float, state: Any) -> Any:
@@ -181,13 +192,30 @@ def device_positions(scenario: BootScenario, rng: np.random.Generator, campaigns
 
     arms, devices = scenario.arms, scenario.devices
     rounds = max(scenario.arm_boots(a) for a in arms)
-    if scenario.drawn:
+    if scenario.drawn and scenario.layout_seed is not None:
+        rank = np.broadcast_to(_fixed_ranks(scenario, rounds), (campaigns, devices, rounds, len(arms)))
+    elif scenario.drawn:
         rank = np.argsort(np.argsort(rng.random((campaigns, devices, rounds, len(arms))), axis=-1), axis=-1)
     else:
         rank = np.broadcast_to(np.arange(len(arms)), (campaigns, devices, rounds, len(arms)))
     start = (np.arange(rounds) * len(arms))[None, None, :, None]
     pos = (rank + start + 1).astype(float)
     return {a.name: pos[:, :, : scenario.arm_boots(a), i] for i, a in enumerate(arms)}
+
+
+def _fixed_ranks(scenario: BootScenario, rounds: int) -> Any:
+    """(D, R, A) place of each arm in its round, as collect lays it out from layout_seed."""
+    import numpy as np
+
+    from mtpverdict.stats.layout import round_order
+
+    names = [a.name for a in scenario.arms]
+    out = np.zeros((scenario.devices, rounds, len(names)), dtype=int)
+    for d in range(scenario.devices):
+        for r in range(rounds):
+            order = round_order(names, seed=scenario.layout_seed, device=d, round_=r + 1)
+            out[d, r] = [order.index(n) for n in names]
+    return out
 
 
 def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaigns: int) -> BootBatch:
@@ -231,7 +259,11 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
     control = np.concatenate([values[a.name] for a in controls], axis=3)  # (B, C, D, m)
     positions = np.concatenate([where[a.name] for a in controls], axis=2)  # (B, D, m)
     truth = np.array([a.effects if a.effects else (0.0,) * cells for a in candidates], dtype=float)
+    arm_position = np.full((campaigns, len(candidates), devices, width), np.nan)
+    for i, a in enumerate(candidates):
+        arm_position[:, i, :, : scenario.arm_boots(a)] = where[a.name]
     return BootBatch(
+        arm_position=arm_position,
         arm=blocked.reshape(campaigns, len(candidates), cells, devices * width),
         control=control.reshape(campaigns, cells, -1),
         control_order=positions.reshape(campaigns, -1),

@@ -37,6 +37,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from mtpverdict.stats.positions import drift_line
 from mtpverdict.stats.procedure import (
     OUTCOMES,
     WHYS,
@@ -169,8 +170,43 @@ def _variances(
     return s2_a, df_a, s2_c, df_c, (df_a > 0) & (s2_a >= min_sd**2), (df_c > 0) & (s2_c >= min_sd**2)
 
 
-def blocked_cell_tests(arm: Array, control: Array, th: Thresholds) -> BlockedTests:
-    """Compare every arm with the controls of each device at every cell (module docstring)."""
+def _adjusted(
+    arm: Array, control: Array, positions: tuple[Array, Array] | None
+) -> tuple[Array, Array, Array, Array, Array]:
+    """Values less the controls' within-device drift line (stats/positions.drift_line), and per
+    (B, A, C) the weighted mean position gap of arm and controls, the line's slope variance and df.
+    Without positions: the values as given, no gap."""
+    n_shape = arm.shape[:3]
+    if positions is None:
+        zero = np.zeros(n_shape)
+        return arm, control, zero, zero, np.full(n_shape, np.nan)
+    arm_pos = np.asarray(positions[0], dtype=float)
+    ctrl_pos = np.asarray(positions[1], dtype=float)
+    arm_pos = arm_pos[:, :, None] if arm_pos.ndim == 4 else arm_pos  # (B, A, C or 1, D, Na)
+    ctrl_pos = ctrl_pos[:, None] if ctrl_pos.ndim == 3 else ctrl_pos  # (B, C or 1, D, Nc)
+    line = drift_line(control, positions[1])
+    arm_adj = arm - line.slope[:, None, :, None, None] * arm_pos
+    control_adj = control - line.slope[..., None, None] * ctrl_pos
+    n_a, _, _, _ = _groups(arm)
+    n_c, _, _, _ = _groups(control)
+    sum_pa = np.where(np.isnan(arm), 0.0, arm_pos).sum(-1)
+    sum_pc = np.where(np.isnan(control), 0.0, ctrl_pos).sum(-1)[:, None]
+    w, w_gap = _terms(n_a, sum_pa, n_c[:, None], sum_pc)[:2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = np.where(w.sum(-1) > 0, w_gap.sum(-1) / w.sum(-1), 0.0)
+    return arm_adj, control_adj, gap, np.broadcast_to(line.var[:, None], n_shape), line.df[:, None]
+
+
+def blocked_cell_tests(
+    arm: Array, control: Array, th: Thresholds, positions: tuple[Array, Array] | None = None
+) -> BlockedTests:
+    """Compare every arm with the controls of each device at every cell (module docstring).
+
+    `positions` (arm (B, A, D, Na), controls (B, D, Nc), or per cell (B, A, C, D, Na), (B, C, D, Nc):
+    each boot's place on its device, any unit linear in it) compares
+    each arm with the controls' drift line at the arm's own positions (module docstring)."""
+    arm, control, gap, var_line, df_line = _adjusted(arm, control, positions)
+    extra = gap**2 * var_line  # the line's slope error, carried by the arm's position gap
     n_a, sum_a, _, ss_a = _groups(arm)
     n_c, sum_c, _, ss_c = _groups(control)
     n_cb, sum_cb = n_c[:, None], sum_c[:, None]
@@ -194,17 +230,19 @@ def blocked_cell_tests(arm: Array, control: Array, th: Thresholds) -> BlockedTes
     blocked, by_devices = method == BlockedMethod.BLOCKED, method == BlockedMethod.DEVICES
     with np.errstate(invalid="ignore", divide="ignore"):
         v_a, v_c = k_a * s2_a, k_c * s2_c
-        se = np.where(blocked, np.sqrt(v_a + v_c), np.where(by_devices, np.sqrt(spread / big_w), np.nan))
-        df = np.where(
+        v_own = np.where(blocked, v_a + v_c, np.where(by_devices, spread / big_w, np.nan))
+        df_own = np.where(
             blocked,
             (v_a + v_c) ** 2 / (v_a**2 / df_a + v_c**2 / df_c),
             np.where(by_devices, units - 1, np.nan),
         )
+        se = np.sqrt(v_own + extra)
+        df = np.where(extra > 0, (v_own + extra) ** 2 / (v_own**2 / df_own + extra**2 / df_line), df_own)
     estimate = np.where(method != BlockedMethod.MISSING, estimate, np.nan)
     p_better, p_short, p_worse, p_equiv, t_ci, t_first = _t_tests(estimate, se, df, th)
     known = blocked | by_devices
     loo_p, loo_est, loo_drop = _leave_one_out(
-        arm, control, (n_a, sum_a, n_cb, sum_cb), (blocked, s2_a, s2_c, spread), df, th
+        arm, control, (n_a, sum_a, n_cb, sum_cb), (blocked, s2_a, s2_c, spread, extra), df, th
     )
     welch_code = np.where(
         known, Method.WELCH, np.where(method == BlockedMethod.MISSING, Method.MISSING, Method.UNKNOWN)
@@ -237,7 +275,7 @@ def _leave_one_out(
     arm: Array,
     control: Array,
     counts: tuple[Array, Array, Array, Array],
-    variance: tuple[Bools, Array, Array, Array],
+    variance: tuple[Bools, Array, Array, Array, Array],
     df: Array,
     th: Thresholds,
 ) -> tuple[Array, Array, Ints]:
@@ -290,19 +328,22 @@ def _leave_one_out(
 def _drop_z(
     full: tuple[Array, ...],
     new: tuple[Array, ...],
-    variance: tuple[Bools, Array, Array, Array],
+    variance: tuple[Bools, Array, Array, Array, Array],
     th: Thresholds,
     allowed: Bools,
 ) -> tuple[Array, Array]:
     """z against the threshold, and the estimate, with one boot's device terms replaced (inf: no drop)."""
-    blocked, s2_a, s2_c, spread = variance
+    blocked, s2_a, s2_c, spread, extra = variance
     w, wd, ka, kc = (t.sum(-1)[..., None, None] - t[..., None] + n for t, n in zip(full, new, strict=True))
     with np.errstate(invalid="ignore", divide="ignore"):
         est = wd / w
-        var = np.where(
-            blocked[..., None, None],
-            (ka * s2_a[..., None, None] + kc * s2_c[..., None, None]) / w**2,
-            spread[..., None, None] / w,
+        var = (
+            np.where(
+                blocked[..., None, None],
+                (ka * s2_a[..., None, None] + kc * s2_c[..., None, None]) / w**2,
+                spread[..., None, None] / w,
+            )
+            + extra[..., None, None]
         )
         z = (th.sign * est - th.shift) / np.sqrt(var)
     return np.asarray(np.where(allowed & (w > 0) & np.isfinite(z), z, np.inf)), np.asarray(est)
@@ -322,8 +363,10 @@ def blocked_batch(
     equivalence_margin: float,
     min_effect: float | None = None,
     higher_is_better: bool = True,
+    positions: tuple[Array, Array] | None = None,
 ) -> tuple[BlockedTests, ArmArrays]:
-    """The blocked procedure over many campaigns at once (arm (B, A, C, D, Na), control (B, C, D, Nc))."""
+    """The blocked procedure over many campaigns at once (arm (B, A, C, D, Na), control (B, C, D, Nc));
+    `positions` as blocked_cell_tests."""
     if (
         arm.ndim != 5
         or control.ndim != 4
@@ -332,7 +375,7 @@ def blocked_batch(
     ):
         raise ValueError(f"shapes do not match: arm {arm.shape}, control {control.shape}")
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, arm.shape[1])
-    found = blocked_cell_tests(arm, control, th)
+    found = blocked_cell_tests(arm, control, th, positions)
     return found, combine(found.tests, alpha)
 
 
@@ -351,6 +394,15 @@ def _devices_of(
 
 def _plain(values: Sequence[DeviceBootValue]) -> list[BootValue]:
     return [BootValue(v.arm, v.boot, v.order, v.log_value) for v in values]
+
+
+def _orders(slots: Sequence[Sequence[Sequence[DeviceBootValue]]], width: int) -> Array:
+    """(C, D, N) boot orders behind the slots of _grid (NaN: no boot)."""
+    out = np.full((len(slots), len(slots[0]) if slots else 0, max(width, 1)), np.nan)
+    for c, per_cell in enumerate(slots):
+        for d, values in enumerate(per_cell):
+            out[c, d, : len(values)] = [float(v.order) for v in values]
+    return out
 
 
 def _grid(
@@ -403,6 +455,10 @@ def blocked_family_procedure(
     if one:
         return BlockedFamilyOutcome(plain, devices, False, (), None, ())
     arm, control, slots = _stack(controls, candidates, design, devices)
+    positions = (
+        np.stack([_orders(s[0], arm.shape[-1]) for s in slots])[None],
+        _orders(slots[0][1], control.shape[-1])[None],
+    )
     found, arrays = blocked_batch(
         arm,
         control,
@@ -410,6 +466,7 @@ def blocked_family_procedure(
         equivalence_margin=equivalence_margin,
         min_effect=min_effect,
         higher_is_better=higher_is_better,
+        positions=positions,
     )
     arms = tuple(_arm_outcome(i, name, design, found, arrays, slots[i]) for i, name in enumerate(candidates))
     effects = _effects(list(candidates), design, devices, found, arm[0], control[0])

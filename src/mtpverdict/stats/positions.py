@@ -154,3 +154,34 @@ def position_beyond(found: DevicePosition, bound: float) -> Bools:
     """Rows whose fitted drift or ends exceed the bound (stated with the check, not a failure alone)."""
     with np.errstate(invalid="ignore"):
         return np.asarray((np.abs(found.drift) > bound) | (np.abs(found.ends) > bound))
+
+
+@dataclass(frozen=True, slots=True)
+class DriftLine:
+    """Per (row, cell): the controls' within-device slope against position, its variance and df."""
+
+    slope: Array  # log per position unit; 0 where it cannot be fitted
+    var: Array  # its sampling variance; 0 where it cannot be fitted
+    df: Array  # control boots - devices with a control - 1; NaN where it cannot be fitted
+
+
+def drift_line(control: Array, position: Array) -> DriftLine:
+    """The controls' common within-device slope per cell: control (B, C, D, m), position (B, D, m)
+    or (B, C, D, m).
+
+    Each device keeps its own level (the within estimator, as device_position), so device levels
+    cannot look like a slope; the controls are one configuration, so no arm effect enters it.
+    """
+    pos = np.asarray(position, dtype=float)
+    pos = np.broadcast_to(pos[:, None] if pos.ndim == control.ndim - 1 else pos, control.shape)
+    present = ~np.isnan(control) & ~np.isnan(pos)
+    n = present.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        xc = np.where(present, pos - np.where(present, pos, 0.0).sum(-1, keepdims=True) / n, 0.0)
+        yc = np.where(present, control - np.where(present, control, 0.0).sum(-1, keepdims=True) / n, 0.0)
+        sxx, sxy = (xc**2).sum((-2, -1)), (xc * yc).sum((-2, -1))
+        slope = sxy / sxx
+        df = present.sum((-2, -1)) - (n[..., 0] > 0).sum(-1) - 1.0
+        var = ((yc - slope[..., None, None] * xc) ** 2 * present).sum((-2, -1)) / df / sxx
+    ok = (sxx > 0) & (df >= 1) & np.isfinite(var)
+    return DriftLine(np.where(ok, slope, 0.0), np.where(ok, var, 0.0), np.where(ok, df, np.nan))

@@ -7,8 +7,13 @@ p-value), then Holm across the full family of candidate arms. The outcome of an 
 - better: beyond log(1 + min_effect) at every design cell (IUT, Holm across arms), and still beyond it
   at unadjusted alpha with any one boot left out, arm or control (one boot cannot carry a promotion);
 - worse: shown slower than the controls at some cell (Bonferroni over its cells, Holm across arms);
-- below_min_effect: shown below log(1 + min_effect) at some cell (same correction): it fails a rule
-  that asks for min_effect even when it is faster than off;
+- below_min_effect: not better by min_effect: at some cell the two-sided 1 - 2 alpha interval's upper
+  bound is below log(1 + min_effect) (one-sided p_below_min_effect < alpha there, unadjusted). It fails
+  a rule that asks for min_effect even when it is faster than off. This is a futility decision: it only
+  ever keeps an arm off, so it cannot raise the false-promotion rate and needs no correction across
+  cells or arms; its error is a missed promotion, at most alpha per cell for an arm truly at
+  min_effect there. `p_below_min_effect_holm` (Bonferroni over cells, Holm across arms) is the
+  corrected claim "shown below min_effect", reported beside it;
 - inconclusive otherwise, with the reason: a design cell it never measured, a cell without a credible
   variance, one boot carrying the promotion, or too little evidence.
 min_effect defaults to the equivalence margin, so "better" and "equivalent" cannot both hold and one
@@ -282,13 +287,15 @@ def combine(tests: CellTests, alpha: float) -> ArmArrays:
     p_eq = np.where(known, tests.p_equivalent, 1.0).max(axis=-1)
     p_worse = _union(tests.p_worse, known)
     p_short = _union(tests.p_short, known)
+    # futility: the interval's upper bound below log(1 + min_effect) at some cell, unadjusted
+    p_futile = np.where(known, tests.p_short, 1.0).min(axis=-1)
     loo = np.where(known, tests.loo_p, np.nan)
     some_loo = np.asarray(~np.isnan(loo).all(axis=-1))
     loo_p = np.where(some_loo, np.nanmax(np.where(some_loo[..., None], loo, 0.0), axis=-1), np.nan)
     loo_cell = np.argmax(np.where(np.isnan(loo), -1.0, loo), axis=-1)
     loo_ok = ~(loo_p >= alpha)  # NaN: no boot could be left out (an arm and controls of one boot each)
     holm = {name: holm_along(p) for name, p in (("b", p_better), ("e", p_eq), ("w", p_worse), ("s", p_short))}
-    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], holm["s"], alpha)
+    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], np.minimum(holm["s"], p_futile), alpha)
     inconclusive = outcome == OUTCOMES.index(Outcome.INCONCLUSIVE)
     why = np.where(
         ~inconclusive,

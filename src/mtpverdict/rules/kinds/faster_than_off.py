@@ -8,13 +8,14 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
-from mtpverdict._text import outcome_word
+from mtpverdict._text import outcome_word, pct
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats._check import Fraction, Located, PositiveInt
 from mtpverdict.formats.decision import RuleStatus
 from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind, cell_label, comparison_text, design_cells
 from mtpverdict.stats.procedure import ArmOutcome, CellComparison, Outcome, Why
+from mtpverdict.stats.runs import HIGHER_IS_BETTER
 
 
 class Params(Struct, frozen=True, forbid_unknown_fields=True):
@@ -36,14 +37,16 @@ class FasterFinding(Finding):
     metric: str
     outcome: ArmOutcome | None
     min_effect: float
+    futility: bool = False  # below_min_effect by the futility interval alone (not the corrected test)
 
 
 class FasterThanOff(RuleKind[Params, FasterFinding]):
     """Better than off at every cell of the design (intersection-union, Holm across the family's arms).
 
-    Equivalent to off (within the equivalence margin), worse at some cell, or shown below min_effect
-    fails; a cell the arm never measured, a cell without a credible variance, or one boot carrying the
-    gain leaves it unresolved, with the reason.
+    Equivalent to off (within the equivalence margin), worse at some cell, or not better by min_effect
+    (the interval's upper bound below it at some cell: a futility decision) fails; a cell the arm
+    never measured, a cell without a credible variance, or one boot carrying the gain leaves it
+    unresolved, with the reason.
     """
 
     name = "faster_than_off"
@@ -70,7 +73,11 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
             Outcome.EQUIVALENT: RuleStatus.FAIL,
             Outcome.BELOW_MIN_EFFECT: RuleStatus.FAIL,
         }.get(found.outcome, RuleStatus.INCONCLUSIVE)
-        return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect)
+        futility = (
+            found.outcome is Outcome.BELOW_MIN_EFFECT
+            and not found.p_below_min_effect_holm < evidence.policy.alpha
+        )
+        return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect, futility)
 
     def render(self, finding: FasterFinding, arm: Arm) -> str:
         found = finding.outcome
@@ -79,7 +86,7 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
         # the arm's outcome needs every cell (intersection-union); a cell's outcome is that cell alone,
         # Holm across every depth and cell, so an interval clearing off can still be unresolved there
         head = f"{arm.name} vs off, every cell together: {outcome_word(found.outcome)}"
-        why = _why(found, finding.min_effect)
+        why = _futility(found, finding) if finding.futility else _why(found, finding.min_effect)
         parts = [
             f"{cell_label(c.cell[0], c.cell[1])} alone {_cell_word(c)}: " + comparison_text(c, finding.metric)
             for c in found.cells
@@ -92,6 +99,22 @@ def _cell_word(c: CellComparison) -> str:
     if c.cell_outcome is Outcome.INCONCLUSIVE and (c.ci_low > 0 or c.ci_high < 0):
         return "not significant after Holm"  # its own interval clears off; Holm's correction does not
     return outcome_word(c.cell_outcome)
+
+
+def _futility(found: ArmOutcome, finding: FasterFinding) -> str:
+    """The futility decision in words: the cells whose interval's upper bound is below the bar."""
+    shift = math.log1p(finding.min_effect)
+    higher = HIGHER_IS_BETTER[finding.metric]
+    below = [
+        (c, c.ci_high if higher else c.ci_low)
+        for c in found.cells
+        if math.isfinite(c.ci_high) and (c.ci_high if higher else -c.ci_low) < shift
+    ]
+    where = ", ".join(f"{cell_label(c.cell[0], c.cell[1])} {pct(bound)}" for c, bound in below)
+    return (
+        f"not better by +{finding.min_effect:.1%}: the interval's upper bound is below it at some cell "
+        f"({where}); a futility decision that keeps the arm off and never promotes one"
+    )
 
 
 def _why(found: ArmOutcome, min_effect: float) -> str:

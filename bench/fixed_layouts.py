@@ -1,0 +1,114 @@
+"""Fixed layouts under drift: each of 60 drawn 8 x 1 layouts repeated, with and without the drift line.
+
+`python bench/calibration.py --fixed-layouts` runs this. A campaign over 8 devices x 1 round draws its
+layout once, from its order_seed (stats/layout.py); here each of the order seeds 0..59 is held fixed and
+its campaigns differ only in their measurements (mtpverdict.sim.simulate_boots with layout_seed). Every
+depth is null; a linear drift of 5% (or none) runs over each device's five boots. Decided as `decide`
+decides a campaign over devices: stats.blocked with the position check and the confounded-layout
+refusal. "mean of the controls" compares each arm with the controls of its device as before; "drift
+line" compares it with the controls' within-device drift line at its own positions (positions=).
+Power: layouts drawn per campaign, k2 truly +5% or +8%, 8 devices x 1 and x 2 rounds, device levels
+sd 10%. Rates carry two-sided 95% Clopper-Pearson intervals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from nuisance_calibration import _residuals
+from procedure_calibration import ALPHA, BETTER, MARGIN, _rate, sweep
+
+from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
+from mtpverdict.stats.blocked import blocked_batch
+from mtpverdict.stats.positions import device_position, position_failing
+
+SEED = 99
+LAYOUTS = 60
+DEVICES = 8
+
+
+def promoted(batch: BootBatch, min_effect: float | None, line: bool) -> np.ndarray:
+    """(B, A) arms called better while the position check passes."""
+    arm, control = batch.blocked()
+    _, arrays = blocked_batch(
+        arm,
+        control,
+        alpha=ALPHA,
+        equivalence_margin=MARGIN,
+        min_effect=min_effect,
+        positions=batch.positions() if line else None,
+    )
+    found = device_position(
+        batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
+    )
+    ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
+    passed = ~position_failing(found, ALPHA) & ~ends.all(axis=1)
+    return np.asarray((arrays.outcome == BETTER) & passed[:, None])
+
+
+def layout_rows(campaigns: int) -> list[str]:
+    out = [
+        "| drift over each device | mode | comparison | worst layout (order_seed) [95% CP] | mean over "
+        f"{LAYOUTS} layouts | layouts above 5% |",
+        "|---|---|---|---|---|---|",
+    ]
+    for drift in (0.05, 0.0):
+        for mode, min_effect in (("zero", 0.0), ("margin", None)):
+            counts: dict[bool, list[int]] = {False: [], True: []}
+            for seed in range(LAYOUTS):
+                sc = BootScenario(
+                    "fixed", sweep(), boots=1, devices=DEVICES, drift_total=drift, layout_seed=seed
+                )
+                batch = simulate_boots(sc, np.random.default_rng([SEED, seed]), campaigns)
+                for line in (False, True):
+                    counts[line].append(int(promoted(batch, min_effect, line).any(axis=1).sum()))
+            for line in (False, True):
+                found = np.array(counts[line])
+                worst = int(found.argmax())
+                name = "drift line" if line else "mean of the controls"
+                mean, above = found.mean() / campaigns, int((found > 0.05 * campaigns).sum())
+                out.append(
+                    f"| {drift:.0%} | {mode} | {name} | {_rate(int(found[worst]), campaigns)} "
+                    f"(seed {worst}) | {mean:.4f} | {above} |"
+                )
+    return out
+
+
+def power_rows(campaigns: int) -> list[str]:
+    out = [
+        "| design | k2 truly | power, mean of the controls | power, drift line |",
+        "|---|---|---|---|",
+    ]
+    for rounds in (1, 2):
+        for effect in (0.05, 0.08):
+            sc = BootScenario(
+                "power",
+                sweep({"k2": (math.log1p(effect),) * 2}),
+                boots=rounds,
+                devices=DEVICES,
+                device_sd=0.1,
+            )
+            batch = simulate_boots(
+                sc, np.random.default_rng([SEED, 1000 + rounds, round(effect * 100)]), campaigns
+            )
+            found = [int(promoted(batch, None, line)[:, 1].sum()) for line in (False, True)]
+            out.append(
+                f"| {DEVICES} x {rounds} | +{effect:.0%} | {_rate(found[0], campaigns)} | "
+                f"{_rate(found[1], campaigns)} |"
+            )
+    return out
+
+
+def run(campaigns: int) -> str:
+    return "\n".join(
+        [
+            f"Every depth null on {LAYOUTS} fixed {DEVICES} x 1 layouts, {campaigns} campaigns each:",
+            "",
+            *layout_rows(campaigns),
+            "",
+            f"Power, layouts drawn per campaign, {4 * campaigns} campaigns per row (margin mode):",
+            "",
+            *power_rows(4 * campaigns),
+        ]
+    )
