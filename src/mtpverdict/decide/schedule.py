@@ -478,7 +478,7 @@ def _outcome(
         return ScheduleOutcome(DecisionKind.INCONCLUSIVE, schedule, None, "", lines, (why,))
     text = "selection schedule: " + ", ".join(_range_text(r) for r in table)
     if config is not None:
-        text += f"; vLLM --speculative-config '{config}'"
+        text += f"; {registry.title(SCHEDULE_ENGINE)} --speculative-config '{config}'"
     return ScheduleOutcome(DecisionKind.PROMOTE, schedule, None, text, lines)
 
 
