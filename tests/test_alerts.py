@@ -17,7 +17,14 @@ import pytest
 import yaml
 
 from mtpverdict.errors import InputError
-from mtpverdict.live.alerts import AlertEngine, AlertOptions, duration_seconds, rule_groups, rules_yaml
+from mtpverdict.live.alerts import (
+    COUNTERS,
+    AlertEngine,
+    AlertOptions,
+    duration_seconds,
+    rule_groups,
+    rules_yaml,
+)
 from mtpverdict.live.reference import Reference, load_reference
 
 from .conftest import ROOT, run_cli
@@ -114,7 +121,7 @@ def test_the_cli_writes_the_rules_and_refuses_bad_input_in_one_line(tmp_path: Pa
 
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     promtool = _promtool()
-    for engine in AlertEngine:
+    for engine in COUNTERS:
         path = tmp_path / f"{engine}.yaml"
         path.write_text(rules_yaml(_ref(), AlertOptions(engine, "5m", "10m", ('model_name="qwen"',))))
         done = subprocess.run(
@@ -374,3 +381,9 @@ def test_drafting_stopped_fires_where_the_counters_vanished_and_never_on_a_seat_
     spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": cases}))
     done = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_engine_without_counters_is_refused_by_name() -> None:
+    without = next(e for e in AlertEngine if e not in COUNTERS)
+    with pytest.raises(InputError, match=f"engine '{without}' exports no spec-decode counters"):
+        rule_groups(_ref(), AlertOptions(without))

@@ -191,6 +191,80 @@ def test_every_checkout_path_the_docs_and_contributing_name_exists() -> None:
     assert not missing, f"the docs name paths that do not exist: {missing}"
 
 
+# a Markdown link to a file of the checkout, relative to the document's folder, with an optional anchor
+MD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# a Python file in prose, quoted or not, relative to the checkout, the package or the document
+PROSE_PY = re.compile(r"(?<![\w./-])(?:[\w-]+/)+[\w-]+\.py\b")
+# files that are no longer there, named as the code was when a measurement was taken (each says where
+# the code lives now)
+HISTORY = {"performance.md": ("decide/evidence.py", "results/load.py", "results/spec.py")}
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    heads = re.findall(r"^#+ (.*)$", doc.read_text(), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def broken_links(doc: Path, text: str) -> list[str]:
+    """Every relative link of a document whose file (from the document's folder) or anchor is missing."""
+    broken = []
+    for target in MD_LINK.findall(text):
+        if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path) if path else doc
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(target)
+    return broken
+
+
+def missing_python_paths(doc: Path, text: str) -> list[str]:
+    """Every Python file the prose names that is neither the checkout's, the package's nor beside the
+    document (an engine's source, a pattern and the history allowed above aside)."""
+    bases = (ROOT, ROOT / "src" / "mtpverdict", doc.parent)
+    return [
+        name
+        for name in PROSE_PY.findall(text)
+        if not set("<*{") & set(name)
+        and not name.startswith(ENGINE_SOURCES)
+        and name not in HISTORY.get(doc.name, ())
+        and not any((base / name).exists() for base in bases)
+    ]
+
+
+def _prose() -> list[Path]:
+    return [*documents(), ROOT / "CONTRIBUTING.md"]
+
+
+def test_every_relative_link_resolves_from_its_document() -> None:
+    broken = [f"{doc.name}: {t}" for doc in _prose() for t in broken_links(doc, doc.read_text())]
+    assert not broken, f"links to files or anchors that do not exist: {broken}"
+
+
+def test_every_python_file_the_prose_names_exists() -> None:
+    missing = [f"{doc.name}: {n}" for doc in _prose() for n in missing_python_paths(doc, doc.read_text())]
+    assert not missing, f"the docs name Python files that do not exist: {missing}"
+
+
+def test_the_link_and_path_checks_see_what_is_stale(tmp_path: Path) -> None:
+    doc = ROOT / "docs" / "architecture.md"
+    text = (
+        "[a](results-format.md) [b](../README.md) [c](https://x.org/y.md) [d](#where-a-change-belongs)\n"
+        "[e](../nothing.md) [f](results-format.md#no-such-heading) [g](#no-such-heading)\n"
+        "engines/names.py, src/mtpverdict/parse/reader.py and vllm/v1/core/kv_cache_utils.py are there;\n"
+        "parse/gone.py and tests/engines/test_gone.py are not, tests/rules/test_<kind>.py is a pattern\n"
+    )
+    assert broken_links(doc, text) == [
+        "../nothing.md",
+        "results-format.md#no-such-heading",
+        "#no-such-heading",
+    ]
+    assert missing_python_paths(doc, text) == ["parse/gone.py", "tests/engines/test_gone.py"]
+
+
 def test_every_dotted_name_the_docs_give_resolves() -> None:
     names = [(doc, name) for doc, name in _claims(DOTTED) if not name.endswith(FILE_SUFFIXES)]
     assert len(names) > 10

@@ -166,5 +166,5 @@ def test_a_100_kb_log_line_is_parsed_in_linear_time(tmp_path: Path, line: str, e
     log = tmp_path / "server.log"
     log.write_text("INFO start\n" + line + "\nINFO end\n")
     start = time.process_time()
-    parse_file(log, engine)  # type: ignore[arg-type]
+    parse_file(log, engine)
     assert time.process_time() - start < 2.0

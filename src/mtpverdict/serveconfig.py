@@ -329,6 +329,7 @@ def _table() -> dict[str, Flag]:
 FLAGS: Mapping[str, Flag] = _table()
 _LONG_SPEC = tuple(sorted(name for name in FLAGS if name.startswith("--")))
 _CONFIG_FILE = "--config"
+_DOTTED_CONFIG = "--speculative-config"  # the flag whose keys a `--<flag>.<key> value` sets one by one
 
 
 def normalise_flag(name: str) -> str:
@@ -371,8 +372,8 @@ def _scan(argv: Sequence[str]) -> tuple[list[FoundFlag], list[str]]:
                 f"{name}: the serve arguments come from a file the gate does not read; inline them"
             )
             continue
-        if norm.startswith("--speculative-config."):
-            spec: Flag | None = Flag(Engine.VLLM, norm)
+        if norm.startswith(f"{_DOTTED_CONFIG}."):  # one key of the JSON config: the config's engine
+            spec: Flag | None = Flag(FLAGS[_DOTTED_CONFIG].engine, norm)
         else:
             spec = FLAGS.get(norm)
         if spec is None:
@@ -402,10 +403,8 @@ def _unknown(name: str, norm: str) -> str:
     return f"{name}: an unknown speculative flag; the gate cannot say what it changes"
 
 
-# Variables engines read as configuration: llama.cpp reads every flag from LLAMA_ARG_* (common/arg.cpp
-# set_env), vLLM its VLLM_* (vllm/envs.py), SGLang its SGLANG_* (SGLANG_ENABLE_SPEC_V2 switches its
-# speculative scheduler).
-ENGINE_VARIABLE_PREFIXES = ("LLAMA_ARG_", "VLLM_", "SGLANG_")
+# Variables engines read as configuration (engines/*.py `config_variables`)
+ENGINE_VARIABLE_PREFIXES = tuple(p for parts in registry.ENGINES.values() for p in parts.config_variables)
 # Where the engines' Hugging Face and ModelScope clients fetch a model (and its drafter) named by id,
 # the caches they read it from, and the certificates they trust doing so: another endpoint, cache or
 # trusted certificate serves other weights under the same name.

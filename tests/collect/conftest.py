@@ -237,6 +237,17 @@ def stop_servers(out: Path) -> None:
     stop_left_over_servers(out)
 
 
+def run_collect(argv: list[str], out: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(argv, **kwargs)` of a collect into `out`, its output captured as text; when it does
+    not finish (its timeout: subprocess.run kills the collect, not the server it launched), the servers
+    it left running are stopped before the error goes on."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    except BaseException:
+        stop_servers(out)
+        raise
+
+
 @contextmanager
 def collect_running(proc: subprocess.Popen[Any], out: Path) -> Iterator[subprocess.Popen[Any]]:
     """`proc`, a collect into `out`, for the block; on leaving it, however the test went, the collect is

@@ -18,7 +18,7 @@ import pytest
 
 from mtpverdict.formats.results_io import load_results
 
-from .conftest import campaign_text, collect_running
+from .conftest import campaign_text, collect_running, run_collect
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SECONDS = 120.0  # a few seconds normally; the stall cases wait stall_seconds (3) per request
@@ -140,12 +140,8 @@ def test_per_request_server_timing_and_acceptance_are_recorded_beside_the_client
     )
     (tmp_path / "campaign.toml").write_text(text)
     out = tmp_path / "results"
-    done = subprocess.run(
-        [*CLI, "collect", str(tmp_path / "campaign.toml"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    done = run_collect(
+        [*CLI, "collect", str(tmp_path / "campaign.toml"), "--out", str(out)], out, timeout=240
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = load_results(out)

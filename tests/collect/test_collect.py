@@ -22,7 +22,7 @@ from mtpverdict.formats.results_io import load_results
 from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text, collect_running, interruptible
+from .conftest import campaign_text, collect_running, interruptible, run_collect
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 EXIT_BOOTS_FAILED = 5  # README: collect ran to the end, but a boot failed or was refused
@@ -37,13 +37,7 @@ def _write(tmp: Path, text: str) -> Path:
 def _collect(
     campaign: Path, out: Path, *extra: str, timeout: float = 240
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_collect([*CLI, "collect", str(campaign), "--out", str(out), *extra], out, timeout=timeout)
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
@@ -344,13 +338,8 @@ def test_the_api_key_is_never_written(tmp_path: Path, port: int) -> None:
     )
     out = tmp_path / "results"
     env = {**os.environ, "MTPVERDICT_TEST_KEY": secret}
-    done = subprocess.run(
-        [*CLI, "collect", str(_write(tmp_path, text)), "--out", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    done = run_collect(
+        [*CLI, "collect", str(_write(tmp_path, text)), "--out", str(out)], out, env=env, timeout=240
     )
     assert done.returncode == 0, done.stderr
     for path in out.rglob("*"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from mtpverdict.errors import CampaignError
 from mtpverdict.formats.results import Campaign
 
 from ..conftest import ROOT, run_cli
-from .conftest import campaign_text
+from .conftest import campaign_text, run_collect
 
 MIXED = ROOT / "collectors" / "datasets" / "mixed.jsonl"
 
@@ -229,12 +228,8 @@ def test_a_dataset_campaign_records_each_prompt_and_decides_per_category(tmp_pat
     path = tmp_path / "campaign.toml"
     path.write_text(text[:start] + dataset + text[end:])
     out = tmp_path / "results"
-    done = subprocess.run(
-        [sys.executable, "-m", "mtpverdict", "collect", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    done = run_collect(
+        [sys.executable, "-m", "mtpverdict", "collect", str(path), "--out", str(out)], out, timeout=240
     )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]

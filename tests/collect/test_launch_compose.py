@@ -20,7 +20,7 @@ from mtpverdict.collect import load_campaign_file
 from mtpverdict.errors import CampaignError
 from mtpverdict.formats.results_io import load_results
 
-from .conftest import FAKE
+from .conftest import FAKE, run_collect
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 FAKEDOCKER = Path(__file__).resolve().parent.parent / "fakedocker.py"
@@ -85,14 +85,7 @@ ignore_eos = true
 def _collect(
     campaign: Path, out: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        env=env,
-    )
+    return run_collect([*CLI, "collect", str(campaign), "--out", str(out)], out, timeout=240, env=env)
 
 
 def _boots(out: Path) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,7 @@ import pytest
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
-from .conftest import collect_running, free_port
+from .conftest import collect_running, free_port, run_collect
 
 FAKE = Path(__file__).resolve().parent.parent / "fakellama.py"
 CLI = [sys.executable, "-m", "mtpverdict"]
@@ -91,13 +91,7 @@ def _collect(tmp: Path, text: str, *extra: str) -> tuple[subprocess.CompletedPro
     campaign = tmp / "campaign.toml"
     campaign.write_text(text)
     out = tmp / "results"
-    done = subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    done = run_collect([*CLI, "collect", str(campaign), "--out", str(out), *extra], out, timeout=240)
     return done, out
 
 
@@ -252,7 +246,7 @@ def test_a_killed_collect_resumes_with_the_interrupted_boots_lines_in_their_runs
             time.sleep(0.02)
         proc.kill()
         proc.wait()
-        done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=240, check=False)
+        done = run_collect([*argv, "--resume"], out, timeout=240)
     assert done.returncode == 0, done.stderr + done.stdout
     boots = {(b["arm"], b["boot"]): b for b in _records(out, "boot")}
     assert boots[("draft_k2", 1)]["status"] == "interrupted" and boots[("draft_k2", 2)]["status"] == "ready"

@@ -17,7 +17,7 @@ from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
 from ..conftest import run_cli
-from .conftest import FAKE, collect_running, interruptible, small_campaign, wait_for_server
+from .conftest import FAKE, collect_running, interruptible, run_collect, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SPEC = '["--speculative-config", "{\\"num_speculative_tokens\\": 2, \\"fake_accept\\": 0.9}"]'
@@ -25,13 +25,9 @@ EXIT_BOOTS_FAILED = 5  # README: collect ran, but a boot failed or was refused
 
 
 def _collect(campaign: Path, out: Path, *extra: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=kw.pop("timeout", 180),
-        check=False,
-        **kw,
+    timeout = kw.pop("timeout", 180)
+    return run_collect(
+        [*CLI, "collect", str(campaign), "--out", str(out), *extra], out, timeout=timeout, **kw
     )
 
 

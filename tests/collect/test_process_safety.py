@@ -16,7 +16,7 @@ import pytest
 from mtpverdict._jsonio import canonical
 from mtpverdict.collect import load_campaign_file
 
-from .conftest import FAKE, collect_running, interruptible, small_campaign, wait_for_server
+from .conftest import FAKE, collect_running, interruptible, run_collect, small_campaign, wait_for_server
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 TOKEN_ENV = "MTPVERDICT_BOOT_TOKEN"  # what a launched server carries in its environment
@@ -24,13 +24,7 @@ FILE_ENV = "MTPVERDICT_BOOT_FILE"
 
 
 def _collect(campaign: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_collect([*CLI, "collect", str(campaign), "--out", str(out), *extra], out, timeout=180)
 
 
 def _start_ticks(pid: int) -> int:
@@ -176,3 +170,27 @@ def test_a_second_collect_on_a_running_directory_is_refused(tmp_path: Path, port
             release.touch()
     boots = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if '"boot"' in x]
     assert [(b["arm"], b["status"]) for b in boots if b["kind"] == "boot"] == [("off_A", "ready")]
+
+
+def _gone(pid: int, within: float) -> bool:
+    """Whether a process has ended (and been reaped) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+def test_a_collect_that_times_out_leaves_no_server(tmp_path: Path, port: int) -> None:
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port, tps=1, reps=50))  # minutes of decoding at 1 tok/s
+    out = tmp_path / "results"
+    argv = [*CLI, "collect", str(campaign), "--out", str(out)]
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_collect(argv, out, timeout=20)  # the server boots in well under 20 s, even on a loaded host
+    pid = wait_for_server(out, timeout=1)
+    assert _gone(pid, within=30), "the server the timed-out collect launched is still running"

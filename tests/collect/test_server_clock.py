@@ -13,7 +13,7 @@ from mtpverdict.collect.preflight import server_clock
 from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import load_results
 
-from .conftest import campaign_text
+from .conftest import campaign_text, run_collect
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SERVER_CLOCK_FLAG = "--enable-per-request-metrics"  # vLLM's (engines/vllm.py server_fields)
@@ -70,13 +70,7 @@ def test_a_campaign_on_vllm_0_32_is_timed_by_the_server_without_saying_so(tmp_pa
         check=False,
     )
     assert dry.returncode == 0 and "note: decode and TTFT on vLLM's own clock" in dry.stdout, dry.stderr
-    done = subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    done = run_collect([*CLI, "collect", str(campaign), "--out", str(out)], out, timeout=240)
     assert done.returncode == 0, done.stderr
     assert "added --enable-per-request-metrics to every arm alike" in done.stdout
     results = load_results(out)
@@ -89,11 +83,5 @@ def test_a_campaign_on_vllm_0_32_is_timed_by_the_server_without_saying_so(tmp_pa
     assert {m.timing for m in decision.missingness} == {"server"}
     (control,) = [c for c in decision.controls if c.name == "missingness"]
     assert "the client's clock beside it: decode windows" in control.detail  # the second surface, per stream
-    resumed = subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), "--resume"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    resumed = run_collect([*CLI, "collect", str(campaign), "--out", str(out), "--resume"], out, timeout=120)
     assert resumed.returncode == 0 and "0 boots" in resumed.stdout, resumed.stderr  # the same campaign

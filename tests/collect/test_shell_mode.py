@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from mtpverdict.collect import load_campaign_file
 
-from .conftest import FAKE, small_campaign
+from .conftest import FAKE, run_collect, small_campaign
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 SPEC = '["--speculative-config", "{\\"num_speculative_tokens\\": 2, \\"fake_accept\\": 0.9}"]'
@@ -37,13 +36,8 @@ def test_shell_mode_quotes_substitutions_and_passes_the_arm_args(
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(text)
     out = tmp_path / "results"
-    done = subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), "--var", f"tag=$(touch {planted})"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    argv = [*CLI, "collect", str(campaign), "--out", str(out), "--var", f"tag=$(touch {planted})"]
+    done = run_collect(argv, out, timeout=180)
     assert not planted.exists(), "a --var value ran as a shell command"
     assert done.returncode == 0, done.stdout + done.stderr
     boots = {

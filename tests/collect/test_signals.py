@@ -17,7 +17,7 @@ from mtpverdict.collect.signals import SIGINT_RESTORED, Terminated, deferred, st
 from mtpverdict.formats.results_io import load_results
 
 from ..conftest import wait_for_request
-from .conftest import campaign_text, collect_running, interruptible
+from .conftest import campaign_text, collect_running, interruptible, run_collect
 
 CLI = [sys.executable, "-m", "mtpverdict"]
 EXIT_INTERRUPTED = 130  # README, Exit codes
@@ -64,13 +64,7 @@ def test_sigterm_stops_the_server_records_the_boot_and_resume_completes(tmp_path
     assert _port_free(port)  # the server was stopped, not left listening
     load_results(out)  # valid as the signal left it
     written = (out / "records.jsonl").read_bytes()
-    resumed = subprocess.run(
-        [*CLI, "collect", str(campaign), "--out", str(out), "--resume"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    resumed = run_collect([*CLI, "collect", str(campaign), "--out", str(out), "--resume"], out, timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert (out / "records.jsonl").read_bytes().startswith(written)  # nothing lost or rewritten
     after = load_results(out)  # a duplicate record or a torn line would not load

@@ -1,11 +1,15 @@
 """One Engine name type: outside mtpverdict/engines/, no module spells an engine's name as a string (nor
-inside a longer string or a regex) or imports an engine's module; engine knowledge asks the registry."""
+inside a longer string or a regex, in any case, glued to `_` or `-`, as bytes), imports an engine's module
+(absolutely or relatively) or reaches an engine by attribute (`engines.sglang`, `Engine.VLLM`); engine
+knowledge asks the registry. Docstrings and comments are prose and are not counted."""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 from mtpverdict.engines.names import ENGINE_CHOICES, ENGINES, Engine
 
@@ -14,10 +18,13 @@ from ..conftest import ROOT
 SRC = ROOT / "src" / "mtpverdict"
 ENGINES_DIR = SRC / "engines"
 NAMES = frozenset(e.value for e in Engine)
-# an engine's name as a word inside a longer string; `vllm bench` is another tool (vLLM's benchmark,
-# an importer's name), not the engine
-MENTION_RE = re.compile(rf"(?<![A-Za-z0-9_])(?:{'|'.join(sorted(NAMES))})(?![A-Za-z0-9_])(?![- ]bench)")
-ENGINE_MODULE_RE = re.compile(rf"mtpverdict\.engines\.(?:{'|'.join(sorted(NAMES))})")
+# an engine's name inside a longer string, in any case, alone or glued to `_` or `-` ("VLLM_", "x-sglang");
+# `vllm bench` is another tool (vLLM's benchmark, an importer's name), not the engine
+MENTION_RE = re.compile(
+    rf"(?<![A-Za-z0-9])(?:{'|'.join(sorted(NAMES))})(?![A-Za-z0-9])(?![-_ ]bench)", re.IGNORECASE
+)
+# an engine's module in a dotted import path, absolute or relative (`from ..engines.vllm import X`)
+ENGINE_MODULE_RE = re.compile(rf"(?:^|\.)engines\.(?:{'|'.join(sorted(NAMES))})(?:\.|$)")
 # the engine's own parsers, which its module names (docs/architecture.md: parse/<engine>_*.py)
 ENGINE_PARSERS_RE = re.compile(rf"parse/(?:{'|'.join(sorted(NAMES))})_\w+\.py")
 # the files whose mention must stay, each with why (path under src/mtpverdict -> why)
@@ -25,6 +32,9 @@ ALLOWED = {
     "cli/sim.py": "an example image name in --image's help, as a user writes it",
     "compose/_model.py": "vLLM's torch.compile cache (~/.cache/vllm), a path on the seat the image mounts",
     "formats/results.py": "the scope's engine description in the results schema (schemas/ pins it)",
+    "formats/campaign.py": "ignore_eos's description in the campaign schema (schemas/ pins it)",
+    "formats/decision.py": "speculative_config's description in the decision schema (schemas/ pins it)",
+    "importers/vllm_bench.py": "vLLM's own benchmark output: the campaign it writes is vLLM's (Engine.VLLM)",
 }
 
 
@@ -52,30 +62,43 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def engine_mentions(files: list[Path], root: Path) -> list[str]:
-    """Every string (not a docstring) naming an engine inside it, and every import of an engine's
-    module, as `path:line text`."""
+    """Every string or bytes literal (not a docstring) naming an engine inside it, every import of an
+    engine's module and every attribute named as an engine, as `path:line text`."""
     found = []
     for path in files:
         tree = ast.parse(path.read_text(), str(path))
         docs = _docstrings(tree)
         where = path.relative_to(root).as_posix()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-                if MENTION_RE.search(node.value):
-                    found.append(f"{where}:{node.lineno} {node.value[:60]!r}")
+            text = _literal(node) if id(node) not in docs else None
+            if text is not None and MENTION_RE.search(text):
+                found.append(f"{where}:{node.lineno} {text[:60]!r}")  # type: ignore[attr-defined]
+            if isinstance(node, ast.Attribute) and node.attr.lower() in NAMES:
+                found.append(f"{where}:{node.lineno} .{node.attr}")
             found += [
                 f"{where}:{getattr(node, 'lineno', 0)} import {m}"
                 for m in _imported(node)
-                if ENGINE_MODULE_RE.fullmatch(m)
+                if ENGINE_MODULE_RE.search(m)
             ]
     return sorted(found)
 
 
+def _literal(node: ast.AST) -> str | None:
+    """A string constant's text, or a bytes constant's as Latin-1 (every byte a character)."""
+    if not isinstance(node, ast.Constant):
+        return None
+    if isinstance(node.value, bytes):
+        return node.value.decode("latin-1")
+    return node.value if isinstance(node.value, str) else None
+
+
 def _imported(node: ast.AST) -> list[str]:
+    """The dotted names an import brings in (a relative one with its leading dots)."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
-    if isinstance(node, ast.ImportFrom) and node.module:
-        return [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    if isinstance(node, ast.ImportFrom):
+        module = "." * node.level + (node.module or "")
+        return [module, *(f"{module.rstrip('.')}.{a.name}" for a in node.names)]
     return []
 
 
@@ -107,13 +130,53 @@ def test_the_count_sees_a_name_inside_a_string_and_an_import(tmp_path: Path) -> 
         "from mtpverdict.engines import llamacpp, registry\n"
         'RE = r"^(?:vllm|sglang):"\n'
         'BENCH = "vllm bench serve"\n'
-        'OK = "vllmx llamacpp_server"\n'
+        'OK = "vllmx llamacppx"\n'
     )
     assert engine_mentions([probe], tmp_path) == [
         "probe.py:2 import mtpverdict.engines.vllm",
         "probe.py:3 import mtpverdict.engines.llamacpp",
         "probe.py:4 '^(?:vllm|sglang):'",
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "seen"),
+    [
+        ("from .engines import vllm", "import .engines.vllm"),
+        ("from ..engines.sglang import ENGINE", "import ..engines.sglang"),
+        ("from ... import engines\nX = engines.llamacpp", ".llamacpp"),
+        ("from mtpverdict.engines.names import Engine\nX = Engine.VLLM", ".VLLM"),
+        ("X = registry.SGLang", ".SGLang"),
+        ('X = b"vllm"', "'vllm'"),
+        ('X = b"GET /x-llamacpp"', "'GET /x-llamacpp'"),
+        ('X = "VLLM_USE_V1"', "'VLLM_USE_V1'"),
+        ('X = "LlamaCpp"', "'LlamaCpp'"),
+        ('X = "vllm_x"', "'vllm_x'"),
+        ('X = "x_sglang"', "'x_sglang'"),
+        ('X = "x-SGLANG-y"', "'x-SGLANG-y'"),
+        ('X = f"{a}-vllm"', "'-vllm'"),
+    ],
+)
+def test_the_count_sees_each_spelling(tmp_path: Path, line: str, seen: str) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(f'"""Probe."""\n{line}\n')
+    found = engine_mentions([probe], tmp_path)
+    assert any(f.split(" ", 1)[1] == seen for f in found), found
+
+
+def test_the_count_leaves_prose_and_other_words(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""Probe: vLLM, SGLang and llamacpp in a docstring are prose."""\n'
+        "# a comment naming vllm_x and Engine.VLLM\n"
+        "def f() -> None:\n"
+        '    """VLLM_ in a function\'s docstring."""\n'
+        'X = ("vllmx", "xsglang", "llamacpp2", "vllm bench serve", "vllm-bench", "vllm_bench")\n'
+        "Y = engines.vllm_log, Engine.VLLMX\n"
+        "from mtpverdict.parse import vllm_log\n"
+        "from .engines import names\n"
+    )
+    assert engine_mentions([probe], tmp_path) == []
 
 
 def test_the_count_sees_a_literal(tmp_path: Path) -> None:

@@ -23,13 +23,14 @@ from mtpverdict.engines.interface import (
     Programs,
     Readiness,
     Ready,
+    ResponseJson,
     ServerFields,
     SpecCounters,
 )
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.engines.served import Seen, ServedFields
 from mtpverdict.engines.spec import FlagGroup
-from mtpverdict.parse.metrics import PREFIXES
+from mtpverdict.parse import metrics, parse_metrics
 
 from ..conftest import ROOT
 
@@ -101,9 +102,20 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             "no words that name the engine in an image",
         ),
         "metric_prefix": (
-            value == f"{name}:" and PREFIXES.get(str(value)) is name,
+            isinstance(value, str) and value.endswith(":") and metrics.prefixes().get(value) is name,
             "not the prefix parse.metrics reads as this engine's",
         ),
+        "config_variables": (
+            isinstance(value, tuple) and all(isinstance(p, str) and p.endswith("_") for p in value),
+            "not a tuple of variable prefixes (each ending in _)",
+        ),
+        "response_json": (
+            isinstance(value, ResponseJson)
+            and bool(value.key.pattern and value.holds.strip())
+            and bool(value.tool_keys) == bool(value.tool_note.strip()),
+            "not a ResponseJson with a key, what it holds, and a note for each tool's keys",
+        ),
+        "rate_caveat": (isinstance(value, str) and bool(value.strip()), "not a sentence"),
         "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
         "responses": (_has(value, "find", "readings", "version"), "no find, readings and version"),
         "metric_counters": (isinstance(value, SpecCounters), "not SpecCounters"),
@@ -319,10 +331,39 @@ def test_the_surfaces_table_is_read() -> None:
 
 
 def test_alerts_cover_every_engine_with_counters() -> None:
-    from mtpverdict.live.alerts import COUNTERS, AlertEngine
+    from mtpverdict.live.alerts import COUNTERS
 
     with_counters = [e for e, parts in registry.ENGINES.items() if registry.has(e, "metric_counters")]
-    assert [str(e) for e in AlertEngine] == [str(e) for e in with_counters] == [str(e) for e in COUNTERS]
+    assert list(COUNTERS) == with_counters
     for engine, counters in COUNTERS.items():
         prefix = registry.get(engine).metric_prefix
         assert all(name.startswith(prefix) for name in dataclasses.astuple(counters))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the readers use the parts, not the names
+
+
+EXPOSITION = "# TYPE {p}spec_decode_num_drafts counter\n{p}spec_decode_num_drafts_total 7\n"
+
+
+def test_parse_metrics_reads_the_prefix_the_part_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    renamed = dataclasses.replace(registry.ENGINES[Engine.SGLANG], metric_prefix="sgl:")
+    monkeypatch.setitem(registry.ENGINES, Engine.SGLANG, renamed)
+    assert parse_metrics(EXPOSITION.format(p="sgl:")).engine is Engine.SGLANG
+    assert parse_metrics(EXPOSITION.format(p="sgl:")).drafts == 7
+    assert parse_metrics(EXPOSITION.format(p="sglang:")).engine is None
+    assert part_problems(renamed) == []  # the part's value is the engine's own, not its name
+
+
+def test_the_reader_reads_the_response_json_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtpverdict.parse import parse_text
+
+    document = '{"id": 1,\n "timings": {"draft_n": 4, "draft_n_accepted": 3}}'
+    assert parse_text(document).engine is Engine.LLAMACPP
+    parts = registry.ENGINES[Engine.LLAMACPP]
+    hidden = dataclasses.replace(parts, response_json=Absent("no JSON surface"))
+    monkeypatch.setitem(registry.ENGINES, Engine.LLAMACPP, hidden)
+    result = parse_text(document)
+    assert result.engine is None and result.acceptance == ()
+    assert "llama.cpp timings.draft_n" not in result.warnings[0]

@@ -50,4 +50,4 @@ def test_case_from_text_with_engine_named(case: Path) -> None:
     text = case.read_bytes().decode("utf-8", errors="replace")
     engine = case.parent.name
     assert engine in ("vllm", "sglang", "llamacpp")
-    _check(parse_text(text, engine).to_json(), _expected(case))  # type: ignore[arg-type]
+    _check(parse_text(text, engine).to_json(), _expected(case))

@@ -78,7 +78,7 @@ def test_broken_exposition_falls_back_to_log_reading() -> None:
 
 def test_unknown_engine_choice_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="engine must be one of"):
-        parse_text("", "tgi")  # type: ignore[arg-type]
+        parse_text("", "tgi")
 
 
 def test_missing_file_is_an_engine_text_error(tmp_path: Path) -> None:
@@ -117,7 +117,19 @@ def test_json_document_without_timings() -> None:
     result = parse_text('{"content": "x", "timings": {"predicted_n": 3}}')
     assert result.engine is None
     assert result.acceptance == ()
-    assert "without llama.cpp timings.draft_n" in result.warnings[0]
+    assert result.warnings[0] == (
+        "a JSON document without vLLM metrics.speculative_decoding, SGLang meta_info spec fields or "
+        "llama.cpp timings.draft_n (no drafting, or another surface)"
+    )
+
+
+def test_json_document_of_a_chosen_engine_names_its_own_fields() -> None:
+    document = '{"content": "x", "timings": {"predicted_n": 3}, "system_fingerprint": "b6100-abc1234"}'
+    vllm = parse_text(document, "vllm")
+    assert (vllm.engine, vllm.engine_version) == ("vllm", None)
+    assert vllm.warnings[0].startswith("a JSON document without vLLM metrics.speculative_decoding (no")
+    llama = parse_text(document, "llamacpp")
+    assert llama.engine == "llamacpp" and llama.warnings[0].startswith("a JSON document without llama.cpp")
 
 
 def test_bare_lines_repeated_are_not_taken_for_rank_duplicates() -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from mtpverdict.live.reference import Reference
     from mtpverdict.live.watch import WatchResult, WindowReport
 
-# the engines whose /metrics counters `alerts` takes a rate of (live/alerts.py AlertEngine)
+# the engines whose /metrics counters `alerts` takes a rate of (live/alerts.py COUNTERS)
 ALERT_ENGINES = tuple(str(e) for e in registry.ENGINES if registry.has(e, "metric_counters"))
 DecisionArgument = Annotated[Path, typer.Argument(help="Decision JSON written by `decide`.")]
 ArmOption = Annotated[

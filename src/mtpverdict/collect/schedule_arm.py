@@ -43,6 +43,7 @@ from mtpverdict.collect.campaign import (
 )
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
+from mtpverdict.engines.names import SCHEDULE_ENGINE
 from mtpverdict.errors import CampaignError, InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, Schedule, parse_decision
@@ -91,7 +92,8 @@ def _inconsistent(schedule: Schedule, config: str) -> str | None:
     hand, or written by another tool, is checked before it is served."""
     spec = extract_spec(["--speculative-config", config])
     if not isinstance(spec, ServeSpec) or not spec.schedule:
-        return "is not a vLLM speculative config with num_speculative_tokens_per_batch_size"
+        engine = registry.title(SCHEDULE_ENGINE)
+        return f"is not a {engine} speculative config with num_speculative_tokens_per_batch_size"
     ranges = [(r.start, r.end, r.k) for r in schedule.ranges]
     top = max((r.k for r in schedule.ranges), default=0)
     if [(r.first_batch, r.last_batch, r.k) for r in spec.schedule] != ranges or spec.k != top:
@@ -107,7 +109,8 @@ def derived_config(arm: ArmPlan, schedule: Schedule) -> tuple[dict[str, Any] | N
     spec = extract_spec(arm.serve_args) if arm.serve_args else None
     if not isinstance(spec, ServeSpec) or spec.off:
         why = "" if spec is None or isinstance(spec, ServeSpec) else f" ({'; '.join(spec.reasons)})"
-        return None, f"arm {arm.name}'s serve_args hold no vLLM speculative config to copy{why}"
+        engine = registry.title(SCHEDULE_ENGINE)
+        return None, f"arm {arm.name}'s serve_args hold no {engine} speculative config to copy{why}"
     if spec.method != arm.method:
         return None, f"arm {arm.name} declares method {arm.method} but its serve_args run {spec.method}"
     config = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}

@@ -11,6 +11,7 @@ from mtpverdict import plan
 from mtpverdict._logscale import change, ratio
 from mtpverdict._version import __version__
 from mtpverdict.decide import regime
+from mtpverdict.engines import registry
 from mtpverdict.evidence import controls as ctl
 from mtpverdict.evidence.comparisons import FamilyRun
 from mtpverdict.evidence.latency import ArmKey
@@ -426,9 +427,8 @@ def next_step(
     if metric in AFFECTED_METRICS and any(r.arm in live for r in evidence.refused):
         return (
             "streams were set aside by arm (read in a burst by the client's clock): re-run on the server's "
-            "clock (vLLM >= 0.32: --enable-per-request-metrics, which collect adds when [scope] "
-            "engine_version says 0.32 or later; llama.cpp reports its timings) or with the client's load "
-            f"lowered, into a new results directory: {fresh}"
+            f"clock ({_server_clocks()}) or with the client's load lowered, into a new results directory: "
+            f"{fresh}"
         )
     boots = [
         r.resolution.boots_per_arm
@@ -520,3 +520,22 @@ def inputs(evidence: Evidence, rules_sha256: str, history: Sequence[NoiseHistory
         noise_history=tuple(HistoryInput(label=h.label, records_sha256=h.sha256) for h in history),
         tool_version=__version__,
     )
+
+
+def _server_clocks() -> str:
+    """How each engine with per-request fields reports its own clock: "vLLM >= 0.32: <flag>, which
+    collect adds when [scope] engine_version says 0.32 or later; llama.cpp reports its timings"."""
+    said = []
+    for parts in registry.ENGINES.values():
+        fields = registry.present(parts.server_fields)
+        if fields is None:
+            continue
+        if fields.clock_flag is None or fields.clock_since is None:
+            said.append(f"{parts.title} reports its timings")
+            continue
+        since = ".".join(str(n) for n in fields.clock_since)
+        said.append(
+            f"{parts.title} >= {since}: {fields.clock_flag}, which collect adds when [scope] engine_version "
+            f"says {since} or later"
+        )
+    return "; ".join(said)

@@ -38,7 +38,7 @@ from mtpverdict.decide.regime import (
 )
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
-from mtpverdict.engines.names import Engine
+from mtpverdict.engines.names import SCHEDULE_ENGINE
 from mtpverdict.engines.spec import DepthRange
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
@@ -56,7 +56,6 @@ from mtpverdict.stats.procedure import Outcome
 SCHEDULED_KINDS = ("faster_than_off",)  # judged at every concurrency at once: a schedule judges each range
 DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule sets
 SELF_CONTAINED = ("mtp", "ngram")  # vLLM methods whose config needs nothing but the method and depth
-SCHEDULE_ENGINE = Engine.VLLM  # whose serve setting a schedule of arms without a serve config is written in
 
 Cell = tuple[str, int]
 
@@ -479,7 +478,7 @@ def _outcome(
         return ScheduleOutcome(DecisionKind.INCONCLUSIVE, schedule, None, "", lines, (why,))
     text = "selection schedule: " + ", ".join(_range_text(r) for r in table)
     if config is not None:
-        text += f"; vLLM --speculative-config '{config}'"
+        text += f"; {registry.title(SCHEDULE_ENGINE)} --speculative-config '{config}'"
     return ScheduleOutcome(DecisionKind.PROMOTE, schedule, None, text, lines)
 
 

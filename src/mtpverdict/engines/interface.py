@@ -5,9 +5,14 @@
     read_spec                the speculative config of the flags an argv gives (ServeSpec | SpecRefusal)
     programs                 how a command line runs its server (executables, subcommand, -m modules)
     image_words              words in an image name that say it runs the engine
+    config_variables         the prefixes of the environment variables it reads as configuration
     metric_prefix            the prefix of its /metrics names ("vllm:")
     metric_counters          the spec-decode and generation counters a rate() reads (live alerts)
     log_lines, responses     its log-line and response-JSON parsers (mtpverdict.parse.reader uses them)
+    response_json            how the reader recognises a whole JSON document of its saved responses
+                             (the key each reading opens with, what the warning names) and its
+                             benchmark tool's results, which another command reads
+    rate_caveat              what the reader says once of a text whose readings give an acceptance rate
     depth_in_force           the depth a /metrics scrape shows in force
     readiness                what collect reads after /health answers before a boot may run, and how
                              it judges the answers
@@ -27,6 +32,7 @@ part is not usable as the caller uses it. Collect says the reason of an absent p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -49,6 +55,7 @@ __all__ = [
     "Ready",
     "Readiness",
     "ReadinessJudge",
+    "ResponseJson",
     "ResponseParser",
     "ScheduleCompiler",
     "ServerFields",
@@ -127,6 +134,24 @@ class ResponseParser(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class ResponseJson:
+    """A whole JSON document of the engine's saved responses, as mtpverdict.parse.reader reads it.
+
+    `responses.readings` reads the document; the n-th reading sits on the line of the n-th match of
+    `key`. `holds` names the fields, as the reader's warning for a document without readings says it.
+    `versioned`: a document naming the engine's build (`responses.version`) is the engine's even without
+    a reading. A document holding every one of `tool_keys` at its top is a result of the engine's own
+    benchmark tool: the reader says `tool_note` of it instead of reading it.
+    """
+
+    key: re.Pattern[str]
+    holds: str
+    versioned: bool = False
+    tool_keys: tuple[str, ...] = ()
+    tool_note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """What a ready server's readiness endpoints said, and whether the arm may run on it."""
 
@@ -202,10 +227,13 @@ class EngineParts:
     read_spec: Callable[[list[FoundFlag]], ServeSpec | SpecRefusal]
     programs: Programs
     image_words: tuple[str, ...]
+    config_variables: tuple[str, ...]
     metric_prefix: str
     metric_counters: SpecCounters | Absent
     log_lines: LogParser
     responses: ResponseParser
+    response_json: ResponseJson | Absent
+    rate_caveat: str | Absent
     depth_in_force: Callable[[int, bool], int | None]
     readiness: Readiness | Absent
     server_fields: ServerFields | Absent

@@ -10,6 +10,7 @@ tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/. What driving the server nee
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from mtpverdict.engines.interface import (
     Programs,
     Readiness,
     Ready,
+    ResponseJson,
     ServerFields,
     SpecCounters,
 )
@@ -377,6 +379,7 @@ ENGINE = EngineParts(
     read_spec=read_spec,
     programs=Programs(executables=("llama-server",), builds=True),
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
+    config_variables=("LLAMA_ARG_",),  # every flag (common/arg.cpp set_env)
     metric_prefix="llamacpp:",
     metric_counters=SpecCounters(
         "llamacpp:spec_decode_num_drafts_total",
@@ -386,6 +389,8 @@ ENGINE = EngineParts(
     ),
     log_lines=llamacpp_log,
     responses=llamacpp_response,
+    response_json=ResponseJson(re.compile(r'"draft_n"\s*:'), "llama.cpp timings.draft_n", versioned=True),
+    rate_caveat=Absent("llama.cpp's acceptance rate means one thing in every build", needed=False),
     depth_in_force=depth_in_force,
     readiness=Readiness(
         (PROPS_PATH, SLOTS_PATH),

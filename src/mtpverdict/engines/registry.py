@@ -1,26 +1,34 @@
-"""The registry of engines: one line per engine, in the order the reader breaks ties between them.
+"""The registry of engines: every Engine member's module, in the order the reader breaks ties between them.
 
-A new engine is one module in mtpverdict/engines/ exposing ENGINE (an interface.EngineParts) plus
-one line here; tests/engines/test_registry.py fails for an engine missing a part, a docs row or its
-recorded samples.
+A new engine is one module mtpverdict/engines/<name>.py exposing ENGINE (an interface.EngineParts) plus
+its one line, the member `NAME = "<name>"` of mtpverdict.engines.names.Engine; this module loads
+mtpverdict.engines.<name> for every member. tests/engines/test_registry.py fails for an engine missing a
+part, a docs row or its recorded samples.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 
-from mtpverdict.engines import llamacpp, sglang, vllm
 from mtpverdict.engines.interface import Absent, EngineParts, ScheduleCompiler, present
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import NO_SCHEDULE
 
-__all__ = ["ENGINES", "get", "has", "missing_parts", "present", "schedule_compiler", "title"]
+__all__ = ["ENGINES", "get", "has", "load", "missing_parts", "present", "schedule_compiler", "title"]
 
-ENGINES: Mapping[Engine, EngineParts] = {
-    Engine.VLLM: vllm.ENGINE,
-    Engine.SGLANG: sglang.ENGINE,
-    Engine.LLAMACPP: llamacpp.ENGINE,
-}
+
+def load(engine: Engine) -> EngineParts:
+    """The ENGINE of an engine's own module, mtpverdict.engines.<name>; TypeError for a module whose
+    ENGINE is not one engine's parts."""
+    module = importlib.import_module(f"{__package__}.{engine.value}")
+    parts = getattr(module, "ENGINE", None)
+    if not isinstance(parts, EngineParts):
+        raise TypeError(f"{module.__name__}.ENGINE is not an EngineParts (mtpverdict.engines.interface)")
+    return parts
+
+
+ENGINES: Mapping[Engine, EngineParts] = {engine: load(engine) for engine in Engine}
 
 
 def get(engine: str) -> EngineParts:

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, Programs
+from mtpverdict.engines.interface import Absent, EngineParts, Programs, ResponseJson
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -365,6 +365,7 @@ ENGINE = EngineParts(
     read_spec=read_spec,
     programs=Programs(modules=(("sglang.launch_server", False),)),
     image_words=("sglang",),
+    config_variables=("SGLANG_",),  # SGLANG_ENABLE_SPEC_V2 switches its speculative scheduler
     metric_prefix="sglang:",
     metric_counters=Absent(
         "SGLang's /metrics gives spec_accept_length and spec_accept_rate as gauges of its latest logging "
@@ -372,6 +373,11 @@ ENGINE = EngineParts(
     ),
     log_lines=_LogLines(),
     responses=_Responses(),
+    response_json=ResponseJson(re.compile(r'"meta_info"\s*:\s*\{'), "SGLang meta_info spec fields"),
+    rate_caveat=(
+        "SGLang's accept rate changed meaning between releases (bonus token in or out); "
+        "compare it only within one release"
+    ),
     depth_in_force=depth_in_force,
     readiness=Absent(_NO_COLLECT),
     server_fields=Absent(_NO_COLLECT),

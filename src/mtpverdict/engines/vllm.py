@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, Programs, ServerFields, SpecCounters
+from mtpverdict.engines.interface import (
+    Absent,
+    EngineParts,
+    Programs,
+    ResponseJson,
+    ServerFields,
+    SpecCounters,
+)
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.served import (
     MAX_SPEC_TOKENS,
@@ -381,6 +389,7 @@ ENGINE = EngineParts(
         modules=(("vllm.entrypoints.openai.api_server", False), ("vllm.entrypoints.cli.main", True)),
     ),
     image_words=("vllm",),
+    config_variables=("VLLM_",),  # vllm/envs.py
     metric_prefix="vllm:",
     metric_counters=SpecCounters(
         "vllm:spec_decode_num_drafts_total",
@@ -390,6 +399,13 @@ ENGINE = EngineParts(
     ),
     log_lines=vllm_log,
     responses=vllm_response,
+    response_json=ResponseJson(
+        re.compile(r'"speculative_decoding"\s*:\s*\{'),
+        "vLLM metrics.speculative_decoding",
+        tool_keys=("completed", "output_throughput"),
+        tool_note="this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`",
+    ),
+    rate_caveat=Absent("vLLM's acceptance rate means one thing in every release", needed=False),
     depth_in_force=depth_in_force,
     readiness=Absent(
         "/health answering 200 is ready: vLLM serves only once its engine and drafter are built",

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from mtpverdict.engines.names import Engine
+from mtpverdict.engines.names import DEFAULT_ENGINE, Engine
 from mtpverdict.formats._check import Count, Nonneg, PositiveInt
 from mtpverdict.formats.results import Method, Name, Role
 
@@ -72,7 +72,7 @@ class ServerSection(Struct, frozen=True, forbid_unknown_fields=True):
             "last window."
         ),
     ] = 0.0
-    engine: Annotated[Engine, Meta(description="Engine whose log and metrics to read.")] = Engine.VLLM
+    engine: Annotated[Engine, Meta(description="Engine whose log and metrics to read.")] = DEFAULT_ENGINE
     model: Annotated[
         str | None, Meta(description="Model name sent in requests (default: the first of /v1/models).")
     ] = None

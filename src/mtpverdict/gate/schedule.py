@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 
 from mtpverdict.engines import registry
+from mtpverdict.engines.names import SCHEDULE_ENGINE
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.gate.proposal import Proposal
 from mtpverdict.gate.support import SUPPORTING, mismatch, no_evidence
@@ -178,8 +179,8 @@ def _drafter_size(proposal: Proposal, ranges: Ranges) -> str | None:
         return None
     fix = "serve without --speculative-config" if top == 0 else f"set num_speculative_tokens to {top}"
     return (
-        f"num_speculative_tokens {proposal.serve.k} is not the schedule's largest depth {top}: vLLM sizes "
-        f"the drafter by it and no arm ran it so; {fix}"
+        f"num_speculative_tokens {proposal.serve.k} is not the schedule's largest depth {top}: "
+        f"{registry.title(SCHEDULE_ENGINE)} sizes the drafter by it and no arm ran it so; {fix}"
     )
 
 

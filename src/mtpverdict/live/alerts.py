@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import yaml
@@ -74,18 +73,12 @@ DEFAULT_FOR = "10m"
 SHOWN_DIGITS = 6  # significant digits of a threshold, as the decision file writes them
 
 
-class AlertEngine(StrEnum):
-    """Engines whose /metrics export spec-decode counters."""
-
-    VLLM = Engine.VLLM
-    LLAMACPP = Engine.LLAMACPP
-
-
+AlertEngine = Engine  # an engine whose /metrics export spec-decode counters (a key of COUNTERS)
 EngineCounters = SpecCounters  # the counters of one engine (engines/*.py `metric_counters`)
-COUNTERS: dict[AlertEngine, SpecCounters] = {
+COUNTERS: dict[Engine, SpecCounters] = {
     engine: counters
-    for engine in AlertEngine
-    if (counters := registry.present(registry.get(engine).metric_counters)) is not None
+    for engine, parts in registry.ENGINES.items()
+    if (counters := registry.present(parts.metric_counters)) is not None
 }
 
 
@@ -102,10 +95,9 @@ class AlertOptions:
 def engine_of(ref: Reference, given: str | None) -> AlertEngine:
     """The engine named, else the decision campaign's; InputError when neither is one with counters."""
     name = given if given is not None else ref.engine
-    try:
-        return AlertEngine(str(name))
-    except ValueError:
-        choices = ", ".join(e.value for e in AlertEngine)
+    engine = next((e for e in COUNTERS if e.value == str(name)), None)
+    if engine is None:
+        choices = ", ".join(e.value for e in COUNTERS)
         where = "--engine" if given is not None else "campaign.engine"
         raise InputError(
             [
@@ -115,7 +107,8 @@ def engine_of(ref: Reference, given: str | None) -> AlertEngine:
                     key=where,
                 )
             ]
-        ) from None
+        )
+    return engine
 
 
 def _duration_problem(text: str) -> tuple[str | None, int]:
@@ -205,7 +198,7 @@ def _number(value: float) -> str:
 def rule_groups(ref: Reference, options: AlertOptions) -> dict[str, Any]:
     """The rule file as data: one group of recording rules and one of alerts."""
     check_options(ref.source, options.window, options.hold, options.matchers)
-    names = COUNTERS[options.engine]
+    names = COUNTERS[engine_of(ref, str(options.engine))]  # InputError for an engine without counters
     selector = "{" + ",".join(m.strip() for m in options.matchers) + "}" if options.matchers else ""
     win = options.window
 

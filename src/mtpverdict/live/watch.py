@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from mtpverdict.errors import EngineTextError, InputError, Problem, printable
 from mtpverdict.live.reference import Reference
-from mtpverdict.parse.metrics import PREFIXES, MetricsSnapshot, acceptance_delta, parse_metrics
+from mtpverdict.parse.metrics import MetricsSnapshot, acceptance_delta, parse_metrics, prefixes
 from mtpverdict.parse.model import AcceptanceReading, VoidWindow
 from mtpverdict.stats.acceptance_ci import AcceptanceCounts, ClusterUnit, acceptance_intervals
 
@@ -325,6 +325,7 @@ def engine_lines(text: str) -> str | None:
 
     parts: list[str] = []
     blanks = kept = 0
+    engine_prefixes = tuple(prefixes())
     for line in io.StringIO(text):
         stripped = line.lstrip()
         if stripped.startswith("#"):
@@ -332,7 +333,7 @@ def engine_lines(text: str) -> str | None:
             name = words[2] if len(words) > 2 and words[1] in ("TYPE", "HELP") else ""
         else:
             name = stripped.split("{", 1)[0].split(None, 1)[0] if stripped.strip() else ""
-        if name.startswith(tuple(PREFIXES)) and not name.endswith(_SKIPPED_PARTS):
+        if name.startswith(engine_prefixes) and not name.endswith(_SKIPPED_PARTS):
             kept += 1
             if kept > MAX_ENGINE_LINES:
                 return None

@@ -14,13 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mtpverdict.engines.names import ENGINES
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.parse.model import AcceptanceReading, Engine, KvCapacity, VoidWindow
 from mtpverdict.parse.text import to_float, to_int
 
-# every engine's /metrics prefix (engines/*.py `metric_prefix`), in the registry's order
-PREFIXES: dict[str, Engine] = {f"{engine}:": engine for engine in ENGINES}
 TOTAL_SUFFIX = "_total"
 CREATED_SUFFIX = "_created"
 POSITION_LABEL = "position"
@@ -40,6 +37,13 @@ CACHE_CONFIG_INFO = "cache_config_info"
 SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED_TOKENS)
 MISSING_LABEL_VALUES = ("", "None", "none", "null")
 SHOWN_LINE_CHARS = 120  # of the offending line quoted in an error
+
+
+def prefixes() -> dict[str, Engine]:
+    """Every engine's /metrics prefix (its `metric_prefix` part, engines/*.py), in the registry's order."""
+    from mtpverdict.engines import registry  # the engine modules import the parse package
+
+    return {parts.metric_prefix: engine for engine, parts in registry.ENGINES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +103,12 @@ def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
     kv_seen: set[tuple[tuple[str, str], ...]] = set()
     cache_config: tuple[tuple[str, str], ...] = ()
     warnings: list[str] = []
+    named = prefixes()
     for name, labels, value in samples:
-        prefix = next((p for p in PREFIXES if name.startswith(p)), None)
+        prefix = next((p for p in named if name.startswith(p)), None)
         if prefix is None or name.endswith(CREATED_SUFFIX):
             continue
-        engines[PREFIXES[prefix]] += 1
+        engines[named[prefix]] += 1
         base = name[len(prefix) :]
         base = base[: -len(TOTAL_SUFFIX)] if base.endswith(TOTAL_SUFFIX) else base
         if base == ACCEPTED_PER_POS:

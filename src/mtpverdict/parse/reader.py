@@ -23,8 +23,7 @@ from mtpverdict._files import NotReadable, open_regular
 from mtpverdict.engines.names import AUTO, Chosen
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.formats._check import UTF8_BOM, LimitError, loads_strict
-from mtpverdict.parse import llamacpp_response
-from mtpverdict.parse.metrics import PREFIXES, parse_metrics
+from mtpverdict.parse.metrics import parse_metrics, prefixes
 from mtpverdict.parse.model import (
     ENGINE_CHOICES,
     ENGINES,
@@ -57,28 +56,13 @@ EXPOSITION_SHARE = 0.9  # share of sniffed lines that must be exposition syntax
 DUPLICATES_SHOWN = 3
 
 MIN_WEAK_SHARE = 0.1  # share of lines that must look like an engine's log, without a reading, to call it that
-UNRECOGNISED = (
-    "no vLLM, SGLang or llama.cpp output recognised; parse reads engine logs, /metrics scrapes and "
-    "response JSON (docs/engine-formats.md)"
-)
 EXPOSITION_LINE_RE = re.compile(
     r"^(?:#\s*(?:HELP|TYPE|EOF)\b.*|#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?\s+\S+(?:\s+\S+)?)\s*$"
 )
-EXPOSITION_MARK_RE = re.compile(
-    r"^#\s*(?:HELP|TYPE)\s|^(?:" + "|".join(re.escape(p) for p in PREFIXES) + ")", re.MULTILINE
-)
-# "no vllm:, sglang: or llamacpp: metrics in the exposition", from every engine's prefix
-_NO_PREFIX = f"no {', '.join(list(PREFIXES)[:-1])} or {list(PREFIXES)[-1]} metrics in the exposition"
-DRAFT_N_KEY_RE = re.compile(r'"draft_n"\s*:')
-RESPONSE_KEY_RES = {
-    Engine.VLLM: re.compile(r'"speculative_decoding"\s*:\s*\{'),
-    Engine.SGLANG: re.compile(r'"meta_info"\s*:\s*\{'),
-}
-BENCH_KEYS = ("completed", "output_throughput")
 MAX_PREFIX_CHARS = 512  # of a line before a message, read for its timestamp and rank (a prefix is ~80)
 
 if TYPE_CHECKING:
-    from mtpverdict.engines.interface import EngineParts
+    from mtpverdict.engines.interface import EngineParts, ResponseJson
 
 SniffKind = Literal["metrics", "json", "log"]
 
@@ -157,6 +141,30 @@ def title(engine: Engine) -> str:
     return _parts(engine).title
 
 
+def _either(words: list[str]) -> str:
+    """ "a, b or c" (one word alone)."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _unrecognised() -> str:
+    """What the reader says of a text no engine's parser recognises (every engine's title)."""
+    return (
+        f"no {_either([title(e) for e in ENGINES])} output recognised; parse reads engine logs, "
+        "/metrics scrapes and response JSON (docs/engine-formats.md)"
+    )
+
+
+def _no_prefix() -> str:
+    """ "no vllm:, sglang: or llamacpp: metrics in the exposition", from every engine's prefix."""
+    return f"no {_either(list(prefixes()))} metrics in the exposition"
+
+
+def _exposition_mark(sample: str) -> bool:
+    """Whether a sample holds an exposition comment or a series of an engine's prefix."""
+    marks = "|".join(re.escape(p) for p in prefixes())
+    return re.search(r"^#\s*(?:HELP|TYPE)\s|^(?:" + marks + ")", sample, re.MULTILINE) is not None
+
+
 def _binary_warning() -> str:
     return "the input does not look like text (NUL or undecodable bytes); read what could be read"
 
@@ -166,7 +174,7 @@ def _sniff(sample: str) -> SniffKind:
     if stripped[:1] in ("{", "["):
         return "json"
     lines = [line for line in stripped.splitlines()[:SNIFF_LINES] if line.strip()]
-    if lines and EXPOSITION_MARK_RE.search(stripped):
+    if lines and _exposition_mark(stripped):
         matching = sum(1 for line in lines if EXPOSITION_LINE_RE.match(line))
         if matching / len(lines) >= EXPOSITION_SHARE and any(not line.startswith("#") for line in lines):
             return "metrics"
@@ -191,7 +199,7 @@ def _whole_document(
             return ParseResult(_named(choice), None, (), (), tuple(warnings))
         readings = snapshot.readings()
         if snapshot.engine is None:
-            warnings.append(_NO_PREFIX)
+            warnings.append(_no_prefix())
         elif not readings:
             warnings.append("no spec-decode metrics in the exposition (speculation off?)")
         if any(r.kind == "gauge" for r in readings):
@@ -207,66 +215,72 @@ def _whole_document(
 
 
 def _json_document(text: str, choice: Chosen, source: str, warnings: list[str]) -> ParseResult | None:
-    """A whole JSON document: a bench result, or per-request spec fields of one engine's responses."""
+    """A whole JSON document: an engine's benchmark result, or per-request spec fields of one engine's
+    responses (each engine's `response_json` part, in the registry's order)."""
     try:
         document = loads_strict(text)
     except LimitError as exc:  # one document naming a key twice, nested or sized past the limits
         raise EngineTextError([Problem(source, str(exc))]) from None
     except ValueError:
         return None  # JSON lines or an SSE stream: read line by line
-    if isinstance(document, dict) and all(key in document for key in BENCH_KEYS):
-        warnings.append("this is a `vllm bench serve` result; import it with `mtpverdict import vllm-bench`")
-        return ParseResult(_named(choice) or Engine.VLLM, None, (), (), tuple(warnings))
-    for engine in RESPONSE_KEY_RES:
-        if choice in (AUTO, engine):
-            held = _response_document(engine, document, text, warnings)
-            if held is not None:
-                return held
-    if choice not in (AUTO, Engine.LLAMACPP):
-        warnings.append(f"a JSON document holds no {title(choice)} surface this parser reads")
+    tool = _tool_result(document)
+    if tool is not None:
+        warnings.append(tool[1].tool_note)
+        return ParseResult(_named(choice) or tool[0], None, (), (), tuple(warnings))
+    candidates = [(e, j) for e, j in _response_jsons() if choice in (AUTO, e)]
+    if not candidates:
+        whose = f"{title(choice)} " if isinstance(choice, Engine) else ""
+        warnings.append(f"a JSON document holds no {whose}surface this parser reads")
         return ParseResult(_named(choice), None, (), (), tuple(warnings))
-    found = list(llamacpp_response.readings(document, None))
-    lines = _key_lines(text)
-    if len(lines) != len(found):
-        lines = [0] * len(found)
-    readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
-    for _, notes in found:
-        warnings.extend(notes)
-    version = llamacpp_response.version(text)
-    if not readings:
-        warnings.append(
-            "a JSON document without llama.cpp timings.draft_n, vLLM metrics.speculative_decoding or "
-            "SGLang meta_info spec fields (no drafting, or another surface)"
-        )
-        return ParseResult(
-            _named(choice) or (Engine.LLAMACPP if version else None), version, (), (), tuple(warnings)
-        )
-    return ParseResult(Engine.LLAMACPP, version, readings, (), tuple(warnings))
+    for engine, part in candidates:
+        held = _response_document(engine, part, document, text, warnings)
+        if held is not None:
+            return held
+    warnings.append(
+        f"a JSON document without {_either([j.holds for _, j in candidates])} "
+        "(no drafting, or another surface)"
+    )
+    versioned = ((e, _parts(e).responses.version(text)) for e, j in candidates if j.versioned)
+    found: tuple[Engine | None, str | None] = next(((e, v) for e, v in versioned if v), (None, None))
+    return ParseResult(_named(choice) or found[0], found[1], (), (), tuple(warnings))
+
+
+def _response_jsons() -> list[tuple[Engine, ResponseJson]]:
+    """Every engine's `response_json` part it provides, in the registry's order."""
+    from mtpverdict.engines.interface import present
+
+    held = ((e, present(_parts(e).response_json)) for e in ENGINES)
+    return [(e, j) for e, j in held if j is not None]
+
+
+def _tool_result(document: object) -> tuple[Engine, ResponseJson] | None:
+    """The engine whose benchmark tool wrote a document (every one of its `tool_keys` at the top)."""
+    if not isinstance(document, dict):
+        return None
+    return next(
+        ((e, j) for e, j in _response_jsons() if j.tool_keys and all(k in document for k in j.tool_keys)),
+        None,
+    )
 
 
 def _response_document(
-    engine: Engine, document: object, text: str, warnings: list[str]
+    engine: Engine, part: ResponseJson, document: object, text: str, warnings: list[str]
 ) -> ParseResult | None:
-    """vLLM or SGLang per-request spec fields of a saved response; None when it holds none."""
-    found = list(_parts(engine).responses.readings(document, None))
+    """An engine's per-request spec fields of a saved response; None when it holds none."""
+    responses = _parts(engine).responses
+    found = list(responses.readings(document, None))
     if not found:
         return None
-    marker = RESPONSE_KEY_RES[engine]
-    lines = [text.count("\n", 0, m.start()) + 1 for m in marker.finditer(text)]
+    lines = _key_lines(part.key, text)
     if len(lines) != len(found):
         lines = [0] * len(found)
     readings = tuple(replace(r, line=line or None) for (r, _), line in zip(found, lines, strict=True))
     for _, notes in found:
         warnings.extend(notes)
-    version = _parts(engine).responses.version(text)
-    return ParseResult(engine, version, readings, (), tuple(warnings))
+    return ParseResult(engine, responses.version(text), readings, (), tuple(warnings))
 
 
 _GAUGE_NOTE = "gauge readings cover the engine's latest logging interval only and cannot be differenced"
-_SGLANG_RATE_NOTE = (
-    "SGLang's accept rate changed meaning between releases (bonus token in or out); "
-    "compare it only within one release"
-)
 
 
 @dataclass(slots=True)
@@ -287,12 +301,12 @@ class _PrefillTally:
                 self.first_line = line
 
 
-def _key_lines(text: str) -> list[int]:
-    """The line of each `"draft_n":` key, counting newlines only since the key before (linear in the
-    text, however many keys it holds)."""
+def _key_lines(key: re.Pattern[str], text: str) -> list[int]:
+    """The line of each match of an engine's response key, counting newlines only since the key before
+    (linear in the text, however many keys it holds)."""
     lines: list[int] = []
     line, position = 1, 0
-    for found in DRAFT_N_KEY_RE.finditer(text):
+    for found in key.finditer(text):
         line += text.count("\n", position, found.start())
         position = found.start()
         lines.append(line)
@@ -500,8 +514,9 @@ class _Reader:
                 "so their prefill was not cold"
             )
         readings = tuple(self.readings[engine])
-        if engine is Engine.SGLANG and any(r.acceptance_rate is not None for r in readings):
-            warnings.append(_SGLANG_RATE_NOTE)
+        caveat = _parts(engine).rate_caveat
+        if isinstance(caveat, str) and any(r.acceptance_rate is not None for r in readings):
+            warnings.append(caveat)
         if not readings and not self.kv[engine] and (self.strong[engine] or self.weak[engine]):
             warnings.append(f"no acceptance or KV-capacity lines of {title(engine)} found")
         return ParseResult(engine, version, readings, tuple(self.kv[engine]), tuple(warnings))
@@ -517,7 +532,7 @@ class _Reader:
         scores = {e: self.strong[e] * STRONG_WEIGHT + self.weak[e] for e in ENGINES}
         # a line or two that merely looks like an engine's (a README quoting a log prefix) is not its log
         if not any(self.strong[e] or (s and s >= MIN_WEAK_SHARE * self.lines) for e, s in scores.items()):
-            warnings.append("empty input" if empty else UNRECOGNISED)
+            warnings.append("empty input" if empty else _unrecognised())
             return None
         engine = max(ENGINES, key=lambda e: (scores[e], -self.first_seen.get(e, 0)))
         warnings.extend(

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from mtpverdict._text import OUTCOME_WORDS, terminal_safe
 from mtpverdict.decide.regime import crossover
+from mtpverdict.engines import registry
+from mtpverdict.engines.names import SCHEDULE_ENGINE
 from mtpverdict.formats.decision import (
     ArmDecision,
     ArmOutcomeResult,
@@ -420,7 +422,8 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
     if found:
         lines.append(clip(terminal_safe("warnings: " + "; ".join(found)), width))
     if decision.schedule is not None and decision.schedule.speculative_config is not None:
-        lines.append(f"serve: vLLM --speculative-config {shlex.quote(decision.schedule.speculative_config)}")
+        config = shlex.quote(decision.schedule.speculative_config)
+        lines.append(f"serve: {registry.title(SCHEDULE_ENGINE)} --speculative-config {config}")
     if next_step:
         first, then, command = next_step.partition("mtpverdict ")
         if then and first:
