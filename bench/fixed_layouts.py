@@ -16,35 +16,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from nuisance_calibration import _residuals
-from procedure_calibration import ALPHA, BETTER, MARGIN, _rate, sweep
+from nuisance_calibration import promoted_by_arm as promoted
+from procedure_calibration import _rate, sweep
 
-from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
-from mtpverdict.stats.blocked import blocked_batch
-from mtpverdict.stats.positions import device_position, position_failing
+from mtpverdict.sim import BootScenario, simulate_boots
 
 SEED = 99
 LAYOUTS = 60
 DEVICES = 8
-
-
-def promoted(batch: BootBatch, min_effect: float | None, line: bool) -> np.ndarray:
-    """(B, A) arms called better while the position check passes."""
-    arm, control = batch.blocked()
-    _, arrays = blocked_batch(
-        arm,
-        control,
-        alpha=ALPHA,
-        equivalence_margin=MARGIN,
-        min_effect=min_effect,
-        positions=batch.positions() if line else None,
-    )
-    found = device_position(
-        batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
-    )
-    ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
-    passed = ~position_failing(found, ALPHA) & ~ends.all(axis=1)
-    return np.asarray((arrays.outcome == BETTER) & passed[:, None])
 
 
 def layout_rows(campaigns: int) -> list[str]:

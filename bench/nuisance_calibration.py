@@ -92,7 +92,9 @@ def _one_device(batch: BootBatch, boots: int, min_effect: float | None) -> np.nd
     return np.asarray((arrays.outcome == BETTER).any(axis=1) & ~fail & ~_duplicated(batch.control, boots))
 
 
-def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
+def promoted_by_arm(batch: BootBatch, min_effect: float | None, line: bool = True) -> np.ndarray:
+    """(B, A) arms called better while the position check passes; `line` compares against the
+    controls' within-device drift line (as decide does), else against their plain mean."""
     arm, control = batch.blocked()
     _, arrays = blocked_batch(
         arm,
@@ -100,14 +102,18 @@ def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
         alpha=ALPHA,
         equivalence_margin=MARGIN,
         min_effect=min_effect,
-        positions=batch.positions(),
+        positions=batch.positions() if line else None,
     )
     found = device_position(
         batch.control_order, np.asarray(batch.control_device), batch.control_end, _residuals(batch.control)
     )
     ends = np.broadcast_to(batch.control_end, found.drift.shape + (batch.control.shape[-1],))
     passed = ~position_failing(found, ALPHA) & ~ends.all(axis=1)
-    return np.asarray((arrays.outcome == BETTER).any(axis=1) & passed)
+    return np.asarray((arrays.outcome == BETTER) & passed[:, None])
+
+
+def _devices(batch: BootBatch, min_effect: float | None) -> np.ndarray:
+    return np.asarray(promoted_by_arm(batch, min_effect).any(axis=1))
 
 
 def _history(batch: BootBatch, min_effect: float | None, s2: float) -> np.ndarray:

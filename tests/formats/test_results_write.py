@@ -18,12 +18,15 @@ def _campaign() -> dict[str, Any]:
     return loaded
 
 
+WORKLOAD = _campaign()["workloads"][0]["id"]
+
+
 def _request(stream: int, **changed: Any) -> dict[str, Any]:
     return {
         "kind": "request",
         "arm": "off_A",
         "boot": 1,
-        "workload": _campaign()["workloads"][0]["id"],
+        "workload": WORKLOAD,
         "concurrency": 4,
         "warmup": False,
         "rep": 1,
