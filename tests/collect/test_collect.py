@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from mtpverdict.collect import Collector, Event, load_campaign_file
 from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.looks import read_looks
-from mtpverdict.formats.results_io import load_results
+from mtpverdict.formats.results_io import ResultsWriter, load_results
 from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
@@ -478,3 +479,37 @@ def test_a_runs_request_records_reach_the_disk_in_one_write_and_one_fsync(
     assert len(synced) == len(writes)  # one fsync per write: every record durable when its write returns
     on_disk = _records(out)
     assert [r for w in writes for r in w] == on_disk  # nothing written outside these writes, in order
+
+
+def test_a_sigterm_while_a_run_is_recorded_waits_for_its_records(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run's streams are on disk and counted before a SIGTERM that came meanwhile stops collect."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set only in the main thread")
+    campaign = load_campaign_file(_write(tmp_path, campaign_text(port, reps=1, concurrency="[4]")))
+    out = tmp_path / "results"
+    real = ResultsWriter.append_many
+    signalled: list[list[dict[str, Any]]] = []
+
+    def append_after_sigterm(writer: ResultsWriter, records: Any) -> int:
+        if not signalled and any(r["kind"] == "request" and not r["warmup"] for r in records):
+            signalled.append(list(records))
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the run's records are being written
+            for _ in range(1000):  # the handler runs at the next bytecode boundary: let it
+                pass
+        return real(writer, records)
+
+    monkeypatch.setattr(ResultsWriter, "append_many", append_after_sigterm)
+    collector = Collector(
+        campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
+    )
+    summary = collector.run()
+    assert summary.interrupted and summary.signal == signal.SIGTERM
+    (run,) = signalled
+    on_disk = _records(out)
+    assert [r for r in on_disk if r in run] == run  # the run that was being written is on disk, whole
+    (boot,) = [r for r in on_disk if r["kind"] == "boot"]
+    assert boot["status"] == "interrupted"
+    assert summary.requests == len(run)  # and counted, once
+    assert _port_free(port)

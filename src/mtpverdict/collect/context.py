@@ -67,8 +67,12 @@ class CollectContext:
 
     def append_many(self, records: list[dict[str, Any]]) -> None:
         """Append records together (one write, one fsync), redacted; ValueError when the results
-        format refuses one of them, and then none is written."""
-        self.summary.records += self.writer.append_many([self.redactor.value(r) for r in records])
+        format refuses one of them, after the others are written (and counted)."""
+        before = len(self.writer.records)
+        try:
+            self.writer.append_many([self.redactor.value(r) for r in records])
+        finally:
+            self.summary.records += len(self.writer.records) - before
 
     def redact(self, text: str) -> str:
         return self.redactor.text(text)

@@ -21,6 +21,7 @@ from mtpverdict.collect.campaign import WorkloadPlan
 from mtpverdict.collect.context import CollectContext
 from mtpverdict.collect.owed import PlannedBoot
 from mtpverdict.collect.progress import Event
+from mtpverdict.collect.signals import deferred
 
 
 class LiveBoot(Protocol):
@@ -195,39 +196,48 @@ class Measurement:
     def _record_requests(
         self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
     ) -> None:
-        summary, cpu_share = self.ctx.summary, results.cpu_share
+        """The run's request records, written together; a signal meanwhile waits for the write, so a
+        finished run is on disk and counted, or neither."""
+        with deferred():
+            self.ctx.append_many(self._request_records(workload, conc, rep, results, warmup=warmup))
+            if not warmup:
+                summary = self.ctx.summary
+                summary.requests += len(results.streams)
+                summary.request_errors += sum(1 for r in results.streams if r.status != "ok")
+
+    def _request_records(
+        self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
+    ) -> list[dict[str, Any]]:
+        """One request record per stream of the run, its error redacted."""
+        cpu_share = results.cpu_share
         drawn = next(w.drawn for w in self.ctx.plan.workloads if w.id == workload)
-        records = []
-        for r in results.streams:
-            summary.requests += 0 if warmup else 1
-            summary.request_errors += 0 if warmup or r.status == "ok" else 1
-            records.append(
-                {
-                    "kind": "request",
-                    "arm": self.arm,
-                    "boot": self.number,
-                    "workload": workload,
-                    "concurrency": conc,
-                    "rep": rep,
-                    "stream": r.stream,
-                    "warmup": warmup,
-                    "t_start": r.t_start,
-                    "t_first": r.t_first,
-                    "t_end": r.t_end,
-                    "prompt_tokens": r.prompt_tokens,
-                    "completion_tokens": r.completion_tokens,
-                    "status": r.status,
-                    "error": None if r.error is None else self.ctx.redact(r.error),
-                    "output_sha256": r.output_sha256,
-                    "nonce": r.nonce,
-                    "bunched_chunks": r.bunched,
-                    "chunks": r.chunks,
-                    **_served_fields(r),
-                    **datasets.request_fields(drawn, rep, conc, r.stream),
-                    "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
-                }
-            )
-        self.ctx.append_many(records)  # one write and one fsync per run, not per stream
+        return [
+            {
+                "kind": "request",
+                "arm": self.arm,
+                "boot": self.number,
+                "workload": workload,
+                "concurrency": conc,
+                "rep": rep,
+                "stream": r.stream,
+                "warmup": warmup,
+                "t_start": r.t_start,
+                "t_first": r.t_first,
+                "t_end": r.t_end,
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens,
+                "status": r.status,
+                "error": None if r.error is None else self.ctx.redact(r.error),
+                "output_sha256": r.output_sha256,
+                "nonce": r.nonce,
+                "bunched_chunks": r.bunched,
+                "chunks": r.chunks,
+                **_served_fields(r),
+                **datasets.request_fields(drawn, rep, conc, r.stream),
+                "client_cpu_share": None if cpu_share is None else round(cpu_share, 4),
+            }
+            for r in results.streams
+        ]
 
     def _record_delta(
         self,

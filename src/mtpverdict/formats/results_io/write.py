@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mtpverdict._jsonio import atomic_write, canonical, record_line
 from mtpverdict.errors import Problem, ResultsError
@@ -28,9 +29,6 @@ from mtpverdict.formats.results_io.common import (
     TABLE_KEYS,
     safe_relative,
 )
-
-if TYPE_CHECKING:
-    pass
 
 TORN_FILE = "torn-lines.txt"  # under raw/: a partial last line found on reopening is kept here
 
@@ -184,34 +182,50 @@ class ResultsWriter:
         return self.append_many([record]) == 1
 
     def append_many(self, records: Sequence[dict[str, Any]]) -> int:
-        """Validate every record, then durably append the new ones with one write and one fsync; return
-        how many were new (a key already present, or twice in `records`, is skipped).
+        """Durably append the valid new records with one write and one fsync; return how many were new
+        (a key already present, or twice in `records`, is skipped). An invalid record is refused after
+        the valid ones are written, with a ValueError naming it: nothing else of the batch is lost.
 
         One run's request records go together: a run's streams are known only once it ends, so nothing
-        is held back that an earlier write would have kept, and an interruption leaves the run's records
-        all written or none (a torn tail is repaired on reopening).
+        is held back that an earlier write would have kept. The batch ends in one fsync; before it, a
+        power loss can keep any prefix of the batch's whole lines (still valid JSONL, and the boot has no
+        record yet, so `--resume` runs it again) and a torn last line is set aside on reopening.
         """
+        refused: list[str] = []
+        new: dict[tuple[Any, ...], dict[str, Any]] = {}
         for record in records:
             found = record_errors(record)
             if found:
-                raise ValueError(f"invalid {record.get('kind')} record: {'; '.join(found)}")
-        new: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for record in records:
+                refused.append(f"invalid {record.get('kind')} record: {'; '.join(found)}")
+                continue
             key = record_key(record)
             if key not in self.keys and key not in new:
                 new[key] = record
-        if not new:
-            return 0
-        data = "".join(record_line(r) for r in new.values()).encode("utf-8")
-        written = os.write(self._fd, data)
-        if written != len(data):  # a short write on a full disk: remove the fragment, then fail
-            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
-            raise OSError(28, "short write to records.jsonl (disk full?)")
+        if new:
+            self._write_all("".join(record_line(r) for r in new.values()).encode("utf-8"))
+            self.keys.update(new)
+            self.records.extend(new.values())
+        if refused:
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise ValueError(refused[0] + more)
+        return len(new)
+
+    def _write_all(self, data: bytes) -> None:
+        """Write `data` at the end of records.jsonl, going on after a short write; when a write fails,
+        the part of `data` already written is removed and the write's own error raised."""
+        start = os.fstat(self._fd).st_size
+        done = 0
+        try:
+            while done < len(data):
+                written = os.write(self._fd, data[done:] if done else data)
+                if written == 0:  # a regular file that takes nothing: no progress can be made
+                    raise OSError(errno.EIO, f"{self.path}: the write took no bytes")
+                done += written
+        except OSError:
+            os.ftruncate(self._fd, start)  # no fragment of the batch stays behind
+            raise
         if self.sync_each:
             os.fsync(self._fd)
-        self.keys.update(new)
-        self.records.extend(new.values())
-        return len(new)
 
     def raw_path(self, relative: str) -> Path:
         """A path under raw/ for engine logs and metric snapshots; refuses escapes."""
