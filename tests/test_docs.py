@@ -101,8 +101,14 @@ def test_the_cli_reference_is_the_clis_own_help(regen_docs: bool) -> None:
     text = reference_markdown(app)
     if regen_docs:
         REFERENCE.write_text(text)
-    stale = "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
-    assert REFERENCE.read_text() == text, stale
+    assert reference_stale(REFERENCE, text) is None
+
+
+def reference_stale(reference: Path, text: str) -> str | None:
+    """Why `reference` is not `text`, the CLI's help as reference_markdown renders it (None: it is)."""
+    if reference.is_file() and reference.read_text() == text:
+        return None
+    return f"docs/{reference.name} is stale: pytest tests/test_docs.py --regen-docs"
 
 
 def test_help_names_parameters_in_words_not_python_types() -> None:
