@@ -123,3 +123,14 @@ def test_the_schedule_arm_serves_what_the_engine_compiles() -> None:
     assert why == ""
     assert json.dumps(derived, sort_keys=True, separators=(",", ":")) == expected
     assert derived is not None and derived[SCHEDULE_KEY] == [[1, 4, 3], [5, 1024, 1]]
+
+
+def test_the_schedule_arm_refuses_an_engine_that_runs_no_schedule() -> None:
+    serve = ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "3")
+    arm = ArmPlan("ngram_k3", "candidate", "ngram", 3, serve, None, "default", (), None)
+    golden = load_decision(GOLDEN).schedule
+    assert golden is not None
+    ranges = (ScheduleRange(1, 1024, 3, "ngram_k3", (1,), ("k3 better",)),)
+    derived, why = derived_config(arm, msgspec.structs.replace(golden, method="ngram", ranges=ranges))
+    assert derived is None
+    assert why == "arm ngram_k3's serve_args run sglang: only vLLM 0.32 runs a per-batch-size schedule"
