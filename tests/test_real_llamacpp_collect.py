@@ -31,7 +31,7 @@ from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
 from mtpverdict.stats.layout import round_order
 
-from .conftest import LLAMACPP_ENV, ROOT, real_server, wait_for_request
+from .conftest import LLAMACPP_ENV, ROOT, collect_running, real_server, run_collect, wait_for_request
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "llamacpp-cpu" / "campaign.toml"
@@ -79,22 +79,16 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv += ["--var", f"llama_server={binary}", "--var", f"models={gguf}"]
     with (work / "llamacpp-collect-interrupted.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
+        with collect_running(proc, out, keep_servers=True):  # the orphan is the resume's to stop
             wait_for_request(out, "draft_copy_k4", timed=True, proc=proc, timeout=300)
             server = json.loads((out / "raw" / "boots" / "draft_copy_k4-boot1.json").read_text())
             os.kill(server["pid"], signal.SIGKILL)
             wait_for_request(out, "ngram_mod_k2", timed=True, proc=proc, timeout=300)
             proc.kill()
             proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
     shutil.copyfile(out / "records.jsonl", work / KILLED_AT)  # what must survive the resume
-    done = subprocess.run(
-        [*argv, "--resume", "--retry-failed"], capture_output=True, text=True, timeout=900, check=False
-    )
+    done = run_collect([*argv, "--resume", "--retry-failed"], out, expect=0, timeout=900)
     sys.stdout.write(done.stdout[-3000:])
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 
 

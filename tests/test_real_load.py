@@ -31,7 +31,7 @@ from mtpverdict.decide import decide_directory
 from mtpverdict.formats.results_io import load_results
 
 from .collect.conftest import free_port
-from .conftest import ROOT, VLLM_ENV, real_server
+from .conftest import ROOT, VLLM_ENV, collect_running, real_server, run_collect
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
@@ -111,21 +111,16 @@ def collected(tmp_path_factory: pytest.TempPathFactory, burner: None) -> tuple[P
     seen: dict[str, Any] = {}
     with (work / "collect-terminated.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
+        with collect_running(proc, out, keep_servers=True):  # whether SIGTERM stopped it is the question
             seen["server"] = _wait_for_launch(out, "ngram_k2", proc, timeout=1200)
             time.sleep(5)  # mid-boot: the server is loading the model
             proc.send_signal(signal.SIGTERM)
             seen["returncode"] = proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     seen["server_gone"] = _gone(seen["server"])
     seen["log"] = (work / "collect-terminated.log").read_text(errors="replace")
     seen["records"] = (out / "records.jsonl").read_bytes()
-    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=1800, check=False)
+    done = run_collect([*argv, "--resume"], out, expect=0, timeout=1800)
     sys.stdout.write(done.stdout[-3000:])
-    assert done.returncode == 0, done.stderr[-3000:]
     seen["resume"] = done.stdout
     return out, seen
 

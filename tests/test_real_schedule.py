@@ -38,7 +38,7 @@ from mtpverdict.formats.decision import Decision, load_decision
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.serveconfig import ServeSpec, extract_spec
 
-from .conftest import ROOT, VLLM_ENV, real_server
+from .conftest import ROOT, VLLM_ENV, real_server, run_collect, run_process
 
 pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
@@ -64,9 +64,8 @@ class Phases:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "mtpverdict", *args], capture_output=True, text=True, timeout=3600, check=False
-    )
+    """A command that launches no server (decide, schedule-arm), which must succeed."""
+    done = run_process([sys.executable, "-m", "mtpverdict", *args], timeout=3600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -84,7 +83,7 @@ class Server:
         cache = self.work / "vllm-cache"
         for var in (f"python={self.python}", f"models={self.models}", f"cache={cache}", f"port={PORT}"):
             argv += ["--var", var]
-        _cli(*argv)
+        run_collect([sys.executable, "-m", "mtpverdict", *argv], out, expect=0, timeout=3600)
 
 
 def _with_boots(campaign: Path, work: Path, boots: int) -> Path:

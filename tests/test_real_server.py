@@ -25,7 +25,7 @@ from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.parse import parse_file
 from mtpverdict.stats.layout import round_order
 
-from .conftest import ROOT, VLLM_ENV, real_server, wait_for_request
+from .conftest import ROOT, VLLM_ENV, collect_running, real_server, run_collect, wait_for_request
 
 pytestmark = pytest.mark.real_server
 CAMPAIGN = ROOT / "collectors" / "vllm-cpu" / "campaign.toml"
@@ -68,22 +68,16 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     with (work / "collect-interrupted.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
+        with collect_running(proc, out, keep_servers=True):  # the orphan is the resume's to stop
             wait_for_request(out, "ngram_k2", timed=True, proc=proc, timeout=600)
             server = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
             os.kill(server["pid"], signal.SIGKILL)
             wait_for_request(out, "draft_copy_k2", timed=True, proc=proc, timeout=600)
             proc.kill()
             proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
     shutil.copyfile(out / "records.jsonl", work / KILLED_AT)  # what must survive the resume
-    done = subprocess.run(
-        [*argv, "--resume", "--retry-failed"], capture_output=True, text=True, timeout=1500, check=False
-    )
+    done = run_collect([*argv, "--resume", "--retry-failed"], out, expect=0, timeout=1500)
     sys.stdout.write(done.stdout[-3000:])
-    assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import uuid
@@ -30,7 +29,7 @@ import tomlkit
 
 from mtpverdict.decide import decide_directory
 
-from .conftest import ROOT, VLLM_ENV, real_server, vllm_server
+from .conftest import ROOT, VLLM_ENV, real_server, run_collect, run_process, vllm_server
 
 pytestmark = pytest.mark.real_server
 HERE = ROOT / "collectors" / "vllm-cpu"
@@ -80,8 +79,7 @@ def _decision(python: str, models: Path, work: Path) -> Path:
     ]
     if (out / "records.jsonl").is_file():
         argv.append("--resume")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_collect(argv, out, expect=0, timeout=1200)
     path = out / "decision.json"
     path.write_text(decide_directory(out).json_text)
     return path
@@ -128,7 +126,7 @@ def _traffic(url: str, prompt: str) -> Iterator[None]:
 def _watch(url: str, decision: Path, duration: str) -> tuple[int, list[dict[str, Any]]]:
     argv = [sys.executable, "-m", "mtpverdict", "watch", url, "--decision", str(decision), "--arm", ARM]
     argv += ["--window", WINDOW, "--for", duration, "--json"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    done = run_process(argv, timeout=600)  # watch reads a server and launches none
     sys.stdout.write(done.stdout[-4000:] + done.stderr[-2000:])
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

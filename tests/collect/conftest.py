@@ -9,12 +9,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# the shared collect runners, where the collect tests have always found them
+from ..conftest import collect_running as collect_running
+from ..conftest import run_collect as run_collect
+from ..conftest import stop_servers as stop_servers
 
 FAKE = Path(__file__).resolve().parent.parent / "fakeserver.py"
 ARMS = {  # name -> (role, method, k, fake acceptance)
@@ -226,38 +229,3 @@ def wait_for_server(
             pytest.fail(f"collect ended (exit {proc.returncode}) before it launched a server")
         time.sleep(0.05)
     pytest.fail(f"no server pid in {path} within {timeout} s")
-
-
-def stop_servers(out: Path) -> None:
-    """Stop the servers a collect into `out` left running, as `collect --resume` does first: each
-    unfinished boot's, where its start file proves it collect's (a server is a grandchild of the test,
-    which the leak guard does not see)."""
-    from mtpverdict.collect.started import stop_left_over_servers
-
-    stop_left_over_servers(out)
-
-
-def run_collect(argv: list[str], out: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """`subprocess.run(argv, **kwargs)` of a collect into `out`, its output captured as text; when it does
-    not finish (its timeout: subprocess.run kills the collect, not the server it launched), the servers
-    it left running are stopped before the error goes on."""
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    except BaseException:
-        stop_servers(out)
-        raise
-
-
-@contextmanager
-def collect_running(proc: subprocess.Popen[Any], out: Path) -> Iterator[subprocess.Popen[Any]]:
-    """`proc`, a collect into `out`, for the block; on leaving it, however the test went, the collect is
-    killed if it still runs and reaped (its pipes closed), and any server it left running is stopped."""
-    try:
-        with proc:
-            try:
-                yield proc
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-    finally:
-        stop_servers(out)

@@ -1,9 +1,11 @@
-"""A new engine is one module plus one registry line: a copy of the package with a throwaway engine added
-that way (engines/toy.py and the member `TOY = "toy"`, nothing else) is read by parse and checked by the
-registry's completeness test."""
+"""A new engine is one module plus one registry line: a copy of the checkout with a throwaway engine added
+that way (engines/toy.py and the member `TOY = "toy"`; in code, nothing else) is read by parse and checked
+by the registry's completeness test, which asks for its docs row and samples and nothing more; the CLI
+reference, whose --engine help names it, is regenerated, and the check on a stale one catches it."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -13,7 +15,35 @@ from pathlib import Path
 
 from ..conftest import ROOT
 
-SRC = ROOT / "src" / "mtpverdict"
+# what the copy holds: every tree a new engine touches (code, docs, samples, of any file type), and two
+# files it leaves alone (its package metadata and the README)
+COPIED = ("src/mtpverdict", "docs", "tests/data/engine", "tests/data/recorded", "pyproject.toml", "README.md")
+DOC_ROW_AFTER = "| engine | surface | what is read | checked against |\n|---|---|---|---|\n"
+DOC_ROW = "| Toy | log | `toy accepted A of D draft tokens` | source: toy 1.0 |\n"
+SAMPLE = "tests/data/engine/toy/log_accepted"
+SAMPLE_TEXT = "[toy] start\n[toy] toy accepted 3 of 4 draft tokens\n"
+# its expected parse, written by hand (tests/parse/test_cases.py reads every tests/data/engine/ case so)
+SAMPLE_EXPECTED = {
+    "engine": "toy",
+    "engine_version": None,
+    "acceptance": [
+        {
+            "source": "log",
+            "scoped": "window",
+            "kind": "log_window",
+            "drafts": None,
+            "draft_tokens": 4,
+            "accepted_tokens": 3,
+            "acceptance_rate": None,
+            "mean_acceptance_length": None,
+            "per_position_rate": None,
+            "accepted_per_position": None,
+            "line": None,  # the toy's parser gives its readings no line
+        }
+    ],
+    "kv_capacity": [],
+    "warnings": [],
+}
 MEMBER_AFTER = '    LLAMACPP = "llamacpp"\n'
 TOY_LINE = '    TOY = "toy"\n'
 
@@ -62,16 +92,39 @@ ENGINE = dataclasses.replace(
 
 PROBE = """
 import json
+import sys
+from pathlib import Path
+from mtpverdict.cli import app
+from mtpverdict.cli._help import reference_markdown
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import ENGINE_CHOICES, Engine
-from mtpverdict.parse import parse_text
+from mtpverdict.parse import parse_file, parse_text
 from tests.engines.test_registry import DATA, DOC, registry_problems
+from tests.parse import test_reader
+from tests.test_docs import reference_stale
 
+copy = Path(sys.argv[1])
+reference = copy / "docs" / "cli-reference.md"
+help_text = reference_markdown(app)
+stale = reference_stale(reference, help_text)
+reference.write_text(help_text)  # as pytest tests/test_docs.py --regen-docs writes it
+try:
+    test_reader.test_unrecognised_text_warns()
+    reader = None
+except AssertionError as exc:
+    reader = str(exc)
 toy = Engine("toy")
 print(json.dumps({
     "registered": [str(e) for e in registry.ENGINES],
     "choices": list(ENGINE_CHOICES),
     "problems": registry_problems(registry.ENGINES, DOC.read_text(), DATA),
+    "whole": registry_problems(
+        registry.ENGINES, (copy / "docs" / "engine-formats.md").read_text(), copy / "tests" / "data"
+    ),
+    "stale": stale,
+    "regenerated": reference_stale(reference, help_text),
+    "reader": reader,
+    "sample": parse_file(copy / (sys.argv[2] + ".txt")).to_json(),
     "log": parse_text("[toy] start\\n[toy] toy accepted 3 of 4 draft tokens\\n").to_json(),
     "chosen": parse_text("toy accepted 1 of 2 draft tokens", "toy").to_json()["engine"],
     "metrics": parse_text("toy:spec_decode_num_drafts_total 5\\n").to_json()["engine"],
@@ -79,40 +132,122 @@ print(json.dumps({
 """
 
 
-def _copy_with_toy(into: Path) -> Path:
-    """The package copied under `into`, plus engines/toy.py and the one line; returns the src folder."""
-    package = into / "src" / "mtpverdict"
-    shutil.copytree(SRC, package, ignore=shutil.ignore_patterns("__pycache__"))
+def _copy(into: Path) -> None:
+    """The COPIED trees and files of the checkout, under `into` (bytecode left out)."""
+    for name in COPIED:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, into / name)
+
+
+def _add_toy(copy: Path) -> None:
+    """A new engine as its author adds it: engines/toy.py and the one line, the docs row, one sample."""
+    package = copy / "src" / "mtpverdict"
     (package / "engines" / "toy.py").write_text(TOY_MODULE)
-    names = package / "engines" / "names.py"
-    text = names.read_text()
-    assert text.count(MEMBER_AFTER) == 1
-    names.write_text(text.replace(MEMBER_AFTER, MEMBER_AFTER + TOY_LINE))
-    return into / "src"
+    _insert_after(package / "engines" / "names.py", MEMBER_AFTER, TOY_LINE)
+    _insert_after(copy / "docs" / "engine-formats.md", DOC_ROW_AFTER, DOC_ROW)
+    sample = copy / SAMPLE
+    sample.parent.mkdir()
+    sample.with_suffix(".txt").write_text(SAMPLE_TEXT)
+    sample.with_suffix(".expected.json").write_text(json.dumps(SAMPLE_EXPECTED, indent=2) + "\n")
 
 
-def _changed(copy: Path) -> list[str]:
-    """The files of the copy that differ from the package (added or edited), relative to it."""
-    changed = []
-    for path in sorted((copy / "mtpverdict").rglob("*.py")):
-        original = SRC / path.relative_to(copy / "mtpverdict")
-        if not original.is_file() or original.read_bytes() != path.read_bytes():
-            changed.append(path.relative_to(copy).as_posix())
-    return changed
+def _insert_after(path: Path, anchor: str, line: str) -> None:
+    text = path.read_text()
+    assert text.count(anchor) == 1, f"{path.name}: {anchor!r}"
+    path.write_text(text.replace(anchor, anchor + line))
+
+
+def _files(root: Path) -> set[str]:
+    """Every file of the COPIED trees under `root`, of any type, relative to it (bytecode left out)."""
+    found = set()
+    for name in COPIED:
+        top = root / name
+        paths = top.rglob("*") if top.is_dir() else [top] if top.is_file() else []
+        found |= {
+            p.relative_to(root).as_posix() for p in paths if p.is_file() and "__pycache__" not in p.parts
+        }
+    return found
+
+
+def _changed(copy: Path, original: Path = ROOT) -> list[str]:
+    """The files of the copy that differ from the checkout's (added, edited or removed), of any type."""
+    mine, theirs = _files(copy), _files(original)
+    return sorted(
+        name
+        for name in mine | theirs
+        if name not in mine
+        or name not in theirs
+        or (copy / name).read_bytes() != (original / name).read_bytes()
+    )
+
+
+def test_changed_sees_every_file_type(tmp_path: Path) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    for root in (before, after):
+        (root / "docs").mkdir(parents=True)
+        (root / "docs" / "a.md").write_text("a\n")
+        (root / "pyproject.toml").write_text("[project]\n")
+        (root / "docs" / "gone.md").write_text("gone\n")
+    (after / "docs" / "a.md").write_text("a, edited\n")
+    (after / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (after / "docs" / "gone.md").unlink()
+    (after / "docs" / "new.json").write_text("{}\n")
+    (after / "docs" / "__pycache__").mkdir()
+    (after / "docs" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert _changed(after, before) == ["docs/a.md", "docs/gone.md", "docs/new.json", "pyproject.toml"]
 
 
 def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
-    src = _copy_with_toy(tmp_path)
-    assert _changed(src) == ["mtpverdict/engines/names.py", "mtpverdict/engines/toy.py"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}
+    copy = tmp_path / "checkout"
+    _copy(copy)
+    assert _changed(copy) == []
+    _add_toy(copy)
+    src = copy / "src"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     ran = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE, str(copy), SAMPLE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout)
+    # in code, the module and the line; beside them, its docs row, its sample and the regenerated reference
+    assert _changed(copy) == [
+        "docs/cli-reference.md",
+        "docs/engine-formats.md",
+        "src/mtpverdict/engines/names.py",
+        "src/mtpverdict/engines/toy.py",
+        f"{SAMPLE}.expected.json",
+        f"{SAMPLE}.txt",
+    ]
+    assert seen["stale"] == "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
+    assert seen["regenerated"] is None
+    added = [
+        line[1:]
+        for line in difflib.ndiff(
+            (ROOT / "docs" / "cli-reference.md").read_text().splitlines(),
+            (copy / "docs" / "cli-reference.md").read_text().splitlines(),
+        )
+        if line.startswith("+")
+    ]
+    assert added and all("toy" in line for line in added)
+    assert any(line.strip().startswith("--engine") for line in added)
+    assert seen["whole"] == []
+    assert seen["reader"] is None  # the reader test's list of engines comes from the registry
+    assert seen["sample"] == SAMPLE_EXPECTED
     assert seen["registered"] == ["vllm", "sglang", "llamacpp", "toy"]
     assert seen["choices"] == ["auto", "vllm", "sglang", "llamacpp", "toy"]
-    # the completeness test sees the new engine whole in code; what it still asks for is no source file
+    # the completeness test against the checkout's docs and samples: the new engine whole in code, what
+    # it still asks for is no source file
     assert seen["problems"] == [
         "toy: no row for Toy in docs/engine-formats.md's surfaces table",
         "toy: no cases in tests/data/engine/toy/",

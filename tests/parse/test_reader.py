@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mtpverdict.engines import registry
 from mtpverdict.errors import EngineTextError
 from mtpverdict.parse import parse_file, parse_text
 
@@ -29,7 +30,9 @@ def test_empty_text_warns() -> None:
 def test_unrecognised_text_warns() -> None:
     result = parse_text("hello\nworld\n")
     assert result.engine is None
-    assert result.warnings[0].startswith("no vLLM, SGLang or llama.cpp output recognised; parse reads")
+    titles = [registry.title(e) for e in registry.ENGINES]  # every engine, however many are registered
+    named = titles[0] if len(titles) == 1 else f"{', '.join(titles[:-1])} or {titles[-1]}"
+    assert result.warnings[0].startswith(f"no {named} output recognised; parse reads")
 
 
 def test_binary_input_warns_and_reads_what_it_can(tmp_path: Path) -> None:

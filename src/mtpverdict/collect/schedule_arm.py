@@ -44,13 +44,13 @@ from mtpverdict.collect.campaign import (
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
 from mtpverdict.engines.names import SCHEDULE_ENGINE
+from mtpverdict.engines.spec import SCHEDULE_KEY, DepthRange, config_argv, depth_free
 from mtpverdict.errors import CampaignError, InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, Schedule, parse_decision
 from mtpverdict.serveconfig import ServeSpec, extract_spec, normalise_flag
 
 CONFIRM_SUFFIX = "-confirm"
-DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule sets
 SHOWN_DIFFERENCES = 5  # keys named in a refusal
 MAX_SETTING_CHARS = 4096  # a setting's value matched against a placeholder (a path, a model name)
 # the note an earlier schedule-arm wrote ("ARM serves the schedule of FILE sha256 HEX16."): each run of
@@ -90,10 +90,10 @@ def _schedule(decision: Decision, source: str) -> tuple[Schedule, str]:
 def _inconsistent(schedule: Schedule, config: str) -> str | None:
     """Why the JSON is not the ranges as vLLM would run them (None: it is): a decision file edited by
     hand, or written by another tool, is checked before it is served."""
-    spec = extract_spec(["--speculative-config", config])
+    spec = extract_spec(config_argv(config))
     if not isinstance(spec, ServeSpec) or not spec.schedule:
         engine = registry.title(SCHEDULE_ENGINE)
-        return f"is not a {engine} speculative config with num_speculative_tokens_per_batch_size"
+        return f"is not a {engine} speculative config with {SCHEDULE_KEY}"
     ranges = [(r.start, r.end, r.k) for r in schedule.ranges]
     top = max((r.k for r in schedule.ranges), default=0)
     if [(r.first_batch, r.last_batch, r.k) for r in spec.schedule] != ranges or spec.k != top:
@@ -113,9 +113,12 @@ def derived_config(arm: ArmPlan, schedule: Schedule) -> tuple[dict[str, Any] | N
         return None, f"arm {arm.name}'s serve_args hold no {engine} speculative config to copy{why}"
     if spec.method != arm.method:
         return None, f"arm {arm.name} declares method {arm.method} but its serve_args run {spec.method}"
-    config = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
-    config["num_speculative_tokens"] = max(r.k for r in schedule.ranges)
-    config["num_speculative_tokens_per_batch_size"] = [[r.start, r.end, r.k] for r in schedule.ranges]
+    compiler = registry.schedule_compiler(spec.engine)
+    if isinstance(compiler, Absent):
+        return None, f"arm {arm.name}'s serve_args run {spec.engine}: {compiler.reason}"
+    table = [DepthRange(r.start, r.end, r.k) for r in schedule.ranges]
+    compiled = compiler(depth_free(spec.settings_dict()), max(r.k for r in schedule.ranges), table)
+    config: dict[str, Any] = json.loads(compiled)
     return config, ""
 
 
@@ -239,7 +242,7 @@ def _arm_table(arm: ArmPlan, name: str, schedule: Schedule, origin: str, config:
     table["method"] = arm.method
     table["k"] = max(r.k for r in schedule.ranges)  # the largest depth: what the counters show
     value = tomlkit.string(config, literal="'" not in config)
-    table["serve_args"] = ["--speculative-config", value, *kept_args(arm.serve_args)]
+    table["serve_args"] = [*config_argv(value), *kept_args(arm.serve_args)]
     if arm.family != "default":
         table["family"] = arm.family
     table["labels"] = _inline({"confirms": origin})

@@ -39,7 +39,7 @@ from mtpverdict.decide.regime import (
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
 from mtpverdict.engines.names import SCHEDULE_ENGINE
-from mtpverdict.engines.spec import DepthRange
+from mtpverdict.engines.spec import DepthRange, depth_free
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
     ArmDecision,
@@ -54,7 +54,6 @@ from mtpverdict.serveconfig import ServeSpec
 from mtpverdict.stats.procedure import Outcome
 
 SCHEDULED_KINDS = ("faster_than_off",)  # judged at every concurrency at once: a schedule judges each range
-DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule sets
 SELF_CONTAINED = ("mtp", "ngram")  # vLLM methods whose config needs nothing but the method and depth
 
 Cell = tuple[str, int]
@@ -112,7 +111,7 @@ def _setting_key(specs: dict[str, ServeSpec], arm: Arm) -> str:
     spec = specs.get(arm.name)
     if spec is None:
         return f"{arm.spec.method} (no serve config recorded)"
-    settings = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
+    settings = depth_free(spec.settings_dict())
     return f"{spec.engine} {spec.method} {json.dumps(settings, sort_keys=True)}"
 
 
@@ -360,7 +359,7 @@ def speculative_config(
         note: str | None = "the arms record no serve config: method and depth only"
         compiler = registry.schedule_compiler(SCHEDULE_ENGINE)
     else:
-        base = {k: v for k, v in spec.settings_dict().items() if k not in DEPTH_KEYS}
+        base = depth_free(spec.settings_dict())
         note = None
         compiler = registry.schedule_compiler(spec.engine)
     if isinstance(compiler, Absent):

@@ -16,8 +16,12 @@ from typing import Any, TypeGuard
 from mtpverdict.engines.names import Engine
 
 __all__ = [
+    "CONFIG_FLAG",
+    "DEPTH_KEY",
+    "DEPTH_KEYS",
     "MAX_K",
     "NO_SCHEDULE",
+    "SCHEDULE_KEY",
     "DepthRange",
     "Flag",
     "FlagGroup",
@@ -25,6 +29,8 @@ __all__ = [
     "ServeSpec",
     "SpecRefusal",
     "canonical",
+    "config_argv",
+    "depth_free",
     "int_or_text",
     "is_depth",
     "is_int",
@@ -33,6 +39,12 @@ __all__ = [
 
 MAX_K = 1024  # largest depth accepted; llama.cpp bounds its ngram draft lengths to 1024 (common/arg.cpp)
 NO_SCHEDULE = "only vLLM 0.32 runs a per-batch-size schedule"  # engines without compile_schedule
+# vLLM's speculative config, the one engine setting that runs a per-batch-size schedule: the flag that
+# takes it as JSON, its depth key and its schedule key (vllm/config/speculative.py)
+CONFIG_FLAG = "--speculative-config"
+DEPTH_KEY = "num_speculative_tokens"
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+DEPTH_KEYS = (DEPTH_KEY, SCHEDULE_KEY)  # what a schedule varies; every other setting it shares
 _DECIMAL = re.compile(r"[0-9]{1,9}")  # an integer argv value
 
 
@@ -127,6 +139,16 @@ def int_or_text(text: str) -> int | str:
 def canonical(settings: Mapping[str, Any]) -> str:
     """Settings as canonical JSON (sorted keys, no spaces), compared whole against the evidence."""
     return json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def depth_free(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A speculative config without its DEPTH_KEYS: what the depths of one schedule share."""
+    return {key: value for key, value in settings.items() if key not in DEPTH_KEYS}
+
+
+def config_argv(config: str) -> list[str]:
+    """The argv that serves `config`, vLLM's speculative config JSON, as the engines' flag tables read it."""
+    return [CONFIG_FLAG, config]
 
 
 def single_values(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mtpverdict.engines.spec import config_argv
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.serveconfig import ServeSpec, SpecRefusal, extract_spec, settings_differences
 
@@ -32,7 +33,7 @@ def parse_spec(text: str) -> ProposedSpec:
     if raw.lower() in ("off", "none", "disabled", "k=0"):
         return ProposedSpec(None, None, raw)
     if raw.startswith("{"):
-        spec = extract_spec(["--speculative-config", raw])
+        spec = extract_spec(config_argv(raw))
         if isinstance(spec, SpecRefusal):
             raise InputError([Problem("--proposed", spec.reasons[0])])
         return ProposedSpec(spec.method, spec.k, raw)
@@ -76,7 +77,7 @@ def resolve_proposal(
         return [f"the speculative config of {source} cannot be read: {r}" for r in serve.reasons]
     given = None
     if proposed is not None and proposed.text.startswith("{"):
-        found = extract_spec(["--speculative-config", proposed.text])
+        found = extract_spec(config_argv(proposed.text))
         given = found if isinstance(found, ServeSpec) else None
     if serve is None:
         assert proposed is not None  # gate() refuses a call with neither

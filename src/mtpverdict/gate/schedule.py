@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import SCHEDULE_ENGINE
+from mtpverdict.engines.spec import CONFIG_FLAG, DEPTH_KEY, depth_free
 from mtpverdict.gate.evidence import ArmEvidence, GateEvidence
 from mtpverdict.gate.proposal import Proposal
 from mtpverdict.gate.support import SUPPORTING, mismatch, no_evidence
@@ -22,7 +23,6 @@ __all__ = [
     "support_schedule",
 ]
 
-DEPTH_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")  # what a schedule varies
 Ranges = list[tuple[int, int, int]]  # (first batch, last batch, k); the last range carries on past its end
 
 
@@ -79,8 +79,8 @@ def _depth_proposal(proposal: Proposal, k: int) -> Proposal:
     """One depth of a scheduled proposal, with the settings an arm of that depth would record."""
     if proposal.serve is None:
         return Proposal(proposal.method, k, f"k={k}")
-    settings = {key: v for key, v in proposal.serve.settings_dict().items() if key not in DEPTH_KEYS}
-    settings["num_speculative_tokens"] = k
+    settings = depth_free(proposal.serve.settings_dict())
+    settings[DEPTH_KEY] = k
     text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
     serve = ServeSpec(proposal.serve.engine, proposal.serve.method, k, text)
     return Proposal(proposal.method, k, f"{proposal.method} k={k}", serve)
@@ -177,9 +177,9 @@ def _drafter_size(proposal: Proposal, ranges: Ranges) -> str | None:
     top = max(k for _, _, k in ranges)
     if proposal.serve.k == top:
         return None
-    fix = "serve without --speculative-config" if top == 0 else f"set num_speculative_tokens to {top}"
+    fix = f"serve without {CONFIG_FLAG}" if top == 0 else f"set {DEPTH_KEY} to {top}"
     return (
-        f"num_speculative_tokens {proposal.serve.k} is not the schedule's largest depth {top}: "
+        f"{DEPTH_KEY} {proposal.serve.k} is not the schedule's largest depth {top}: "
         f"{registry.title(SCHEDULE_ENGINE)} sizes the drafter by it and no arm ran it so; {fix}"
     )
 

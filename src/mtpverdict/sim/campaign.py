@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mtpverdict.engines.spec import DEPTH_KEY, canonical, config_argv
 from mtpverdict.formats.results import RESULTS_FORMAT
 
 if TYPE_CHECKING:
@@ -164,11 +165,7 @@ def _campaign_object(scenario: Scenario) -> dict[str, Any]:
             "spec": {"method": None, "k": None} if arm.k == 0 else {"method": "mtp", "k": arm.k},
             "order": order,
             "serve_argv": ["--model", "synthetic"]
-            + (
-                []
-                if arm.k == 0
-                else ["--speculative-config", f'{{"method":"mtp","num_speculative_tokens":{arm.k}}}']
-            ),
+            + ([] if arm.k == 0 else config_argv(canonical({"method": "mtp", DEPTH_KEY: arm.k}))),
         }
         for order, arm in enumerate(scenario.arms, start=1)
     ]
