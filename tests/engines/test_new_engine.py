@@ -25,7 +25,7 @@ import dataclasses
 import re
 
 from mtpverdict.engines import sglang
-from mtpverdict.engines.interface import Absent
+from mtpverdict.engines.interface import Absent, MetricNames
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.model import AcceptanceReading, Found
@@ -55,6 +55,7 @@ ENGINE = dataclasses.replace(
     image_words=("toy-server",),
     config_variables=("TOY_",),
     metric_prefix="toy:",
+    metric_names=MetricNames(draft_tokens="toy:drafted", accepted_tokens="toy:kept"),
     log_lines=_LogLines(),
     response_json=Absent("the toy server answers no JSON"),
 )
@@ -64,7 +65,7 @@ PROBE = """
 import json
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import ENGINE_CHOICES, Engine
-from mtpverdict.parse import parse_text
+from mtpverdict.parse import parse_metrics, parse_text
 from tests.engines.test_registry import DATA, DOC, registry_problems
 
 toy = Engine("toy")
@@ -74,7 +75,8 @@ print(json.dumps({
     "problems": registry_problems(registry.ENGINES, DOC.read_text(), DATA),
     "log": parse_text("[toy] start\\n[toy] toy accepted 3 of 4 draft tokens\\n").to_json(),
     "chosen": parse_text("toy accepted 1 of 2 draft tokens", "toy").to_json()["engine"],
-    "metrics": parse_text("toy:spec_decode_num_drafts_total 5\\n").to_json()["engine"],
+    "metrics": parse_text("toy:drafted_total 8\\ntoy:kept_total 5\\n").to_json(),
+    "vllm_names": parse_metrics("toy:spec_decode_num_draft_tokens_total 8\\n").draft_tokens,
 }))
 """
 
@@ -119,4 +121,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     ]
     assert seen["log"]["engine"] == "toy"
     assert [(r["accepted_tokens"], r["draft_tokens"]) for r in seen["log"]["acceptance"]] == [(3, 4)]
-    assert seen["chosen"] == "toy" and seen["metrics"] == "toy"
+    assert seen["chosen"] == "toy" and seen["metrics"]["engine"] == "toy"
+    # its counters are read through its own metric_names part, not another engine's names
+    assert [(r["draft_tokens"], r["accepted_tokens"]) for r in seen["metrics"]["acceptance"]] == [(8, 5)]
+    assert seen["vllm_names"] is None

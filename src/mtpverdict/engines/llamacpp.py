@@ -18,6 +18,7 @@ from mtpverdict.engines.interface import (
     Absent,
     BootLog,
     EngineParts,
+    MetricNames,
     Programs,
     Readiness,
     Ready,
@@ -364,6 +365,18 @@ def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     return positions or None
 
 
+# llama-server's /metrics (tools/server/server.cpp, with --metrics); the per-position series appear
+# with the first verified draft
+METRIC_NAMES = MetricNames(
+    drafts="llamacpp:spec_decode_num_drafts",
+    draft_tokens="llamacpp:spec_decode_num_draft_tokens",
+    accepted_tokens="llamacpp:spec_decode_num_accepted_tokens",
+    accepted_per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos",
+    prompt_tokens="llamacpp:prompt_tokens",
+    generation_tokens="llamacpp:tokens_predicted",
+)
+
+
 ENGINE = EngineParts(
     name=NAME,
     title="llama.cpp",
@@ -381,6 +394,7 @@ ENGINE = EngineParts(
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
     config_variables=("LLAMA_ARG_",),  # every flag (common/arg.cpp set_env)
     metric_prefix="llamacpp:",
+    metric_names=METRIC_NAMES,
     metric_counters=SpecCounters(
         "llamacpp:spec_decode_num_drafts_total",
         "llamacpp:spec_decode_num_draft_tokens_total",
