@@ -17,8 +17,8 @@ import pytest
 
 from mtpverdict.collect import client as cl
 from mtpverdict.collect import plain
-from mtpverdict.collect import served as sv
 from mtpverdict.engines.interface import ServerFields
+from mtpverdict.engines.served import Seen, ServedFields, ServerTiming
 
 from ..conftest import DATA
 
@@ -416,8 +416,8 @@ def test_llamacpp_timings_give_per_request_acceptance() -> None:
     assert r.llama is not None and r.llama.predicted_ms == 4.0 and r.timing is None
 
 
-def _toy_reader(obj: dict[str, Any], seen: sv.Seen, completion_tokens: int) -> sv.ServedFields:
-    return sv.ServedFields(sv.ServerTiming(float(obj["ttft"]), None, None, None, None))
+def _toy_reader(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
+    return ServedFields(ServerTiming(float(obj["ttft"]), None, None, None, None))
 
 
 TOY_FIELDS = (ServerFields("toy_stats", _toy_reader),)  # an engine whose object is none of the others'
