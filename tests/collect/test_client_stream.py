@@ -413,7 +413,7 @@ def test_llamacpp_timings_give_per_request_acceptance() -> None:
         r.acceptance.draft_tokens,
         r.acceptance.accepted_tokens,
     ) == ("llamacpp", 4, 3)
-    assert r.llama is not None and r.llama.predicted_ms == 4.0 and r.timing is None
+    assert r.phases is not None and r.phases.predicted_ms == 4.0 and r.timing is None
 
 
 def _toy_reader(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:

@@ -126,7 +126,7 @@ class StreamResult:
     bunched: int = 0  # content deltas read within BUNCH_SECONDS of the previous one
     timing: sv.ServerTiming | None = None
     acceptance: sv.RequestAcceptance | None = None
-    llama: sv.LlamaTimings | None = None
+    phases: sv.PhaseTimings | None = None
 
     @property
     def output_sha256(self) -> str | None:
@@ -590,7 +590,7 @@ def _result(
         bunched=proto.bunched,
         timing=found.timing if found else None,
         acceptance=found.acceptance if found else None,
-        llama=found.llama if found else None,
+        phases=found.phases if found else None,
     )
 
 

@@ -30,7 +30,7 @@ from mtpverdict.engines.names import Engine
 from mtpverdict.engines.served import (
     MAX_SPEC_TOKENS,
     TEMPLATE_TOKENS_ALLOWANCE,
-    LlamaTimings,
+    PhaseTimings,
     RequestAcceptance,
     Seen,
     ServedFields,
@@ -326,12 +326,12 @@ def read_timings(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> Ser
 
 def llama_timings(
     obj: dict[str, Any], seen: Seen, completion_tokens: int
-) -> tuple[LlamaTimings, RequestAcceptance | None]:
+) -> tuple[PhaseTimings, RequestAcceptance | None]:
     """llama.cpp's ``timings``: intervals within the client's wait; draft counts when drafting ran."""
     high = waited_ms(seen)
     prompt_n = obj.get("prompt_n")
     predicted_n = obj.get("predicted_n")
-    found = LlamaTimings(
+    found = PhaseTimings(
         prompt_n=None
         if prompt_n is None
         else count(prompt_n, "timings.prompt_n", 0, seen.prompt_bytes + TEMPLATE_TOKENS_ALLOWANCE),
