@@ -165,19 +165,17 @@ def _implemented(part: str, value: object, parts: EngineParts) -> str | None:
             and all(k.startswith("-") and v.startswith("--") for k, v in value.items()),
             "not a mapping of short flags to long ones",
         ),
-        "data_parallel_flags": (
-            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
-            "no flags",
-        ),
-        "context_flags": (
-            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
-            "no flags",
-        ),
+        "data_parallel_flags": (_flags(value), "no flags"),
+        "context_flags": (_flags(value), "no flags"),
     }
     if part in checks:
         ok, why = checks[part]
         return None if ok else why
     return None if callable(value) else "neither callable nor Absent"
+
+
+def _flags(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value)
 
 
 def _counters_named(counters: SpecCounters, names: MetricNames | Absent) -> bool:

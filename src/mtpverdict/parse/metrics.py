@@ -238,25 +238,9 @@ def acceptance_delta(
         return None
     if before.engine is not None and after.engine is not None and before.engine != after.engine:
         return VoidWindow(f"the scrapes come from different engines ({before.engine}, {after.engine})")
-    deltas: dict[str, int | None] = {}
-    for role, old, new in (
-        ("drafts", before.drafts, after.drafts),
-        ("draft_tokens", before.draft_tokens, after.draft_tokens),
-        ("accepted_tokens", before.accepted_tokens, after.accepted_tokens),
-    ):
-        name = _counter_name(after.engine or before.engine, role)
-        if old is None and new is None:
-            deltas[role] = None
-            continue
-        if old is None or new is None:
-            return VoidWindow(
-                f"counter {name} is in only one of the two scrapes; the server changed between them"
-            )
-        if new < old:
-            return VoidWindow(
-                f"counter {name} went down from {old} to {new}: the server restarted (counter reset)"
-            )
-        deltas[role] = new - old
+    deltas = _counter_deltas(before, after)
+    if isinstance(deltas, VoidWindow):
+        return deltas
     old_pos, new_pos = dict(before.accepted_per_position), dict(after.accepted_per_position)
     if not old_pos and before.drafts == 0:
         # Nothing was verified before the window, so every per-position count was 0 then; llama.cpp
@@ -293,6 +277,31 @@ def acceptance_delta(
         accepted_tokens=accepted,
         accepted_per_position=_contiguous(per_pos),
     )
+
+
+def _counter_deltas(before: MetricsSnapshot, after: MetricsSnapshot) -> dict[str, int | None] | VoidWindow:
+    """Each spec-decode counter's difference by role (None when neither scrape has it), or why the
+    window is void (a counter in one scrape only, or one that went down)."""
+    deltas: dict[str, int | None] = {}
+    for role, old, new in (
+        ("drafts", before.drafts, after.drafts),
+        ("draft_tokens", before.draft_tokens, after.draft_tokens),
+        ("accepted_tokens", before.accepted_tokens, after.accepted_tokens),
+    ):
+        name = _counter_name(after.engine or before.engine, role)
+        if old is None and new is None:
+            deltas[role] = None
+            continue
+        if old is None or new is None:
+            return VoidWindow(
+                f"counter {name} is in only one of the two scrapes; the server changed between them"
+            )
+        if new < old:
+            return VoidWindow(
+                f"counter {name} went down from {old} to {new}: the server restarted (counter reset)"
+            )
+        deltas[role] = new - old
+    return deltas
 
 
 def _counter_name(engine: Engine | None, role: str) -> str:
