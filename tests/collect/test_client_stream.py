@@ -17,6 +17,8 @@ import pytest
 
 from mtpverdict.collect import client as cl
 from mtpverdict.collect import plain
+from mtpverdict.engines.interface import ServerFields
+from mtpverdict.engines.served import Seen, ServedFields, ServerTiming
 
 from ..conftest import DATA
 
@@ -411,7 +413,42 @@ def test_llamacpp_timings_give_per_request_acceptance() -> None:
         r.acceptance.draft_tokens,
         r.acceptance.accepted_tokens,
     ) == ("llamacpp", 4, 3)
-    assert r.llama is not None and r.llama.predicted_ms == 4.0 and r.timing is None
+    assert r.phases is not None and r.phases.predicted_ms == 4.0 and r.timing is None
+
+
+def _toy_reader(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
+    return ServedFields(ServerTiming(float(obj["ttft"]), None, None, None, None))
+
+
+TOY_FIELDS = (ServerFields("toy_stats", _toy_reader),)  # an engine whose object is none of the others'
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        # the object on an event of its own, after the usage block
+        (CONTENT, CONTENT, usage(2), b'data: {"choices":[],"toy_stats":{"ttft":1.5}}\n\n'),
+        # on the last content event, with the usage block
+        (
+            CONTENT,
+            b'data: {"choices":[{"index":0,"text":" tok"}],"toy_stats":{"ttft":1.5},'
+            b'"usage":{"prompt_tokens":12,"completion_tokens":2}}\n\n',
+        ),
+    ],
+)
+def test_the_client_keeps_the_object_the_engines_part_names(events: tuple[bytes, ...]) -> None:
+    r = run_one(
+        script_of(*events, b"data: [DONE]\n\n"),
+        max_tokens=2,
+        limits=cl.StreamLimits(server_fields=TOY_FIELDS),
+    )
+    assert r.status == "ok", r.error
+    assert r.timing is not None and r.timing.ttft_ms == 1.5
+    # without the part, the object is not read
+    r = run_one(
+        script_of(*events, b"data: [DONE]\n\n"), max_tokens=2, limits=cl.StreamLimits(server_fields=())
+    )
+    assert r.status == "ok" and r.timing is None
 
 
 # --- hostile servers: bounded time and memory (issue 15 item 2) --------------------------------------

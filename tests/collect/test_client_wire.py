@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mtpverdict.collect import client as cl
+from mtpverdict.collect import served as sv
 from mtpverdict.collect import sse
 from mtpverdict.collect.http1 import (
     MAX_CHUNK_LINE_BYTES,
@@ -154,18 +156,25 @@ def test_content_is_read_from_the_bytes_as_the_decoder_would(data: bytes, chat: 
     assert bool(sse.delta_text(json.loads(data), chat)) is content
 
 
-def test_only_events_that_may_carry_usage_metrics_timings_or_errors_are_decoded() -> None:
-    assert sse.needs_decoding(b'{"choices":[],"usage":{"completion_tokens":3}}')
-    assert sse.needs_decoding(b'{"error": {"message": "boom"}}')
-    assert sse.needs_decoding(b'{"choices":[],"timings":{"draft_n":1}}')
-    assert not sse.needs_decoding(b'{"choices":[{"text":"x"}],"usage":null}')
-    assert not sse.needs_decoding(b'{"choices":[{"text":"the \\"usage\\" of words"}]}')
+KEPT = cl.final_keys(sv.EVERY_ENGINE)  # usage and every engine's own object
+
+
+def test_only_events_that_may_carry_a_kept_key_or_an_error_are_decoded() -> None:
+    assert KEPT == ("usage", *(f.response_key for f in sv.EVERY_ENGINE))
+    assert sse.needs_decoding(b'{"choices":[],"usage":{"completion_tokens":3}}', KEPT)
+    assert sse.needs_decoding(b'{"error": {"message": "boom"}}', KEPT)
+    assert sse.needs_decoding(b'{"choices":[],"timings":{"draft_n":1}}', KEPT)
+    assert not sse.needs_decoding(b'{"choices":[],"timings":{"draft_n":1}}', ("usage",))
+    assert sse.needs_decoding(b'{"choices":[],"toy.stats":{"n":1}}', ("usage", "toy.stats"))
+    assert not sse.needs_decoding(b'{"choices":[],"toyXstats":{"n":1}}', ("usage", "toy.stats"))
+    assert not sse.needs_decoding(b'{"choices":[{"text":"x"}],"usage":null}', KEPT)
+    assert not sse.needs_decoding(b'{"choices":[{"text":"the \\"usage\\" of words"}]}', KEPT)
     for line in (RECORDED / "sse-perreq-draft-copy.txt").read_bytes().split(b"\n\n"):
         data = sse.event_data(line.strip()) if line.strip() else None
         if data is None or data == sse.DONE:
             continue
         decoded = json.loads(data)
-        assert sse.needs_decoding(data) is ("usage" in decoded), data[:80]
+        assert sse.needs_decoding(data, KEPT) is ("usage" in decoded), data[:80]
         assert sse.framed_object(data)
 
 

@@ -14,7 +14,7 @@ from mtpverdict.collect import served as sv
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent, Readiness, Ready, ServerFields
 from mtpverdict.engines.names import Engine
-from mtpverdict.engines.served import LlamaTimings, Seen, ServedFields
+from mtpverdict.engines.served import PhaseTimings, Seen, ServedFields
 
 from ..conftest import run_cli
 from .conftest import small_campaign
@@ -46,10 +46,10 @@ def test_served_reads_only_the_engines_own_response_object() -> None:
 
 def test_served_parses_with_the_reader_the_engine_names() -> None:
     def read(obj: dict[str, object], seen: Seen, completion_tokens: int) -> ServedFields:
-        return ServedFields(llama=LlamaTimings(completion_tokens, None, None, None))
+        return ServedFields(phases=PhaseTimings(completion_tokens, None, None, None))
 
     found = sv.served({**USAGE, "mine": {}, "timings": TIMINGS}, SEEN, (ServerFields("mine", read),))
-    assert found.llama == LlamaTimings(8, None, None, None) and found.acceptance is None
+    assert found.phases == PhaseTimings(8, None, None, None) and found.acceptance is None
 
 
 def _collect(tmp_path: Path, port: int, server_extra: str = "") -> tuple[int, str, Path]:

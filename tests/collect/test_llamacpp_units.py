@@ -232,7 +232,7 @@ def test_a_plain_completion_carries_its_timings() -> None:
 
     done = asyncio.run(run())
     assert done.error is None and done.text == json.loads(data)["choices"][0]["text"]
-    assert done.served is not None and done.served.llama is not None and done.served.acceptance is not None
+    assert done.served is not None and done.served.phases is not None and done.served.acceptance is not None
     assert (done.served.acceptance.draft_tokens, done.served.acceptance.accepted_tokens) == (31, 31)
 
 

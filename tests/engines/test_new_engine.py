@@ -44,6 +44,27 @@ SAMPLE_EXPECTED = {
     "kv_capacity": [],
     "warnings": [],
 }
+# its /metrics sample: the completeness test wants every family its metric_names part gives in one
+METRICS_SAMPLE = "tests/data/engine/toy/metrics_counters"
+METRICS_TEXT = "toy:drafted_total 8\ntoy:kept_total 5\n"
+METRICS_EXPECTED = {
+    **SAMPLE_EXPECTED,
+    "acceptance": [
+        {
+            "source": "metrics",
+            "scoped": "window",
+            "kind": "counter_total",
+            "drafts": None,
+            "draft_tokens": 8,
+            "accepted_tokens": 5,
+            "acceptance_rate": None,
+            "mean_acceptance_length": None,
+            "per_position_rate": None,
+            "accepted_per_position": None,
+            "line": None,
+        }
+    ],
+}
 MEMBER_AFTER = '    LLAMACPP = "llamacpp"\n'
 TOY_LINE = '    TOY = "toy"\n'
 
@@ -55,7 +76,7 @@ import dataclasses
 import re
 
 from mtpverdict.engines import sglang
-from mtpverdict.engines.interface import Absent
+from mtpverdict.engines.interface import Absent, MetricNames
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.model import AcceptanceReading, Found
@@ -85,6 +106,7 @@ ENGINE = dataclasses.replace(
     image_words=("toy-server",),
     config_variables=("TOY_",),
     metric_prefix="toy:",
+    metric_names=MetricNames(draft_tokens="toy:drafted", accepted_tokens="toy:kept"),
     log_lines=_LogLines(),
     response_json=Absent("the toy server answers no JSON"),
 )
@@ -98,7 +120,7 @@ from mtpverdict.cli import app
 from mtpverdict.cli._help import reference_markdown
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import ENGINE_CHOICES, Engine
-from mtpverdict.parse import parse_file, parse_text
+from mtpverdict.parse import parse_file, parse_metrics, parse_text
 from tests.engines.test_registry import DATA, DOC, registry_problems
 from tests.parse import test_reader
 from tests.test_docs import reference_stale
@@ -124,10 +146,11 @@ print(json.dumps({
     "stale": stale,
     "regenerated": reference_stale(reference, help_text),
     "reader": reader,
-    "sample": parse_file(copy / (sys.argv[2] + ".txt")).to_json(),
+    "samples": [parse_file(copy / (name + ".txt")).to_json() for name in sys.argv[2:]],
     "log": parse_text("[toy] start\\n[toy] toy accepted 3 of 4 draft tokens\\n").to_json(),
     "chosen": parse_text("toy accepted 1 of 2 draft tokens", "toy").to_json()["engine"],
-    "metrics": parse_text("toy:spec_decode_num_drafts_total 5\\n").to_json()["engine"],
+    "metrics": parse_text("toy:drafted_total 8\\ntoy:kept_total 5\\n").to_json(),
+    "vllm_names": parse_metrics("toy:spec_decode_num_draft_tokens_total 8\\n").draft_tokens,
 }))
 """
 
@@ -142,15 +165,19 @@ def _copy(into: Path) -> None:
 
 
 def _add_toy(copy: Path) -> None:
-    """A new engine as its author adds it: engines/toy.py and the one line, the docs row, one sample."""
+    """A new engine as its author adds it: engines/toy.py and the one line, the docs row, a log sample
+    and a /metrics sample."""
     package = copy / "src" / "mtpverdict"
     (package / "engines" / "toy.py").write_text(TOY_MODULE)
     _insert_after(package / "engines" / "names.py", MEMBER_AFTER, TOY_LINE)
     _insert_after(copy / "docs" / "engine-formats.md", DOC_ROW_AFTER, DOC_ROW)
-    sample = copy / SAMPLE
-    sample.parent.mkdir()
-    sample.with_suffix(".txt").write_text(SAMPLE_TEXT)
-    sample.with_suffix(".expected.json").write_text(json.dumps(SAMPLE_EXPECTED, indent=2) + "\n")
+    (copy / SAMPLE).parent.mkdir()
+    for name, text, expected in (
+        (SAMPLE, SAMPLE_TEXT, SAMPLE_EXPECTED),
+        (METRICS_SAMPLE, METRICS_TEXT, METRICS_EXPECTED),
+    ):
+        (copy / f"{name}.txt").write_text(text)
+        (copy / f"{name}.expected.json").write_text(json.dumps(expected, indent=2) + "\n")
 
 
 def _insert_after(path: Path, anchor: str, line: str) -> None:
@@ -211,7 +238,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     ran = subprocess.run(
-        [sys.executable, "-c", PROBE, str(copy), SAMPLE],
+        [sys.executable, "-c", PROBE, str(copy), SAMPLE, METRICS_SAMPLE],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -228,6 +255,8 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
         "src/mtpverdict/engines/toy.py",
         f"{SAMPLE}.expected.json",
         f"{SAMPLE}.txt",
+        f"{METRICS_SAMPLE}.expected.json",
+        f"{METRICS_SAMPLE}.txt",
     ]
     assert seen["stale"] == "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
     assert seen["regenerated"] is None
@@ -243,7 +272,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     assert any(line.strip().startswith("--engine") for line in added)
     assert seen["whole"] == []
     assert seen["reader"] is None  # the reader test's list of engines comes from the registry
-    assert seen["sample"] == SAMPLE_EXPECTED
+    assert seen["samples"] == [SAMPLE_EXPECTED, METRICS_EXPECTED]
     assert seen["registered"] == ["vllm", "sglang", "llamacpp", "toy"]
     assert seen["choices"] == ["auto", "vllm", "sglang", "llamacpp", "toy"]
     # the completeness test against the checkout's docs and samples: the new engine whole in code, what
@@ -254,4 +283,7 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     ]
     assert seen["log"]["engine"] == "toy"
     assert [(r["accepted_tokens"], r["draft_tokens"]) for r in seen["log"]["acceptance"]] == [(3, 4)]
-    assert seen["chosen"] == "toy" and seen["metrics"] == "toy"
+    assert seen["chosen"] == "toy" and seen["metrics"]["engine"] == "toy"
+    # its counters are read through its own metric_names part, not another engine's names
+    assert [(r["draft_tokens"], r["accepted_tokens"]) for r in seen["metrics"]["acceptance"]] == [(8, 5)]
+    assert seen["vllm_names"] is None

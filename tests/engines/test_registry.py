@@ -20,6 +20,7 @@ from mtpverdict.engines.interface import (
     Absent,
     BootLog,
     EngineParts,
+    MetricNames,
     Programs,
     Readiness,
     Ready,
@@ -30,7 +31,7 @@ from mtpverdict.engines.interface import (
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.engines.served import Seen, ServedFields
 from mtpverdict.engines.spec import FlagGroup
-from mtpverdict.parse import metrics, parse_metrics
+from mtpverdict.parse import parse_metrics, parse_text
 
 from ..conftest import ROOT
 
@@ -48,8 +49,9 @@ def registry_problems(engines: Mapping[Engine, EngineParts], doc: str, data: Pat
     problems = [f"{e}: not in the registry" for e in Engine if e not in engines]
     rows = surface_rows(doc)
     for name, parts in engines.items():
-        found = code_problems(name, parts) + part_problems(parts)
+        found = code_problems(name, parts) + part_problems(parts) + prefix_problems(parts, engines)
         found += doc_problems(parts, rows) + sample_problems(name, rows.get(parts.title, []), data)
+        found += metric_sample_problems(parts, data)
         problems += [f"{name}: {p}" for p in found]
     return problems
 
@@ -66,6 +68,35 @@ def code_problems(name: Engine, parts: EngineParts) -> list[str]:
         out.append("no module docstring")
     if not parts.title.strip():
         out.append("no title")
+    elif re.sub(r"[^a-z0-9]", "", parts.title.lower()) != name.value:
+        out.append(f"title {parts.title!r} does not spell the engine's name {name.value!r}")
+    return out
+
+
+def metric_names(parts: EngineParts) -> tuple[str, ...]:
+    """Every /metrics name an engine's parts give: its metric_names' families and its counters."""
+    names = tuple(found.roles()) if isinstance(found := parts.metric_names, MetricNames) else ()
+    counters = parts.metric_counters
+    return names + (dataclasses.astuple(counters) if isinstance(counters, SpecCounters) else ())
+
+
+def prefix_problems(parts: EngineParts, engines: Mapping[Engine, EngineParts]) -> list[str]:
+    """Its /metrics prefix tells its names apart: each of its names starts with it, and no other
+    engine's prefix starts with it or is started by it (the reader would take one for the other)."""
+    prefix = parts.metric_prefix
+    if not (isinstance(prefix, str) and prefix.endswith(":") and len(prefix) > 1):
+        return ["metric_prefix: not a name followed by ':'"]
+    out = [
+        f"metric_prefix: {n!r} does not start with {prefix!r}"
+        for n in metric_names(parts)
+        if not n.startswith(prefix)
+    ]
+    out += [
+        f"metric_prefix: {prefix!r} and {other.name}'s {other.metric_prefix!r} overlap"
+        for other in engines.values()
+        if other.name is not parts.name
+        and (other.metric_prefix.startswith(prefix) or prefix.startswith(other.metric_prefix))
+    ]
     return out
 
 
@@ -78,13 +109,13 @@ def part_problems(parts: EngineParts) -> list[str]:
             if not value.reason.strip():
                 out.append(f"{part}: declared absent without a reason")
             continue
-        why = _implemented(part, value, parts.name)
+        why = _implemented(part, value, parts)
         if why:
             out.append(f"{part}: {why}")
     return out
 
 
-def _implemented(part: str, value: object, name: Engine) -> str | None:
+def _implemented(part: str, value: object, parts: EngineParts) -> str | None:
     """Why a present part is not one (None when it is)."""
     checks: dict[str, tuple[bool, str]] = {
         "flags": (
@@ -101,9 +132,10 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             isinstance(value, tuple) and bool(value) and all(isinstance(w, str) and w for w in value),
             "no words that name the engine in an image",
         ),
-        "metric_prefix": (
-            isinstance(value, str) and value.endswith(":") and metrics.prefixes().get(value) is name,
-            "not the prefix parse.metrics reads as this engine's",
+        "metric_prefix": (isinstance(value, str), "not a string (prefix_problems checks what it is)"),
+        "metric_names": (
+            isinstance(value, MetricNames) and bool(value.roles()),
+            "not MetricNames naming a family",
         ),
         "config_variables": (
             isinstance(value, tuple) and all(isinstance(p, str) and p.endswith("_") for p in value),
@@ -118,7 +150,10 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
         "rate_caveat": (isinstance(value, str) and bool(value.strip()), "not a sentence"),
         "log_lines": (_has(value, "find", "evidence"), "no find and evidence"),
         "responses": (_has(value, "find", "readings", "version"), "no find, readings and version"),
-        "metric_counters": (isinstance(value, SpecCounters), "not SpecCounters"),
+        "metric_counters": (
+            isinstance(value, SpecCounters) and _counters_named(value, parts.metric_names),
+            "not SpecCounters of the families metric_names gives those roles",
+        ),
         "readiness": (_readiness_usable(value), "not a Readiness whose paths collect asks and judges"),
         "server_fields": (_fields_usable(value), "not ServerFields whose reader reads an object"),
         "boot_log": (
@@ -130,19 +165,30 @@ def _implemented(part: str, value: object, name: Engine) -> str | None:
             and all(k.startswith("-") and v.startswith("--") for k, v in value.items()),
             "not a mapping of short flags to long ones",
         ),
-        "data_parallel_flags": (
-            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
-            "no flags",
-        ),
-        "context_flags": (
-            isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value),
-            "no flags",
-        ),
+        "data_parallel_flags": (_flags(value), "no flags"),
+        "context_flags": (_flags(value), "no flags"),
     }
     if part in checks:
         ok, why = checks[part]
         return None if ok else why
     return None if callable(value) else "neither callable nor Absent"
+
+
+def _flags(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(str(f).startswith("-") for f in value)
+
+
+def _counters_named(counters: SpecCounters, names: MetricNames | Absent) -> bool:
+    """The counters alerts read are the families metric_names gives those roles, each as its _total."""
+    if not isinstance(names, MetricNames):
+        return False
+    pairs = [
+        (counters.drafts, names.drafts),
+        (counters.draft_tokens, names.draft_tokens),
+        (counters.accepted, names.accepted_tokens),
+        (counters.generated, names.generation_tokens),
+    ]
+    return all(family is not None and full == f"{family}_total" for full, family in pairs)
 
 
 def _readiness_usable(value: object) -> bool:
@@ -235,6 +281,30 @@ def sample_problems(name: Engine, checked: list[str], data: Path) -> list[str]:
     return out
 
 
+def metric_sample_problems(parts: EngineParts, data: Path) -> list[str]:
+    """Each family its metric_names part gives is in one of its samples (tests/data/engine/<name>/ and
+    tests/data/recorded/<name>-*/), and the reader reads every sample holding its prefix as the engine."""
+    names = parts.metric_names
+    cases = data / "engine" / parts.name
+    if not isinstance(names, MetricNames) or not cases.is_dir():
+        return []  # no names to look for, or no cases at all (said once above)
+    texts = [*sorted(cases.glob("*.txt")), *sorted((data / "recorded").glob(f"{parts.name}-*/*.txt"))]
+    samples = {t: t.read_text() for t in texts}
+    samples = {t: s for t, s in samples.items() if re.search(rf"^{re.escape(parts.metric_prefix)}", s, re.M)}
+    out = [
+        f"{t.relative_to(data)}: read as {engine}, not by its prefix {parts.metric_prefix!r}"
+        for t, text in samples.items()
+        if (engine := parse_text(text).engine) is not parts.name
+    ]
+    exported = set().union(*(re.findall(r"^([A-Za-z_:][\w:]*)", s, re.M) for s in samples.values()))
+    out += [
+        f"metric_names: {n!r} is in none of its /metrics samples"
+        for n in names.roles()
+        if not {n, f"{n}_total"} & exported
+    ]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # the registry as it is
 
@@ -245,7 +315,8 @@ def test_every_engine_is_whole() -> None:
 
 def test_the_registry_holds_every_engine_in_order() -> None:
     assert tuple(registry.ENGINES) == ENGINES == tuple(Engine)
-    assert [registry.title(e) for e in Engine] == ["vLLM", "SGLang", "llama.cpp"]
+    titles = [registry.title(e) for e in Engine]
+    assert len(set(titles)) == len(titles) and all(code_problems(e, registry.get(e)) == [] for e in Engine)
 
 
 def test_parts_lists_every_field_but_the_names() -> None:
@@ -293,7 +364,15 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
         ({"depth_in_force": 0}, "sglang: depth_in_force: neither callable nor Absent"),
         ({"flags": ()}, "sglang: flags: not a non-empty tuple of FlagGroup lines"),
         ({"programs": Programs()}, "sglang: programs: not Programs naming an executable or a module"),
-        ({"metric_prefix": "sgl:"}, "sglang: metric_prefix: not the prefix parse.metrics reads"),
+        ({"metric_prefix": "sgl:"}, "sglang: metric_prefix: 'sglang:spec_accept_length' does not start"),
+        ({"metric_prefix": "vllm:"}, "sglang: metric_prefix: 'vllm:' and vllm's 'vllm:' overlap"),
+        ({"metric_prefix": "sglang"}, "sglang: metric_prefix: not a name followed by ':'"),
+        ({"metric_names": MetricNames()}, "sglang: metric_names: not MetricNames naming a family"),
+        (
+            {"metric_names": MetricNames(accept_length="sglang:spec_accept_len")},
+            "sglang: metric_names: 'sglang:spec_accept_len' is in none of its /metrics samples",
+        ),
+        ({"title": "SGL"}, "sglang: title 'SGL' does not spell the engine's name"),
         ({"title": "SGLang 2"}, "sglang: no row for SGLang 2 in docs/engine-formats.md"),
     ],
 )
@@ -325,7 +404,7 @@ def test_another_modules_engine_fails() -> None:
 
 def test_the_surfaces_table_is_read() -> None:
     rows = surface_rows(DOC.read_text())
-    assert set(rows) == {"vLLM", "SGLang", "llama.cpp"}
+    assert set(rows) == {registry.title(e) for e in Engine}
     assert any(re.match(r"recorded", c) for c in rows["vLLM"])
     assert surface_rows("# no table\n") == {}
 
@@ -344,16 +423,56 @@ def test_alerts_cover_every_engine_with_counters() -> None:
 # the readers use the parts, not the names
 
 
-EXPOSITION = "# TYPE {p}spec_decode_num_drafts counter\n{p}spec_decode_num_drafts_total 7\n"
+def test_counters_alerts_read_must_be_the_named_families() -> None:
+    parts = registry.ENGINES[Engine.VLLM]
+    assert isinstance(parts.metric_counters, SpecCounters)
+    wrong = dataclasses.replace(parts.metric_counters, drafts="vllm:spec_decode_num_drafts")  # no _total
+    problems = registry_problems(_with(Engine.VLLM, metric_counters=wrong), DOC.read_text(), DATA)
+    assert any(p.startswith("vllm: metric_counters: not SpecCounters of the families") for p in problems)
 
 
-def test_parse_metrics_reads_the_prefix_the_part_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    renamed = dataclasses.replace(registry.ENGINES[Engine.SGLANG], metric_prefix="sgl:")
+def test_a_sample_the_reader_reads_as_another_engine_fails(tmp_path: Path) -> None:
+    cases = tmp_path / "engine" / "sglang"
+    cases.mkdir(parents=True)
+    # SGLang's prefix on a sample, but more of vLLM's: the reader reads it as vLLM
+    (cases / "mixed.txt").write_text("sglang:spec_accept_length 2.5\n" + "vllm:prompt_tokens_total 1\n" * 3)
+    problems = metric_sample_problems(registry.ENGINES[Engine.SGLANG], tmp_path)
+    assert "engine/sglang/mixed.txt: read as vllm, not by its prefix 'sglang:'" in problems
+    assert "metric_names: 'sglang:spec_accept_rate' is in none of its /metrics samples" in problems
+
+
+def _renamed(parts: EngineParts, prefix: str) -> EngineParts:
+    """An engine's parts with its /metrics prefix and every family it names moved to `prefix`."""
+    names = parts.metric_names
+    assert isinstance(names, MetricNames)
+
+    def move(name: str | None) -> str | None:
+        return None if name is None else prefix + name.removeprefix(parts.metric_prefix)
+
+    moved: dict[str, Any] = {
+        role: move(getattr(names, role)) for role in names.__dataclass_fields__ if role != "kv_config"
+    }
+    return dataclasses.replace(parts, metric_prefix=prefix, metric_names=dataclasses.replace(names, **moved))
+
+
+GAUGES = "{p}spec_accept_length 2.5\n{p}spec_accept_rate 0.4\n{p}generation_tokens_total 9\n"
+
+
+def test_parse_metrics_reads_the_names_the_parts_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    renamed = _renamed(registry.ENGINES[Engine.SGLANG], "sgl:")
     monkeypatch.setitem(registry.ENGINES, Engine.SGLANG, renamed)
-    assert parse_metrics(EXPOSITION.format(p="sgl:")).engine is Engine.SGLANG
-    assert parse_metrics(EXPOSITION.format(p="sgl:")).drafts == 7
-    assert parse_metrics(EXPOSITION.format(p="sglang:")).engine is None
-    assert part_problems(renamed) == []  # the part's value is the engine's own, not its name
+    snapshot = parse_metrics(GAUGES.format(p="sgl:"))
+    assert snapshot.engine is Engine.SGLANG and snapshot.generation_tokens == 9
+    assert [(g.mean_acceptance_length, g.acceptance_rate) for g in snapshot.gauges] == [(2.5, 0.4)]
+    assert parse_metrics(GAUGES.format(p="sglang:")).engine is None
+    assert part_problems(renamed) == [] and prefix_problems(renamed, registry.ENGINES) == []
+
+
+def test_every_engine_reads_its_own_names_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM's counter spelled with llama.cpp's prefix: llama.cpp's part names no such family
+    text = "vllm:spec_decode_num_drafts_total 3\nllamacpp:generation_tokens_total 5\n"
+    snapshot = parse_metrics(text)
+    assert snapshot.drafts == 3 and snapshot.generation_tokens is None
 
 
 def test_the_reader_reads_the_response_json_part(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,11 @@ t_end at the read that brought the last. Token counts come from the server's usa
 Cost per delta is small and flat: each measured stream is an asyncio Protocol that takes the bytes of
 every network read, frames them (collect/http1.py), cuts them into SSE events and classifies each event
 on its bytes (collect/sse.py), with one clock read per network read. It decodes in full only what it
-needs: the first content event, the events carrying usage, per-request metrics, timings or an error, and
-the last content event (to confirm the byte scan); every content event only for streams whose text is
-hashed (un-nonced prompts, compared across arms). Why not httpx here: docs/performance.md, "The
-measuring client". httpx serves everything else, each response read through a bounded reader.
+needs: the first content event, the events carrying usage, an engine's per-request object (the key of its
+`server_fields` part) or an error, and the last content event (to confirm the byte scan); every content
+event only for streams whose text is hashed (un-nonced prompts, compared across arms). Why not httpx
+here: docs/performance.md, "The measuring client". httpx serves everything else, each response read
+through a bounded reader.
 
 Bounds (a hostile or broken server ends a request as an error record with its reason, never a hang,
 a crash or unbounded memory): a total time per request from max_tokens at SLOWEST_TOKENS_PER_SECOND
@@ -30,7 +31,7 @@ import os
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
@@ -76,6 +77,14 @@ T = TypeVar("T")
 _BUNCH_NS = int(BUNCH_SECONDS * _NS)
 
 
+USAGE_KEY = "usage"  # the OpenAI usage block (stream_options.include_usage)
+
+
+def final_keys(fields: Sequence[ServerFields]) -> tuple[str, ...]:
+    """The keys of a stream's events the client keeps: the usage block, then each engine's object."""
+    return tuple(dict.fromkeys((USAGE_KEY, *(f.response_key for f in fields))))
+
+
 @dataclass(frozen=True, slots=True)
 class StreamLimits:
     """Bounds of one measured request (the defaults are the module's constants), and the response
@@ -117,7 +126,7 @@ class StreamResult:
     bunched: int = 0  # content deltas read within BUNCH_SECONDS of the previous one
     timing: sv.ServerTiming | None = None
     acceptance: sv.RequestAcceptance | None = None
-    llama: sv.LlamaTimings | None = None
+    phases: sv.PhaseTimings | None = None
 
     @property
     def output_sha256(self) -> str | None:
@@ -241,6 +250,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.pieces: list[str] = []
         self.last_content: bytes | None = None
         self.final: dict[str, Any] = {}
+        self.keys = final_keys(limits.server_fields)
         self.buffer = memoryview(bytearray(READ_BUFFER_BYTES))
 
     # --- connection events ---------------------------------------------------------------------------
@@ -375,12 +385,12 @@ class _Stream(asyncio.BufferedProtocol):
             if not sse.framed_object(data):
                 raise WireError(f"malformed SSE data, not a JSON object: {data[:120]!r}")
         if sse.has_content(data, self.chat):
-            # servers put usage, metrics and timings after the content, in the last events; a content
+            # servers put usage and their own objects after the content, in the last events; a content
             # event is decoded only when it is the first, when its text is kept, or as the last one
             decoded = self._content(data, now)
             if decoded is not None:
                 self._final(decoded)
-        elif sse.needs_decoding(data):
+        elif sse.needs_decoding(data, self.keys):
             self._final(sse.decode(data))
 
     def _content(self, data: bytes, now: int) -> dict[str, Any] | None:
@@ -407,16 +417,16 @@ class _Stream(asyncio.BufferedProtocol):
         return decoded
 
     def _final(self, obj: dict[str, Any], *, earlier: bool = False) -> None:
-        """Keep usage, metrics and timings (a later event's win, unless this one is `earlier`)."""
-        error = obj.get("error")
+        """Keep usage and the engines' objects (a later event's win, unless this one is `earlier`)."""
+        error = obj.get(sse.ERROR_KEY)
         if error is not None:
             raise WireError(f"server error in stream: {str(error)[:200]}")
-        for key in ("usage", "metrics", "timings"):
+        for key in self.keys:
             if obj.get(key) is not None and not (earlier and key in self.final):
                 self.final[key] = obj[key]
 
     def _confirm_last(self) -> str | None:
-        """Decode the last content event: it must have text, and may carry usage, metrics or timings."""
+        """Decode the last content event: it must have text, and may carry usage or an engine's object."""
         if self.last_content is None or self.keep_text:
             return None
         try:
@@ -580,7 +590,7 @@ def _result(
         bunched=proto.bunched,
         timing=found.timing if found else None,
         acceptance=found.acceptance if found else None,
-        llama=found.llama if found else None,
+        phases=found.phases if found else None,
     )
 
 

@@ -134,7 +134,7 @@ class Measurement:
             limits=cl.StreamLimits(server_fields=self.ctx.server_fields),
         )
         self.boot.note_sent(
-            logruns.Sent.of(None, [_llama_counts(done.served)], f"identity probe {workload.id}")
+            logruns.Sent.of(None, [_log_counts(done.served)], f"identity probe {workload.id}")
         )
         self.boot.check_alive(f"the identity probe of {workload.id}")
         if done.text is not None:
@@ -155,7 +155,7 @@ class Measurement:
                 limits=cl.StreamLimits(server_fields=self.ctx.server_fields),
             )
             self.boot.note_sent(
-                logruns.Sent.of(None, [_llama_counts(done.served)], f"coherence case {case.id}")
+                logruns.Sent.of(None, [_log_counts(done.served)], f"coherence case {case.id}")
             )
             self.boot.check_alive(f"coherence case {case.id}")
             text, error = done.text, done.error
@@ -301,10 +301,10 @@ class Measurement:
         }
 
 
-def _llama_counts(served: sv.Served | None) -> tuple[bool, logruns.Pair | None]:
+def _log_counts(served: sv.Served | None) -> tuple[bool, logruns.Pair | None]:
     """A request as llama.cpp's log matching needs it: whether its `timings` were read, and its
     (drafted, accepted) counts when it drafted (llama-server adds them only then)."""
-    if served is None or served.llama is None:
+    if served is None or served.phases is None:
         return False, None
     found = served.acceptance
     return True, None if found is None else (found.draft_tokens, found.accepted_tokens)
@@ -315,14 +315,14 @@ def _sent_run(run: logruns.RunKey | None, results: cl.RunResult, what: str) -> l
     requests = []
     for r in results.streams:
         found = r.acceptance
-        read = r.status == "ok" and r.llama is not None
+        read = r.status == "ok" and r.phases is not None
         requests.append((read, None if found is None else (found.draft_tokens, found.accepted_tokens)))
     return logruns.Sent.of(run, requests, what)
 
 
 def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
     """What the server reported about one request, as optional request-record fields (absent when unknown)."""
-    timing, acceptance, llama = r.timing, r.acceptance, r.llama
+    timing, acceptance, phases = r.timing, r.acceptance, r.phases
     fields: dict[str, Any] = {}
     if timing is not None:
         fields.update(
@@ -331,8 +331,8 @@ def _served_fields(r: cl.StreamResult) -> dict[str, Any]:
             server_generation_ms=timing.generation_ms,
             server_mean_itl_ms=timing.mean_itl_ms,
         )
-    elif llama is not None:  # prompt_ms: slot start to first token; predicted_ms: first to last token
-        fields.update(server_ttft_ms=llama.prompt_ms, server_generation_ms=llama.predicted_ms)
+    elif phases is not None:  # prompt_ms: slot start to first token; predicted_ms: first to last token
+        fields.update(server_ttft_ms=phases.prompt_ms, server_generation_ms=phases.predicted_ms)
     if acceptance is not None:
         fields.update(
             spec_steps=acceptance.steps,

@@ -34,7 +34,7 @@ from mtpverdict.engines import registry
 from mtpverdict.engines.interface import ServerFields
 from mtpverdict.engines.served import (
     TEMPLATE_TOKENS_ALLOWANCE,
-    LlamaTimings,
+    PhaseTimings,
     RequestAcceptance,
     Seen,
     ServedFields,
@@ -46,7 +46,7 @@ from mtpverdict.engines.served import (
 
 __all__ = [
     "EVERY_ENGINE",
-    "LlamaTimings",
+    "PhaseTimings",
     "RequestAcceptance",
     "Seen",
     "Served",
@@ -80,7 +80,7 @@ class Served:
     usage: Usage
     timing: ServerTiming | None
     acceptance: RequestAcceptance | None
-    llama: LlamaTimings | None
+    phases: PhaseTimings | None
 
 
 def usage(obj: dict[str, Any] | None, seen: Seen) -> Usage:
@@ -115,7 +115,7 @@ def served(final: dict[str, Any], seen: Seen, fields: Sequence[ServerFields] = E
         use,
         next((f.timing for f in found if f.timing is not None), None),
         next((f.acceptance for f in found if f.acceptance is not None), None),
-        next((f.llama for f in found if f.llama is not None), None),
+        next((f.phases for f in found if f.phases is not None), None),
     )
 
 

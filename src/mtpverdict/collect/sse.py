@@ -1,17 +1,18 @@
 """Server-sent events over raw bytes: event boundaries, and what an event carries, without decoding it.
 
 The measuring client decodes in full only the events it needs (the first content event, the events that
-carry usage, per-request metrics, timings or an error, and every content event of a stream whose text is
-hashed). Everything else is classified on its bytes: a content event is one whose ``data`` holds the
-key ``"text"`` (completions) or ``"content"`` (chat) with a non-empty string value. JSON escapes every
-quote inside a string, so the byte pattern ``"text"`` followed by ``:`` can only be a key; a key of that
-name elsewhere in the object, or a key written with ``\\u`` escapes, would be misread, which no server of
-this field does (tests/data/recorded holds real streams). Comment lines (``:`` keep-alives) are never
-content, so a server cannot fake progress with them.
+carry one of the keys it keeps or an error, and every content event of a stream whose text is hashed).
+Everything else is classified on its bytes: a content event is one whose ``data`` holds the key
+``"text"`` (completions) or ``"content"`` (chat) with a non-empty string value. JSON escapes every quote
+inside a string, so the byte pattern ``"text"`` followed by ``:`` can only be a key; a key of that name
+elsewhere in the object, or a key written with ``\\u`` escapes, would be misread, which no server of this
+field does (tests/data/recorded holds real streams). Comment lines (``:`` keep-alives) are never content,
+so a server cannot fake progress with them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -22,8 +23,7 @@ _CONTENT = {
     True: re.compile(rb'"content"[ \t\r\n]*:[ \t\r\n]*"[^"]'),
 }
 _COMPACT = {False: b'"text":"', True: b'"content":"'}  # how vLLM, SGLang and llama.cpp write them
-_MARKER = re.compile(rb'"(?:usage|metrics|timings|error)"')
-_NOT_NULL = re.compile(rb'"(?:usage|metrics|timings|error)"[ \t\r\n]*:[ \t\r\n]*[^n \t\r\n]')
+ERROR_KEY = "error"  # a server's error object in a stream
 
 
 class EventTooLarge(Exception):
@@ -125,9 +125,17 @@ def has_content(data: bytes, chat: bool) -> bool:
     return _CONTENT[chat].search(data) is not None
 
 
-def needs_decoding(data: bytes) -> bool:
-    """Whether event data may carry usage, per-request metrics, timings or an error (a non-null value)."""
-    return _MARKER.search(data) is not None and _NOT_NULL.search(data) is not None
+@functools.lru_cache(maxsize=16)
+def _markers(keys: tuple[str, ...]) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """A key of `keys` or the error key, and one of them followed by a value that is not null."""
+    names = b"|".join(re.escape(k.encode()) for k in (*keys, ERROR_KEY))
+    return re.compile(rb'"(?:%s)"' % names), re.compile(rb'"(?:%s)"[ \t\r\n]*:[ \t\r\n]*[^n \t\r\n]' % names)
+
+
+def needs_decoding(data: bytes, keys: tuple[str, ...]) -> bool:
+    """Whether event data may carry one of `keys` or an error (a non-null value)."""
+    marker, not_null = _markers(keys)
+    return marker.search(data) is not None and not_null.search(data) is not None
 
 
 def decode(data: bytes) -> dict[str, Any]:

@@ -7,6 +7,7 @@
     image_words              words in an image name that say it runs the engine
     config_variables         the prefixes of the environment variables it reads as configuration
     metric_prefix            the prefix of its /metrics names ("vllm:")
+    metric_names             the /metrics series mtpverdict.parse.metrics reads, each by its role
     metric_counters          the spec-decode and generation counters a rate() reads (live alerts)
     log_lines, responses     its log-line and response-JSON parsers (mtpverdict.parse.reader uses them)
     response_json            how the reader recognises a whole JSON document of its saved responses
@@ -49,7 +50,9 @@ __all__ = [
     "BootLog",
     "FieldReader",
     "EngineParts",
+    "KvConfigInfo",
     "LogParser",
+    "MetricNames",
     "Programs",
     "Note",
     "Ready",
@@ -113,6 +116,47 @@ class SpecCounters:
     draft_tokens: str
     accepted: str
     generated: str
+
+
+@dataclass(frozen=True, slots=True)
+class KvConfigInfo:
+    """An info series whose labels give the KV pool: the series' name and the labels read."""
+
+    name: str
+    tokens: str  # the pool in tokens
+    max_concurrency: str  # requests of the full context the pool holds at once
+    blocks: str  # blocks in the pool
+    block_size: str  # tokens a block holds
+
+
+@dataclass(frozen=True, slots=True)
+class MetricNames:
+    """The /metrics series mtpverdict.parse.metrics reads of the engine, each by the role it plays.
+
+    Each is a family's full name, the engine's `metric_prefix` included and a counter's `_total` left
+    out (the reader strips it from a sample); None where the engine exports no such series. Counters
+    are totals since boot and are differenced; gauges hold the engine's latest logging interval and
+    never are.
+    """
+
+    drafts: str | None = None  # counter: verification steps that drafted
+    draft_tokens: str | None = None  # counter: tokens drafted
+    accepted_tokens: str | None = None  # counter: draft tokens accepted
+    accepted_per_position: str | None = None  # counter, one series per `position` label
+    prompt_tokens: str | None = None  # counter
+    generation_tokens: str | None = None  # counter
+    accept_length: str | None = None  # gauge: tokens per verification step, the bonus token in
+    accept_rate: str | None = None  # gauge: accepted / drafted
+    kv_tokens: str | None = None  # gauge: the KV pool in tokens
+    kv_config: KvConfigInfo | None = None  # an info series whose labels give the KV pool
+
+    def roles(self) -> dict[str, str]:
+        """Every series named, as full name -> role (the field's name)."""
+        named = {role: getattr(self, role) for role in self.__dataclass_fields__}
+        found = {value: role for role, value in named.items() if isinstance(value, str)}
+        if self.kv_config is not None:
+            found[self.kv_config.name] = "kv_config"
+        return found
 
 
 class LogParser(Protocol):
@@ -229,6 +273,7 @@ class EngineParts:
     image_words: tuple[str, ...]
     config_variables: tuple[str, ...]
     metric_prefix: str
+    metric_names: MetricNames | Absent
     metric_counters: SpecCounters | Absent
     log_lines: LogParser
     responses: ResponseParser

@@ -18,6 +18,7 @@ from mtpverdict.engines.interface import (
     Absent,
     BootLog,
     EngineParts,
+    MetricNames,
     Programs,
     Readiness,
     Ready,
@@ -29,7 +30,7 @@ from mtpverdict.engines.names import Engine
 from mtpverdict.engines.served import (
     MAX_SPEC_TOKENS,
     TEMPLATE_TOKENS_ALLOWANCE,
-    LlamaTimings,
+    PhaseTimings,
     RequestAcceptance,
     Seen,
     ServedFields,
@@ -325,12 +326,12 @@ def read_timings(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> Ser
 
 def llama_timings(
     obj: dict[str, Any], seen: Seen, completion_tokens: int
-) -> tuple[LlamaTimings, RequestAcceptance | None]:
+) -> tuple[PhaseTimings, RequestAcceptance | None]:
     """llama.cpp's ``timings``: intervals within the client's wait; draft counts when drafting ran."""
     high = waited_ms(seen)
     prompt_n = obj.get("prompt_n")
     predicted_n = obj.get("predicted_n")
-    found = LlamaTimings(
+    found = PhaseTimings(
         prompt_n=None
         if prompt_n is None
         else count(prompt_n, "timings.prompt_n", 0, seen.prompt_bytes + TEMPLATE_TOKENS_ALLOWANCE),
@@ -364,6 +365,18 @@ def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     return positions or None
 
 
+# llama-server's /metrics (tools/server/server.cpp, with --metrics); the per-position series appear
+# with the first verified draft
+METRIC_NAMES = MetricNames(
+    drafts="llamacpp:spec_decode_num_drafts",
+    draft_tokens="llamacpp:spec_decode_num_draft_tokens",
+    accepted_tokens="llamacpp:spec_decode_num_accepted_tokens",
+    accepted_per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos",
+    prompt_tokens="llamacpp:prompt_tokens",
+    generation_tokens="llamacpp:tokens_predicted",
+)
+
+
 ENGINE = EngineParts(
     name=NAME,
     title="llama.cpp",
@@ -381,6 +394,7 @@ ENGINE = EngineParts(
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
     config_variables=("LLAMA_ARG_",),  # every flag (common/arg.cpp set_env)
     metric_prefix="llamacpp:",
+    metric_names=METRIC_NAMES,
     metric_counters=SpecCounters(
         "llamacpp:spec_decode_num_drafts_total",
         "llamacpp:spec_decode_num_draft_tokens_total",

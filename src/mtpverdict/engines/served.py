@@ -20,7 +20,7 @@ __all__ = [
     "TEMPLATE_TOKENS_ALLOWANCE",
     "TIMING_SLACK_FRACTION",
     "TIMING_SLACK_MS",
-    "LlamaTimings",
+    "PhaseTimings",
     "RequestAcceptance",
     "Seen",
     "ServedFields",
@@ -71,8 +71,9 @@ class RequestAcceptance:
 
 
 @dataclass(frozen=True, slots=True)
-class LlamaTimings:
-    """llama.cpp's per-response ``timings`` (milliseconds on the server's clock)."""
+class PhaseTimings:
+    """A server's per-response counts and times of the prompt and of the predicted tokens, in
+    milliseconds on its clock (llama.cpp's ``timings``: prompt_n, prompt_ms, predicted_n, predicted_ms)."""
 
     prompt_n: int | None
     prompt_ms: float | None
@@ -86,7 +87,7 @@ class ServedFields:
 
     timing: ServerTiming | None = None
     acceptance: RequestAcceptance | None = None
-    llama: LlamaTimings | None = None
+    phases: PhaseTimings | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, Programs, ResponseJson
+from mtpverdict.engines.interface import Absent, EngineParts, MetricNames, Programs, ResponseJson
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -357,6 +357,15 @@ def depth_in_force(positions: int, spec_counters: bool) -> int | None:
     return positions or None
 
 
+# SGLang's /metrics (python/sglang/srt/metrics/collector.py): acceptance only as gauges of the latest
+# logging interval, set to 0 when speculation is off
+METRIC_NAMES = MetricNames(
+    prompt_tokens="sglang:prompt_tokens",
+    generation_tokens="sglang:generation_tokens",
+    accept_length="sglang:spec_accept_length",
+    accept_rate="sglang:spec_accept_rate",
+    kv_tokens="sglang:max_total_num_tokens",
+)
 _NO_COLLECT = "collect does not launch or measure SGLang yet; its text is read by `mtpverdict parse`"
 ENGINE = EngineParts(
     name=NAME,
@@ -367,6 +376,7 @@ ENGINE = EngineParts(
     image_words=("sglang",),
     config_variables=("SGLANG_",),  # SGLANG_ENABLE_SPEC_V2 switches its speculative scheduler
     metric_prefix="sglang:",
+    metric_names=METRIC_NAMES,
     metric_counters=Absent(
         "SGLang's /metrics gives spec_accept_length and spec_accept_rate as gauges of its latest logging "
         "interval, no counters a rate() could read"

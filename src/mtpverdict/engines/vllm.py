@@ -16,6 +16,8 @@ from typing import Any
 from mtpverdict.engines.interface import (
     Absent,
     EngineParts,
+    KvConfigInfo,
+    MetricNames,
     Programs,
     ResponseJson,
     ServerFields,
@@ -279,6 +281,25 @@ SERVER_CLOCK_FLAG = "--enable-per-request-metrics"
 SERVER_CLOCK_SINCE = (0, 32)
 
 
+# vLLM's /metrics (vllm/v1/metrics/loggers.py); the acceptance-rate gauge is vLLM 0's (before 0.10)
+METRIC_NAMES = MetricNames(
+    drafts="vllm:spec_decode_num_drafts",
+    draft_tokens="vllm:spec_decode_num_draft_tokens",
+    accepted_tokens="vllm:spec_decode_num_accepted_tokens",
+    accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos",
+    prompt_tokens="vllm:prompt_tokens",
+    generation_tokens="vllm:generation_tokens",
+    accept_rate="vllm:spec_decode_draft_acceptance_rate",
+    kv_config=KvConfigInfo(
+        "vllm:cache_config_info",
+        "kv_cache_size_tokens",
+        "kv_cache_max_concurrency",
+        "num_gpu_blocks",
+        "block_size",
+    ),
+)
+
+
 def compile_schedule(base: Mapping[str, object], top: int, table: Sequence[DepthRange]) -> str:
     """The exact JSON for --speculative-config running `table` with num_speculative_tokens `top`."""
     config = dict(base)
@@ -391,6 +412,7 @@ ENGINE = EngineParts(
     image_words=("vllm",),
     config_variables=("VLLM_",),  # vllm/envs.py
     metric_prefix="vllm:",
+    metric_names=METRIC_NAMES,
     metric_counters=SpecCounters(
         "vllm:spec_decode_num_drafts_total",
         "vllm:spec_decode_num_draft_tokens_total",

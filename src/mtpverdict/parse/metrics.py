@@ -1,40 +1,37 @@
-"""Prometheus /metrics expositions of vLLM, SGLang and llama.cpp: snapshots and counter deltas.
+"""Prometheus /metrics expositions of every engine: snapshots and counter deltas, engine-neutral.
 
-The exposition is read with ``prometheus_client``'s text parser. Counters are summed over every
-label set but ``position`` (data-parallel engines each export their own series); ``_created``
-series are ignored. SGLang's ``spec_accept_length`` / ``spec_accept_rate`` are gauges of the latest
-logging interval: they are reported as gauge readings and never differenced. A counter that went
-down between two scrapes means the server restarted: that window is void.
+The exposition is read with ``prometheus_client``'s text parser. Which family is which reading is each
+engine's ``metric_names`` part (mtpverdict.engines.interface.MetricNames), its engine its
+``metric_prefix``. Counters are summed over every label set but ``position`` (data-parallel engines
+each export their own series); ``_created`` series are ignored. Acceptance gauges hold the engine's
+latest logging interval: they are reported as gauge readings and never differenced. A counter that
+went down between two scrapes means the server restarted: that window is void.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mtpverdict.errors import EngineTextError, Problem
 from mtpverdict.parse.model import AcceptanceReading, Engine, KvCapacity, VoidWindow
 from mtpverdict.parse.text import to_float, to_int
+
+if TYPE_CHECKING:  # the engine modules import the parse package
+    from mtpverdict.engines.interface import KvConfigInfo
 
 TOTAL_SUFFIX = "_total"
 CREATED_SUFFIX = "_created"
 POSITION_LABEL = "position"
 ENGINE_LABEL = "engine"
 
-DRAFTS = "spec_decode_num_drafts"
-DRAFT_TOKENS = "spec_decode_num_draft_tokens"
-ACCEPTED_TOKENS = "spec_decode_num_accepted_tokens"
-ACCEPTED_PER_POS = "spec_decode_num_accepted_tokens_per_pos"
-PROMPT_TOKENS = ("prompt_tokens",)
-GENERATION_TOKENS = ("generation_tokens", "tokens_predicted")
-SGLANG_ACCEPT_LENGTH = "spec_accept_length"
-SGLANG_ACCEPT_RATE = "spec_accept_rate"
-V0_ACCEPTANCE_GAUGE = "spec_decode_draft_acceptance_rate"
-SGLANG_MAX_TOTAL_TOKENS = "max_total_num_tokens"
-CACHE_CONFIG_INFO = "cache_config_info"
-SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED_TOKENS)
+# the roles of interface.MetricNames this module reads, by kind
+SPEC_COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")
+COUNTERS = (*SPEC_COUNTERS, "prompt_tokens", "generation_tokens")
+GAUGES = ("accept_length", "accept_rate")
 MISSING_LABEL_VALUES = ("", "None", "none", "null")
 SHOWN_LINE_CHARS = 120  # of the offending line quoted in an error
 
@@ -44,6 +41,31 @@ def prefixes() -> dict[str, Engine]:
     from mtpverdict.engines import registry  # the engine modules import the parse package
 
     return {parts.metric_prefix: engine for engine, parts in registry.ENGINES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """What a /metrics family is to the reader: its engine, its role, and how messages name it."""
+
+    engine: Engine
+    role: str
+    shown: str  # the name without the engine's prefix (and a counter's _total)
+    kv: KvConfigInfo | None = None
+
+
+def series() -> dict[str, _Series]:
+    """Every family some engine's `metric_names` part names, by its full name (engines/*.py)."""
+    from mtpverdict.engines import registry  # the engine modules import the parse package
+
+    found: dict[str, _Series] = {}
+    for engine, parts in registry.ENGINES.items():
+        names = registry.present(parts.metric_names)
+        if names is None:
+            continue
+        for name, role in names.roles().items():
+            shown = name.removeprefix(parts.metric_prefix)
+            found.setdefault(name, _Series(engine, role, shown, names.kv_config))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,76 +114,88 @@ class MetricsSnapshot:
 
 
 def parse_metrics(text: str, *, source: str = "<metrics>") -> MetricsSnapshot:
-    """Read a Prometheus text exposition; raise EngineTextError naming the first malformed line."""
+    """Read a Prometheus text exposition; raise EngineTextError naming the first malformed line.
+
+    Which family plays which role (a spec-decode counter, a gauge, the KV pool) is each engine's
+    `metric_names` part; a sample that no engine's part names only counts toward its prefix's engine.
+    """
     samples = _samples(text, source)
     engines: dict[Engine, int] = defaultdict(int)
     counters: dict[str, float] = defaultdict(float)
-    seen_counters: set[str] = set()
+    shown: dict[str, str] = {}  # role -> how messages name the counter (the first family seen)
     per_pos: dict[int, float] = defaultdict(float)
     gauge_series: dict[tuple[tuple[str, str], ...], dict[str, float]] = defaultdict(dict)
-    kv: list[KvCapacity] = []
-    kv_seen: set[tuple[tuple[str, str], ...]] = set()
-    cache_config: tuple[tuple[str, str], ...] = ()
+    kv = _KvPool()
     warnings: list[str] = []
-    named = prefixes()
+    named, known = prefixes(), series()
     for name, labels, value in samples:
         prefix = next((p for p in named if name.startswith(p)), None)
         if prefix is None or name.endswith(CREATED_SUFFIX):
             continue
         engines[named[prefix]] += 1
-        base = name[len(prefix) :]
-        base = base[: -len(TOTAL_SUFFIX)] if base.endswith(TOTAL_SUFFIX) else base
-        if base == ACCEPTED_PER_POS:
+        found = known.get(name.removesuffix(TOTAL_SUFFIX))
+        if found is None:
+            continue
+        if found.role == "accepted_per_position":
             position = to_int(labels.get(POSITION_LABEL, ""))
             if position is None or position < 0:
                 warnings.append(f"{name}: position label {labels.get(POSITION_LABEL)!r} is not a position")
                 continue
             per_pos[position] += value
-        elif base in SPEC_COUNTERS or base in PROMPT_TOKENS or base in GENERATION_TOKENS:
-            counters[base] += value
-            seen_counters.add(base)
-        elif base in (SGLANG_ACCEPT_LENGTH, SGLANG_ACCEPT_RATE, V0_ACCEPTANCE_GAUGE):
-            key = tuple(sorted(labels.items()))
-            gauge_series[key][base] = value
-        elif base == CACHE_CONFIG_INFO:
-            kept = tuple(sorted((k, v) for k, v in labels.items() if k != ENGINE_LABEL))
-            cache_config = cache_config or tuple(sorted(labels.items()))
-            if kept not in kv_seen:
-                kv_seen.add(kept)
-                kv.append(_cache_config_capacity(dict(kept)))
-        elif base == SGLANG_MAX_TOTAL_TOKENS:
-            tokens = _whole(value)
-            key = ((base, str(tokens)),)
-            if tokens is not None and key not in kv_seen:
-                kv_seen.add(key)
-                kv.append(KvCapacity(kv_cache_tokens=tokens))
+        elif found.role in COUNTERS:
+            counters[found.role] += value
+            shown.setdefault(found.role, found.shown)
+        elif found.role in GAUGES:
+            gauge_series[tuple(sorted(labels.items()))][found.role] = value
+        else:
+            kv.add(found, labels, value)
     engine = _engine_of(engines, warnings)
 
-    def total(base: str) -> int | None:
-        if base not in seen_counters:
+    def total(role: str) -> int | None:
+        if role not in shown:
             return None
-        whole = _whole(counters[base])
+        whole = _whole(counters[role])
         if whole is None:
-            warnings.append(f"counter {base} = {counters[base]!r} is not a whole count; left out")
+            warnings.append(f"counter {shown[role]} = {counters[role]!r} is not a whole count; left out")
         return whole
-
-    def first_total(bases: Iterable[str]) -> int | None:
-        return next((total(b) for b in bases if b in seen_counters), None)
 
     positions = _positions(per_pos, warnings)
     return MetricsSnapshot(
         engine=engine,
-        drafts=total(DRAFTS),
-        draft_tokens=total(DRAFT_TOKENS),
-        accepted_tokens=total(ACCEPTED_TOKENS),
+        drafts=total("drafts"),
+        draft_tokens=total("draft_tokens"),
+        accepted_tokens=total("accepted_tokens"),
         accepted_per_position=positions,
-        prompt_tokens=first_total(PROMPT_TOKENS),
-        generation_tokens=first_total(GENERATION_TOKENS),
+        prompt_tokens=total("prompt_tokens"),
+        generation_tokens=total("generation_tokens"),
         gauges=tuple(r for r in (_gauge(series) for series in gauge_series.values()) if r is not None),
-        kv_capacity=tuple(kv),
-        cache_config=cache_config,
+        kv_capacity=tuple(kv.found),
+        cache_config=kv.cache_config,
         warnings=tuple(warnings),
     )
+
+
+class _KvPool:
+    """The KV pool's readings of one exposition, each once: an info series' labels, or a gauge."""
+
+    def __init__(self) -> None:
+        self.found: list[KvCapacity] = []
+        self.seen: set[tuple[tuple[str, str], ...]] = set()
+        self.cache_config: tuple[tuple[str, str], ...] = ()
+
+    def add(self, found: _Series, labels: dict[str, str], value: float) -> None:
+        if found.role == "kv_config" and found.kv is not None:
+            kept = tuple(sorted((k, v) for k, v in labels.items() if k != ENGINE_LABEL))
+            self.cache_config = self.cache_config or tuple(sorted(labels.items()))
+            if kept not in self.seen:
+                self.seen.add(kept)
+                self.found.append(_cache_config_capacity(dict(kept), found.kv))
+        elif found.role == "kv_tokens":
+            tokens = _whole(value)
+            key = ((found.shown, str(tokens)),)
+            if tokens is not None and key not in self.seen:
+                self.seen.add(key)
+                self.found.append(KvCapacity(kv_cache_tokens=tokens))
 
 
 def _engine_of(engines: Mapping[Engine, int], warnings: list[str]) -> Engine | None:
@@ -204,24 +238,9 @@ def acceptance_delta(
         return None
     if before.engine is not None and after.engine is not None and before.engine != after.engine:
         return VoidWindow(f"the scrapes come from different engines ({before.engine}, {after.engine})")
-    deltas: dict[str, int | None] = {}
-    for name, old, new in (
-        (DRAFTS, before.drafts, after.drafts),
-        (DRAFT_TOKENS, before.draft_tokens, after.draft_tokens),
-        (ACCEPTED_TOKENS, before.accepted_tokens, after.accepted_tokens),
-    ):
-        if old is None and new is None:
-            deltas[name] = None
-            continue
-        if old is None or new is None:
-            return VoidWindow(
-                f"counter {name} is in only one of the two scrapes; the server changed between them"
-            )
-        if new < old:
-            return VoidWindow(
-                f"counter {name} went down from {old} to {new}: the server restarted (counter reset)"
-            )
-        deltas[name] = new - old
+    deltas = _counter_deltas(before, after)
+    if isinstance(deltas, VoidWindow):
+        return deltas
     old_pos, new_pos = dict(before.accepted_per_position), dict(after.accepted_per_position)
     if not old_pos and before.drafts == 0:
         # Nothing was verified before the window, so every per-position count was 0 then; llama.cpp
@@ -244,7 +263,7 @@ def acceptance_delta(
                 "the server restarted (counter reset)"
             )
         per_pos[position] = new - old_pos[position]
-    drafted, accepted = deltas[DRAFT_TOKENS], deltas[ACCEPTED_TOKENS]
+    drafted, accepted = deltas["draft_tokens"], deltas["accepted_tokens"]
     if drafted is not None and accepted is not None and accepted > drafted:
         return VoidWindow(
             f"{accepted} tokens accepted but only {drafted} drafted: the scrapes are inconsistent"
@@ -253,11 +272,41 @@ def acceptance_delta(
         source="metrics",
         scoped="window",
         kind="counter_delta",
-        drafts=deltas[DRAFTS],
+        drafts=deltas["drafts"],
         draft_tokens=drafted,
         accepted_tokens=accepted,
         accepted_per_position=_contiguous(per_pos),
     )
+
+
+def _counter_deltas(before: MetricsSnapshot, after: MetricsSnapshot) -> dict[str, int | None] | VoidWindow:
+    """Each spec-decode counter's difference by role (None when neither scrape has it), or why the
+    window is void (a counter in one scrape only, or one that went down)."""
+    deltas: dict[str, int | None] = {}
+    for role, old, new in (
+        ("drafts", before.drafts, after.drafts),
+        ("draft_tokens", before.draft_tokens, after.draft_tokens),
+        ("accepted_tokens", before.accepted_tokens, after.accepted_tokens),
+    ):
+        name = _counter_name(after.engine or before.engine, role)
+        if old is None and new is None:
+            deltas[role] = None
+            continue
+        if old is None or new is None:
+            return VoidWindow(
+                f"counter {name} is in only one of the two scrapes; the server changed between them"
+            )
+        if new < old:
+            return VoidWindow(
+                f"counter {name} went down from {old} to {new}: the server restarted (counter reset)"
+            )
+        deltas[role] = new - old
+    return deltas
+
+
+def _counter_name(engine: Engine | None, role: str) -> str:
+    """How a message names an engine's counter: its family without the prefix (the role without one)."""
+    return next((s.shown for s in series().values() if s.engine == engine and s.role == role), role)
 
 
 SHOWN_POSITIONS = 8  # positions a message lists before a count
@@ -325,25 +374,25 @@ def _label_int(labels: dict[str, str], key: str) -> int | None:
     return None if value is None or value in MISSING_LABEL_VALUES else to_int(value)
 
 
-def _cache_config_capacity(labels: dict[str, str]) -> KvCapacity:
-    concurrency = labels.get("kv_cache_max_concurrency")
+def _cache_config_capacity(labels: dict[str, str], info: KvConfigInfo) -> KvCapacity:
+    concurrency = labels.get(info.max_concurrency)
     return KvCapacity(
-        kv_cache_tokens=_label_int(labels, "kv_cache_size_tokens"),
+        kv_cache_tokens=_label_int(labels, info.tokens),
         max_concurrency=None
         if concurrency is None or concurrency in MISSING_LABEL_VALUES
         else to_float(concurrency),
-        num_blocks=_label_int(labels, "num_gpu_blocks"),
-        block_size=_label_int(labels, "block_size"),
+        num_blocks=_label_int(labels, info.blocks),
+        block_size=_label_int(labels, info.block_size),
     )
 
 
 def _gauge(series: dict[str, float]) -> AcceptanceReading | None:
-    length = series.get(SGLANG_ACCEPT_LENGTH)
-    rate = series.get(SGLANG_ACCEPT_RATE, series.get(V0_ACCEPTANCE_GAUGE))
+    length = series.get("accept_length")
+    rate = series.get("accept_rate")
     mean = length if length is not None and math.isfinite(length) and length >= 1.0 else None
     fraction = rate if rate is not None and math.isfinite(rate) and 0.0 <= rate <= 1.0 else None
     if mean is None and not fraction:
-        return None  # SGLang sets both gauges to 0 when speculation is off
+        return None  # an engine may set both gauges to 0 when speculation is off (SGLang does)
     return AcceptanceReading(
         source="metrics", scoped="window", kind="gauge", acceptance_rate=fraction, mean_acceptance_length=mean
     )
