@@ -25,7 +25,7 @@ from typing import Any
 from mtpverdict._shell import comment_start, interpolation, shell_metacharacter, shell_split
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import Engine
-from mtpverdict.engines.spec import MAX_K, DepthRange, Flag, FoundFlag, ServeSpec, SpecRefusal
+from mtpverdict.engines.spec import CONFIG_FLAG, MAX_K, DepthRange, Flag, FoundFlag, ServeSpec, SpecRefusal
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats._check import INT_RANGE_MESSAGE
 
@@ -329,7 +329,7 @@ def _table() -> dict[str, Flag]:
 FLAGS: Mapping[str, Flag] = _table()
 _LONG_SPEC = tuple(sorted(name for name in FLAGS if name.startswith("--")))
 _CONFIG_FILE = "--config"
-_DOTTED_CONFIG = "--speculative-config"  # the flag whose keys a `--<flag>.<key> value` sets one by one
+_DOTTED_CONFIG = CONFIG_FLAG  # the flag whose keys a `--<flag>.<key> value` sets one by one
 
 
 def normalise_flag(name: str) -> str:

@@ -39,7 +39,10 @@ from mtpverdict.engines.served import (
     waited_ms,
 )
 from mtpverdict.engines.spec import (
+    CONFIG_FLAG,
+    DEPTH_KEY,
     MAX_K,
+    SCHEDULE_KEY,
     DepthRange,
     FlagGroup,
     FoundFlag,
@@ -122,8 +125,8 @@ def _json_value(text: str) -> Any:
 def _vllm_config(found: list[FoundFlag]) -> tuple[dict[str, Any], list[str]]:
     """vLLM's speculative config dict as its parser builds it from the flags, with any contradiction."""
     reasons: list[str] = []
-    whole = [f for f in found if f.flag == "--speculative-config"]
-    dotted = [f for f in found if f.flag.startswith("--speculative-config.")]
+    whole = [f for f in found if f.flag == CONFIG_FLAG]
+    dotted = [f for f in found if f.flag.startswith(f"{CONFIG_FLAG}.")]
     config: dict[str, Any] = {}
     if len(whole) > 1:
         reasons.append("--speculative-config is given more than once; vLLM keeps only the last")
@@ -180,11 +183,11 @@ def read_spec(found: list[FoundFlag]) -> ServeSpec | SpecRefusal:
         if key in config:
             reasons.append(f"{f.given} and --speculative-config['{key}'] together: vLLM refuses both")
             continue
-        config[key] = int_or_text(f.value or "") if key == "num_speculative_tokens" else f.value
+        config[key] = int_or_text(f.value or "") if key == DEPTH_KEY else f.value
     if reasons:
         return SpecRefusal(tuple(reasons))
     method, why = _vllm_method(config)
-    k = config.get("num_speculative_tokens")
+    k = config.get(DEPTH_KEY)
     if method is None:
         return SpecRefusal((why,))
     if not is_depth(k):
@@ -194,7 +197,7 @@ def read_spec(found: list[FoundFlag]) -> ServeSpec | SpecRefusal:
                 "the depth comes from the draft model's own config, which the gate does not read",
             )
         )
-    schedule = _schedule(config.get("num_speculative_tokens_per_batch_size"), k)
+    schedule = _schedule(config.get(SCHEDULE_KEY), k)
     if isinstance(schedule, SpecRefusal):
         return schedule
     return ServeSpec(NAME, method, k, canonical(config), schedule)
@@ -225,7 +228,7 @@ def _schedule(value: object, k: int) -> tuple[DepthRange, ...] | SpecRefusal:
     """num_speculative_tokens_per_batch_size as vLLM validates it (v1/spec_decode/dynamic/utils.py)."""
     if value is None:
         return ()
-    bad = "num_speculative_tokens_per_batch_size"
+    bad = SCHEDULE_KEY
     if not isinstance(value, list) or not value:
         return SpecRefusal((f"{bad} must be a non-empty list of [first, last, k] entries",))
     ranges: list[DepthRange] = []
@@ -303,8 +306,8 @@ METRIC_NAMES = MetricNames(
 def compile_schedule(base: Mapping[str, object], top: int, table: Sequence[DepthRange]) -> str:
     """The exact JSON for --speculative-config running `table` with num_speculative_tokens `top`."""
     config = dict(base)
-    config["num_speculative_tokens"] = top
-    config["num_speculative_tokens_per_batch_size"] = [[r.first_batch, r.last_batch, r.k] for r in table]
+    config[DEPTH_KEY] = top
+    config[SCHEDULE_KEY] = [[r.first_batch, r.last_batch, r.k] for r in table]
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
