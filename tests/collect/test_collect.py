@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -11,15 +12,18 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from mtpverdict.collect import Collector, Event, load_campaign_file
+from mtpverdict.collect import Collector, Event, load_campaign_file, measure
+from mtpverdict.collect.measure import Measurement
 from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.looks import read_looks
 from mtpverdict.formats.results_io import ResultsWriter, load_results
+from mtpverdict.formats.results_io.write import encoded
 from mtpverdict.stats.layout import round_order
 
 from ..conftest import wait_for_request
@@ -481,35 +485,123 @@ def test_a_runs_request_records_reach_the_disk_in_one_write_and_one_fsync(
     assert [r for w in writes for r in w] == on_disk  # nothing written outside these writes, in order
 
 
-def test_a_sigterm_while_a_run_is_recorded_waits_for_its_records(
-    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A finished run's streams are on disk and counted before a SIGTERM that came meanwhile stops collect."""
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signal handlers are set only in the main thread")
+def _collect_in_process(tmp_path: Path, port: int) -> tuple[Collector, Path, list[Event]]:
     campaign = load_campaign_file(_write(tmp_path, campaign_text(port, reps=1, concurrency="[4]")))
     out = tmp_path / "results"
+    events: list[Event] = []
+    collector = Collector(
+        campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=events.append
+    )
+    return collector, out, events
+
+
+def _main_thread_only() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set only in the main thread")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_a_run_is_recorded_waits_for_its_records(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """A finished run's streams are on disk and counted before a signal that came meanwhile stops collect."""
+    _main_thread_only()
+    collector, out, events = _collect_in_process(tmp_path, port)
     real = ResultsWriter.append_many
     signalled: list[list[dict[str, Any]]] = []
 
-    def append_after_sigterm(writer: ResultsWriter, records: Any) -> int:
+    def append_after_signal(writer: ResultsWriter, records: Any) -> int:
         if not signalled and any(r["kind"] == "request" and not r["warmup"] for r in records):
             signalled.append(list(records))
-            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the run's records are being written
+            os.kill(os.getpid(), signum)  # arrives while the run's records are being written
             for _ in range(1000):  # the handler runs at the next bytecode boundary: let it
                 pass
         return real(writer, records)
 
-    monkeypatch.setattr(ResultsWriter, "append_many", append_after_sigterm)
-    collector = Collector(
-        campaign, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda e: None
-    )
+    monkeypatch.setattr(ResultsWriter, "append_many", append_after_signal)
     summary = collector.run()
-    assert summary.interrupted and summary.signal == signal.SIGTERM
+    assert summary.interrupted and summary.signal == signum
     (run,) = signalled
     on_disk = _records(out)
     assert [r for r in on_disk if r in run] == run  # the run that was being written is on disk, whole
     (boot,) = [r for r in on_disk if r["kind"] == "boot"]
     assert boot["status"] == "interrupted"
     assert summary.requests == len(run)  # and counted, once
+    assert summary.records == len(on_disk)
     assert _port_free(port)
+
+
+def test_a_signal_during_the_scrape_after_a_run_keeps_the_runs_records(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's records were written after its closing /metrics scrape: a SIGTERM in that round trip
+    dropped every finished stream of the run."""
+    _main_thread_only()
+    collector, out, events = _collect_in_process(tmp_path, port)
+    real = Measurement._scrape
+
+    async def scrape(self: Measurement, rel: str) -> Any:
+        if rel.endswith("-after.prom"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(0)
+        return await real(self, rel)
+
+    monkeypatch.setattr(Measurement, "_scrape", scrape)
+    summary = collector.run()
+    assert summary.interrupted
+    measured = [r for r in _records(out) if r["kind"] == "request" and not r["warmup"]]
+    assert [r["stream"] for r in measured] == [0, 1, 2, 3]
+    assert summary.requests == 4
+
+
+def test_a_stream_whose_server_fields_are_refused_is_kept_without_them(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's per-request field the results format refuses (a negative time) raised ValueError out
+    of collect, exit 70, and every resume did it again: the stream is kept on the client's clock."""
+    collector, out, events = _collect_in_process(tmp_path, port)
+    real = measure._served_fields
+
+    def hostile(r: Any) -> dict[str, Any]:
+        return {**real(r), "server_ttft_ms": -1.0} if r.stream == 1 else real(r)
+
+    monkeypatch.setattr(measure, "_served_fields", hostile)
+    summary = collector.run()
+    assert not summary.interrupted
+    requests = [r for r in _records(out) if r["kind"] == "request"]
+    assert requests and all(r["status"] == "ok" for r in requests)
+    assert [("server_ttft_ms" in r) for r in requests if r["stream"] == 1] == [False] * len(
+        [r for r in requests if r["stream"] == 1]
+    )
+    notes = [e.detail for e in events if e.kind == "note"]
+    assert any("stream 1: the server's per-request fields dropped: " in n for n in notes)
+
+
+def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> None:
+    notes: list[str] = []
+    m = object.__new__(Measurement)
+    m.arm, m.number = "off_A", 1
+    m.ctx = SimpleNamespace(note=lambda arm, boot, detail: notes.append(detail))  # type: ignore[assignment]
+    record = {
+        "kind": "request",
+        "arm": "off_A",
+        "boot": 1,
+        "workload": "chat",
+        "concurrency": 4,
+        "rep": 1,
+        "stream": 2,
+        "warmup": False,
+        "t_start": 1.0,
+        "t_first": 2.0,
+        "t_end": 0.5,  # before t_first: refused, and not the server's fields
+        "prompt_tokens": 8,
+        "completion_tokens": 8,
+        "status": "ok",
+        "error": "bad \ud800 text",
+    }
+    written = m._writable(record)
+    assert written["status"] == "error" and written["t_first"] is None and written["stream"] == 2
+    assert written["error"].startswith("the results format refused this stream's record: ")
+    assert not isinstance(encoded(written), str)
+    why = written["error"].removeprefix("the results format refused this stream's record: ")
+    assert notes == [f"chat c=4 rep 1 stream 2: recorded as an error: {why}"]

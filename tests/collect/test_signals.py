@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,6 +134,43 @@ def test_a_signal_during_a_boots_cleanup_waits_for_it_to_end() -> None:
         except KeyboardInterrupt as exc:
             steps.append(type(exc).__name__)
     assert steps == ["cleanup ran to its end", "then stopped", "cleanup while stopping", "KeyboardInterrupt"]
+
+
+def test_a_deferred_block_inside_another_is_held_by_the_outer_one() -> None:
+    steps: list[str] = []
+    with stop_signals(steps.append):
+        try:
+            with deferred():
+                with deferred():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    steps.append("inner ended")
+                steps.append("outer ended")  # the signal waited for the outer block too
+        except Terminated:
+            steps.append("then stopped")
+    assert steps == ["inner ended", "outer ended", "then stopped"]
+
+
+def test_a_signal_while_deferred_swaps_its_handlers_leaves_every_handler_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGTERM landing between the two handler swaps raised out of the setup and left SIGINT held
+    for good: Ctrl-C then did nothing for the rest of the process."""
+    real = signal.signal
+    with stop_signals(lambda text: None):
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def swap_then_signal(sig: int, handler: Any) -> Any:
+            previous = real(sig, handler)
+            if sig == signal.SIGINT and handler is not before[signal.SIGINT]:
+                raise Terminated  # as the SIGTERM handler would, right after SIGINT was swapped
+            return previous
+
+        monkeypatch.setattr(signal, "signal", swap_then_signal)
+        with pytest.raises(Terminated):
+            with deferred():
+                pass  # never reached
+        monkeypatch.setattr(signal, "signal", real)
+        assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
 def test_a_sigterm_inside_an_httpx_connect_stops_collect_without_a_traceback(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mtpverdict.formats.results_io import ResultsWriter
+from mtpverdict.formats.results_io import ResultsWriter, load_results
 
 from ..conftest import FIXTURES
 
@@ -104,3 +104,73 @@ def test_a_write_that_fails_midway_leaves_no_fragment_and_raises_its_own_error(
         monkeypatch.undo()
         assert writer.append_many([_request(1)]) == 1  # the failed batch was not taken as written
     assert [r["stream"] for r in _lines(tmp_path / "r")] == [0, 1]
+
+
+def test_a_failed_fsync_removes_the_batch_so_a_retry_writes_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch was left in the file, unknown to the writer: the retry wrote it again, and the
+    directory no longer loaded (duplicate request record)."""
+    with ResultsWriter(tmp_path / "r", _campaign()) as writer:
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing)
+        with pytest.raises(OSError, match="Input/output"):
+            writer.append_many([_request(0), _request(1)])
+        monkeypatch.undo()
+        assert writer.append_many([_request(0), _request(1)]) == 2
+    assert [r["stream"] for r in _lines(tmp_path / "r")] == [0, 1]
+    load_results(tmp_path / "r")
+
+
+@pytest.mark.parametrize("during", ["write", "fsync"])
+def test_a_signal_leaves_the_batch_known_exactly_when_it_is_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, during: str
+) -> None:
+    """Ctrl-C in the fsync, after the bytes were written: the records are in the file, so the writer
+    knows them (the count collect reports agrees with the disk); in the write: none of them is kept."""
+    real_write, real_fsync = os.write, os.fsync
+
+    def interrupted_write(fd: int, data: bytes) -> int:
+        real_write(fd, data[:50])
+        raise KeyboardInterrupt
+
+    def interrupted_fsync(fd: int) -> None:
+        real_fsync(fd)
+        raise KeyboardInterrupt
+
+    with ResultsWriter(tmp_path / "r", _campaign()) as writer:
+        if during == "write":
+            monkeypatch.setattr(os, "write", interrupted_write)
+        else:
+            monkeypatch.setattr(os, "fsync", interrupted_fsync)
+        with pytest.raises(KeyboardInterrupt):
+            writer.append_many([_request(0), _request(1)])
+        monkeypatch.undo()
+        on_disk = [r["stream"] for r in _lines(tmp_path / "r")]
+        assert on_disk == ([] if during == "write" else [0, 1])
+        assert [r["stream"] for r in writer.records] == on_disk
+        assert writer.append_many([_request(0), _request(1)]) == (2 if during == "write" else 0)
+    load_results(tmp_path / "r")
+
+
+def test_a_write_that_takes_no_bytes_is_an_error_not_a_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ResultsWriter(tmp_path / "r", _campaign()) as writer:
+        monkeypatch.setattr(os, "write", lambda fd, data: 0)
+        with pytest.raises(OSError, match="took no bytes") as raised:
+            writer.append_many([_request(0)])
+        assert raised.value.errno == errno.EIO
+
+
+def test_text_that_is_not_utf8_is_refused_and_the_rest_of_the_batch_written(tmp_path: Path) -> None:
+    """A server's JSON can escape a lone surrogate into an error text; encoding the batch raised
+    UnicodeEncodeError before anything was written."""
+    with ResultsWriter(tmp_path / "r", _campaign()) as writer:
+        bad = _request(1, status="error", error="server error in stream: bad \ud800 thing")
+        with pytest.raises(ValueError, match="not UTF-8"):
+            writer.append_many([_request(0), bad, _request(2)])
+    assert [r["stream"] for r in _lines(tmp_path / "r")] == [0, 2]

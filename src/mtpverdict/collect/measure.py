@@ -22,6 +22,8 @@ from mtpverdict.collect.context import CollectContext
 from mtpverdict.collect.owed import PlannedBoot
 from mtpverdict.collect.progress import Event
 from mtpverdict.collect.signals import deferred
+from mtpverdict.formats.results import SERVER_REQUEST_FIELDS
+from mtpverdict.formats.results_io.write import encoded, record_key
 
 
 class LiveBoot(Protocol):
@@ -38,6 +40,12 @@ class LiveBoot(Protocol):
 
     def learn_depth(self, snapshot: Any) -> None:
         """The depth in force from a /metrics snapshot, until known; raise when it is not the arm's."""
+
+
+# what a request record the results format refused keeps: who and when, with nothing the server said
+REFUSED_KEPT = ("kind", "arm", "boot", "workload", "concurrency", "rep", "stream", "warmup", "t_start")
+REFUSED_NULL = ("t_first", "t_end", "prompt_tokens", "completion_tokens")
+SERVED = tuple(f for f in SERVER_REQUEST_FIELDS if f != "client_cpu_share")  # what the server said
 
 
 class Measurement:
@@ -93,8 +101,8 @@ class Measurement:
         _, before, missed = await self._scrape(f"metrics/{tag}-before.prom")
         self.boot.learn_depth(before)
         results = await self._streams(workload, conc, rep)
+        self._record_requests(workload.id, conc, rep, results, warmup=False)  # before a signal can come
         after_rel, after, missed_after = await self._scrape(f"metrics/{tag}-after.prom")
-        self._record_requests(workload.id, conc, rep, results, warmup=False)
         self.boot.note_sent(_sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}"))
         self._record_delta(workload.id, conc, rep, (before, after), after_rel, missed or missed_after)
         errors = sum(1 for r in results.streams if r.status != "ok")
@@ -199,11 +207,40 @@ class Measurement:
         """The run's request records, written together; a signal meanwhile waits for the write, so a
         finished run is on disk and counted, or neither."""
         with deferred():
-            self.ctx.append_many(self._request_records(workload, conc, rep, results, warmup=warmup))
+            records = self._request_records(workload, conc, rep, results, warmup=warmup)
+            try:
+                self.ctx.append_many(records)
+            except ValueError:  # the valid ones are written: the refused ones in what the format takes
+                left = [r for r in records if record_key(r) not in self.ctx.writer.keys]
+                self.ctx.append_many([self._writable(r) for r in left])
             if not warmup:
                 summary = self.ctx.summary
                 summary.requests += len(results.streams)
                 summary.request_errors += sum(1 for r in results.streams if r.status != "ok")
+
+    def _writable(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The record, or what of it the results format takes: without the server's per-request fields
+        when they are what it refuses, else the stream as an error saying why (a note says which)."""
+        why = encoded(record)
+        if not isinstance(why, str):
+            return record
+        stream = (
+            f"{record['workload']} c={record['concurrency']} rep {record['rep']} stream {record['stream']}"
+        )
+        why = why.encode("utf-8", "backslashreplace").decode("utf-8")
+        client_only = {k: v for k, v in record.items() if k not in SERVED}
+        if not isinstance(encoded(client_only), str):
+            self.ctx.note(self.arm, self.number, f"{stream}: the server's per-request fields dropped: {why}")
+            return client_only
+        self.ctx.note(self.arm, self.number, f"{stream}: recorded as an error: {why}")
+        return (
+            {k: record[k] for k in REFUSED_KEPT}
+            | dict.fromkeys(REFUSED_NULL)
+            | {
+                "status": "error",
+                "error": f"the results format refused this stream's record: {why}",
+            }
+        )
 
     def _request_records(
         self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool

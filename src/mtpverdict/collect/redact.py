@@ -109,7 +109,10 @@ class Redactor:
         return bool(self.secrets)
 
     def text(self, text: str) -> str:
-        """`text` with every secret, and a piece of one cut at either end, replaced by [redacted]."""
+        """`text` with every secret, and a piece of one cut at either end, replaced by [redacted]; a
+        lone surrogate (a server's JSON can escape one) is written as its escape, so the text is UTF-8."""
+        if not text.isascii():
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)

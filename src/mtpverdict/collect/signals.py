@@ -67,28 +67,40 @@ def stop_signals(note: Callable[[str], None]) -> Iterator[None]:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Hold:
+    """The handler of a `deferred` block: it keeps the signals that came."""
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.pending.append(signum)
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while the block runs; then act on one that came, unless the block runs
-    because collect is already stopping (an exception in flight), which it then simply goes on doing."""
-    if threading.current_thread() is not threading.main_thread():
+    because collect is already stopping (an exception in flight), which it then simply goes on doing.
+    A block inside another is held by the outer one; a signal while the handlers are being swapped
+    finds every handler restored."""
+    handlers = {sig: signal.getsignal(sig) for sig in _DEFERRED}
+    if threading.current_thread() is not threading.main_thread() or any(
+        isinstance(h, _Hold) for h in handlers.values()
+    ):
         yield
         return
     stopping = sys.exc_info()[1] is not None
-    pending: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        pending.append(signum)
-
-    held = {
-        sig: signal.signal(sig, hold)
-        for sig in (signal.SIGINT, signal.SIGTERM)
-        if signal.getsignal(sig) not in (signal.SIG_IGN, signal.SIG_DFL, None)
-    }
+    hold = _Hold()
+    previous = {sig: h for sig, h in handlers.items() if h not in (signal.SIG_IGN, signal.SIG_DFL, None)}
     try:
+        for sig in previous:
+            signal.signal(sig, hold)
         yield
     finally:
-        for sig, previous in held.items():
-            signal.signal(sig, previous)
-    if pending and not stopping:
-        raise Terminated if pending[0] == Terminated.signum else KeyboardInterrupt
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+    if hold.pending and not stopping:
+        raise Terminated if hold.pending[0] == Terminated.signum else KeyboardInterrupt

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,18 @@ def record_errors(record: dict[str, Any] | Record) -> list[str]:
     if not found:
         found = record_problems(kind, _with_defaults(obj))
     return [f"{key}: {message}" if key else message for key, message in found]
+
+
+def encoded(record: dict[str, Any]) -> bytes | str:
+    """The record's line as UTF-8 bytes, or why it cannot be written (invalid, or text that is not
+    UTF-8, such as a lone surrogate a server's JSON escapes can carry)."""
+    found = record_errors(record)
+    if found:
+        return f"invalid {record.get('kind')} record: {'; '.join(found)}"
+    try:
+        return record_line(record).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"invalid {record.get('kind')} record: text that is not UTF-8 ({exc.reason})"
 
 
 # campaign.json keys a resume may change: the campaign file's hash (`source`) and, under --until-resolved,
@@ -188,31 +200,33 @@ class ResultsWriter:
 
         One run's request records go together: a run's streams are known only once it ends, so nothing
         is held back that an earlier write would have kept. The batch ends in one fsync; before it, a
-        power loss can keep any prefix of the batch's whole lines (still valid JSONL, and the boot has no
-        record yet, so `--resume` runs it again) and a torn last line is set aside on reopening.
+        power loss can keep any prefix of the batch's whole lines (still valid JSONL) and a torn last
+        line is set aside on reopening. A write or fsync that fails, or a signal during the write,
+        leaves no part of the batch in the file; a signal during the fsync leaves it written and known.
         """
         refused: list[str] = []
-        new: dict[tuple[Any, ...], dict[str, Any]] = {}
+        new: dict[tuple[Any, ...], bytes] = {}
+        kept: list[dict[str, Any]] = []
         for record in records:
-            found = record_errors(record)
-            if found:
-                refused.append(f"invalid {record.get('kind')} record: {'; '.join(found)}")
+            line = encoded(record)
+            if isinstance(line, str):
+                refused.append(line)
                 continue
             key = record_key(record)
             if key not in self.keys and key not in new:
-                new[key] = record
+                new[key] = line
+                kept.append(record)
         if new:
-            self._write_all("".join(record_line(r) for r in new.values()).encode("utf-8"))
-            self.keys.update(new)
-            self.records.extend(new.values())
+            self._write_all(b"".join(new.values()), new.keys(), kept)
         if refused:
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             raise ValueError(refused[0] + more)
         return len(new)
 
-    def _write_all(self, data: bytes) -> None:
-        """Write `data` at the end of records.jsonl, going on after a short write; when a write fails,
-        the part of `data` already written is removed and the write's own error raised."""
+    def _write_all(self, data: bytes, keys: Iterable[tuple[Any, ...]], records: list[dict[str, Any]]) -> None:
+        """Write `data` at the end of records.jsonl, going on after a short write, then fsync it and
+        know its `keys` and `records`. A failed write or fsync, or a signal during the write, removes
+        what of `data` was written, and the error goes on."""
         start = os.fstat(self._fd).st_size
         done = 0
         try:
@@ -221,11 +235,22 @@ class ResultsWriter:
                 if written == 0:  # a regular file that takes nothing: no progress can be made
                     raise OSError(errno.EIO, f"{self.path}: the write took no bytes")
                 done += written
+            if self.sync_each:
+                os.fsync(self._fd)
         except OSError:
             os.ftruncate(self._fd, start)  # no fragment of the batch stays behind
             raise
-        if self.sync_each:
-            os.fsync(self._fd)
+        except BaseException:  # Ctrl-C or SIGTERM: written whole and only syncing is kept, else removed
+            if done < len(data):
+                os.ftruncate(self._fd, start)
+                raise
+            self._know(keys, records)
+            raise
+        self._know(keys, records)
+
+    def _know(self, keys: Iterable[tuple[Any, ...]], records: list[dict[str, Any]]) -> None:
+        self.keys.update(keys)
+        self.records.extend(records)
 
     def raw_path(self, relative: str) -> Path:
         """A path under raw/ for engine logs and metric snapshots; refuses escapes."""
