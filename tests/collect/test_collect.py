@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,7 +19,10 @@ from typing import Any
 import pytest
 
 from mtpverdict.collect import Collector, Event, load_campaign_file, measure
+from mtpverdict.collect import client as cl
 from mtpverdict.collect.measure import Measurement
+from mtpverdict.collect.redact import Redactor
+from mtpverdict.collect.started import started_path, started_sent
 from mtpverdict.decide import decide_directory
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.looks import read_looks
@@ -552,6 +556,11 @@ def test_a_signal_during_the_scrape_after_a_run_keeps_the_runs_records(
     measured = [r for r in _records(out) if r["kind"] == "request" and not r["warmup"]]
     assert [r["stream"] for r in measured] == [0, 1, 2, 3]
     assert summary.requests == 4
+    # and its group is in the boot's start file, so the engine log's lines still find their run
+    run = measured[0]
+    groups = started_sent(started_path(out, run["arm"], run["boot"]))
+    assert groups is not None
+    assert [g.run for g in groups if g.run is not None] == [(run["workload"], 4, 1)]
 
 
 def test_a_stream_whose_server_fields_are_refused_is_kept_without_them(
@@ -577,11 +586,18 @@ def test_a_stream_whose_server_fields_are_refused_is_kept_without_them(
     assert any("stream 1: the server's per-request fields dropped: " in n for n in notes)
 
 
-def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> None:
-    notes: list[str] = []
+def _measurement(notes: list[str], secrets: tuple[str, ...] = ()) -> Measurement:
     m = object.__new__(Measurement)
     m.arm, m.number = "off_A", 1
-    m.ctx = SimpleNamespace(note=lambda arm, boot, detail: notes.append(detail))  # type: ignore[assignment]
+    m.ctx = SimpleNamespace(  # type: ignore[assignment]
+        note=lambda arm, boot, detail: notes.append(detail), redactor=Redactor(secrets)
+    )
+    return m
+
+
+def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> None:
+    notes: list[str] = []
+    m = _measurement(notes)
     record = {
         "kind": "request",
         "arm": "off_A",
@@ -605,3 +621,74 @@ def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> 
     assert not isinstance(encoded(written), str)
     why = written["error"].removeprefix("the results format refused this stream's record: ")
     assert notes == [f"chat c=4 rep 1 stream 2: recorded as an error: {why}"]
+
+
+def test_a_completion_with_a_lone_surrogate_is_recorded(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's JSON can escape a lone surrogate into the text: hashing it raised UnicodeEncodeError
+    out of collect, on every resume again."""
+    collector, out, _ = _collect_in_process(tmp_path, port)
+    real = Measurement._streams
+
+    async def hostile(self: Measurement, *args: Any) -> cl.RunResult:
+        results = await real(self, *args)
+        streams = [
+            dataclasses.replace(r, text="x\ud800y") if r.status == "ok" else r for r in results.streams
+        ]
+        return dataclasses.replace(results, streams=tuple(streams))
+
+    monkeypatch.setattr(Measurement, "_streams", hostile)
+    summary = collector.run()
+    assert not summary.interrupted and summary.requests > 0
+    requests = [r for r in _records(out) if r["kind"] == "request"]
+    assert requests and all(r["status"] == "ok" and r["output_sha256"] for r in requests)
+
+
+def test_collects_error_count_is_the_records_written(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream the format refused whole is written as an error: collect's summary counts it so."""
+    collector, out, _ = _collect_in_process(tmp_path, port)
+    real = Measurement._request_records
+
+    def refused(self: Measurement, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        records = real(self, *args, **kwargs)
+        return [{**r, "completion_tokens": -1} if r["stream"] == 1 else r for r in records]
+
+    monkeypatch.setattr(Measurement, "_request_records", refused)
+    summary = collector.run()
+    measured = [r for r in _records(out) if r["kind"] == "request" and not r["warmup"]]
+    errors = [r for r in measured if r["status"] != "ok"]
+    assert errors and all(r["stream"] == 1 for r in errors)
+    assert summary.requests == len(measured) and summary.request_errors == len(errors)
+
+
+def test_a_record_is_judged_as_it_will_be_written_redacted() -> None:
+    """A dataset category that a secret's redaction cuts passed as it was, then the redacted record
+    was refused by the writer and collect stopped: it is judged redacted, and the fallback taken."""
+    notes: list[str] = []
+    m = _measurement(notes, secrets=("production-key-123",))
+    record = {
+        "kind": "request",
+        "arm": "off_A",
+        "boot": 1,
+        "workload": "chat",
+        "concurrency": 4,
+        "rep": 1,
+        "stream": 0,
+        "warmup": False,
+        "t_start": 1.0,
+        "t_first": 1.5,
+        "t_end": 2.0,
+        "prompt_tokens": 8,
+        "completion_tokens": 8,
+        "status": "ok",
+        "error": None,
+        "category": "production",
+    }
+    assert not isinstance(encoded(record), str)  # valid as it is ...
+    assert isinstance(encoded(m.ctx.redactor.value(record)), str)  # ... refused as it is written
+    written = m._writable(record)
+    assert not isinstance(encoded(m.ctx.redactor.value(written)), str)
+    assert written["status"] == "error" and len(notes) == 1

@@ -88,3 +88,13 @@ def test_values_are_redacted_in_keys_lists_and_nested_records() -> None:
         "n": 1,
     }
     assert not Redactor(["", ""]) and Redactor([]).value(record) is record
+
+
+@pytest.mark.parametrize("keys", [(), ("sk-live-abc123",)])
+def test_text_with_a_lone_surrogate_comes_out_utf8_and_still_redacted(keys: tuple[str, ...]) -> None:
+    """A server's JSON can escape a lone surrogate into an error or a note: the text must still encode
+    (a record or campaign.json holding it could not be written), whether or not a secret is set."""
+    text = "bad \ud800 thing" + "".join(f" {s}\udcff" for s in keys)
+    out = Redactor(keys).text(text)
+    out.encode("utf-8")  # raised UnicodeEncodeError before
+    assert "\\ud800" in out and all(s not in out for s in keys)

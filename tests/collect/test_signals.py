@@ -173,6 +173,32 @@ def test_a_signal_while_deferred_swaps_its_handlers_leaves_every_handler_restore
         assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
+def test_a_signal_while_deferred_restores_its_handlers_leaves_every_handler_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C landing once SIGINT was restored raised out of the restore with SIGTERM still held: every
+    later deferred block then took itself as nested, and SIGTERMs were swallowed."""
+    real = signal.signal
+    with stop_signals(lambda text: None):
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore_then_interrupt(sig: int, handler: Any) -> Any:
+            previous = real(sig, handler)
+            if type(previous).__name__ == "_Hold" and not raised:  # the first handler restored
+                raised.append(sig)
+                raise KeyboardInterrupt  # a Ctrl-C landing right after it
+            return previous
+
+        raised: list[int] = []
+        monkeypatch.setattr(signal, "signal", restore_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            with deferred():
+                pass
+        monkeypatch.setattr(signal, "signal", real)
+        assert raised
+        assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
 def test_a_sigterm_inside_an_httpx_connect_stops_collect_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

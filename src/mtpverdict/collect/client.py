@@ -132,7 +132,12 @@ class StreamResult:
     def output_sha256(self) -> str | None:
         if self.status != "ok" or self.text is None:
             return None
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return text_sha256(self.text)
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 of a completion's UTF-8 (a lone surrogate a JSON escape can carry hashed as itself)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ groups sent, says whether its server still runs, and learns the depth in force f
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Protocol
 
 import httpx
@@ -75,8 +74,8 @@ class Measurement:
         first, conc = plan.workloads[0], min(plan.concurrency)
         for rep in range(1, plan.warmup_runs + 1):
             results = await self._streams(first, conc, rep)
-            self._record_requests(first.id, conc, rep, results, warmup=True)
-            self.boot.note_sent(_sent_run(None, results, f"warm-up run {rep}"))
+            sent = _sent_run(None, results, f"warm-up run {rep}")
+            self._record_requests(first.id, conc, rep, results, sent, warmup=True)
             self.boot.check_alive("a warm-up run")
 
     async def _streams(self, workload: WorkloadPlan, conc: int, rep: int) -> cl.RunResult:
@@ -101,9 +100,9 @@ class Measurement:
         _, before, missed = await self._scrape(f"metrics/{tag}-before.prom")
         self.boot.learn_depth(before)
         results = await self._streams(workload, conc, rep)
-        self._record_requests(workload.id, conc, rep, results, warmup=False)  # before a signal can come
+        sent = _sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}")
+        self._record_requests(workload.id, conc, rep, results, sent, warmup=False)  # before the scrape
         after_rel, after, missed_after = await self._scrape(f"metrics/{tag}-after.prom")
-        self.boot.note_sent(_sent_run((workload.id, conc, rep), results, f"{workload.id} c={conc} rep {rep}"))
         self._record_delta(workload.id, conc, rep, (before, after), after_rel, missed or missed_after)
         errors = sum(1 for r in results.streams if r.status != "ok")
         n = len(results.streams)
@@ -202,45 +201,65 @@ class Measurement:
             )
 
     def _record_requests(
-        self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
+        self,
+        workload: str,
+        conc: int,
+        rep: int,
+        results: cl.RunResult,
+        sent: logruns.Sent,
+        *,
+        warmup: bool,
     ) -> None:
-        """The run's request records, written together; a signal meanwhile waits for the write, so a
-        finished run is on disk and counted, or neither."""
+        """The run's request records, written together, then its group noted for the engine log; a
+        signal meanwhile waits for both, so a finished run is on disk, noted and counted, or none."""
         with deferred():
             records = self._request_records(workload, conc, rep, results, warmup=warmup)
-            try:
-                self.ctx.append_many(records)
-            except ValueError:  # the valid ones are written: the refused ones in what the format takes
-                left = [r for r in records if record_key(r) not in self.ctx.writer.keys]
-                self.ctx.append_many([self._writable(r) for r in left])
+            written = self._append_requests(records)
+            self.boot.note_sent(sent)
             if not warmup:
                 summary = self.ctx.summary
-                summary.requests += len(results.streams)
-                summary.request_errors += sum(1 for r in results.streams if r.status != "ok")
+                summary.requests += len(written)
+                summary.request_errors += sum(1 for r in written if r["status"] != "ok")
+
+    def _append_requests(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append the run's records; each one the results format refuses goes in as what of it the
+        format takes (`_writable`). Returns the records as written."""
+        try:
+            self.ctx.append_many(records)
+            return records
+        except ValueError:  # the valid ones are written
+            known = set(self.ctx.writer.keys)
+        final = [r if record_key(r) in known else self._writable(r) for r in records]
+        self.ctx.append_many([r for r in final if record_key(r) not in known])
+        return final
 
     def _writable(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The record, or what of it the results format takes: without the server's per-request fields
-        when they are what it refuses, else the stream as an error saying why (a note says which)."""
-        why = encoded(record)
+        """What of a refused record the results format takes, as it will be written (redacted): without
+        the server's per-request fields, else the stream as an error keeping the client's own fields,
+        else only who and when (a note says which)."""
+        why = encoded(self.ctx.redactor.value(record))
         if not isinstance(why, str):
             return record
-        stream = (
-            f"{record['workload']} c={record['concurrency']} rep {record['rep']} stream {record['stream']}"
+        stream = "{} c={} rep {} stream {}".format(
+            record["workload"], record["concurrency"], record["rep"], record["stream"]
         )
         why = why.encode("utf-8", "backslashreplace").decode("utf-8")
         client_only = {k: v for k, v in record.items() if k not in SERVED}
-        if not isinstance(encoded(client_only), str):
-            self.ctx.note(self.arm, self.number, f"{stream}: the server's per-request fields dropped: {why}")
-            return client_only
-        self.ctx.note(self.arm, self.number, f"{stream}: recorded as an error: {why}")
-        return (
-            {k: record[k] for k in REFUSED_KEPT}
-            | dict.fromkeys(REFUSED_NULL)
-            | {
-                "status": "error",
-                "error": f"the results format refused this stream's record: {why}",
-            }
+        failed = {
+            "status": "error",
+            "error": f"the results format refused this stream's record: {why}",
+            **dict.fromkeys(REFUSED_NULL),
+        }
+        candidates = (
+            ("the server's per-request fields dropped", client_only),
+            ("recorded as an error", client_only | failed),
+            ("recorded as an error", {k: record[k] for k in REFUSED_KEPT} | failed),
         )
+        for said, candidate in candidates:
+            if not isinstance(encoded(self.ctx.redactor.value(candidate)), str):
+                self.ctx.note(self.arm, self.number, f"{stream}: {said}: {why}")
+                return candidate
+        return candidates[-1][1]  # refused too (a name a secret's redaction cuts): the writer says so
 
     def _request_records(
         self, workload: str, conc: int, rep: int, results: cl.RunResult, *, warmup: bool
@@ -333,8 +352,8 @@ class Measurement:
             "case": case,
             "passed": passed,
             "expected": expected,
-            "output_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "output": plain.truncate(text),
+            "output_sha256": cl.text_sha256(text),
+            "output": plain.truncate(self.ctx.redact(text)),  # a lone surrogate escaped, as in notes
         }
 
 

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 
 SIGINT_RESTORED = (
@@ -95,12 +95,10 @@ def deferred() -> Iterator[None]:
     stopping = sys.exc_info()[1] is not None
     hold = _Hold()
     previous = {sig: h for sig, h in handlers.items() if h not in (signal.SIG_IGN, signal.SIG_DFL, None)}
-    try:
-        for sig in previous:
+    with ExitStack() as restore:  # every handler restored, whatever signal lands while it is done
+        for sig, h in previous.items():
+            restore.callback(signal.signal, sig, h)  # before the swap, so a signal after it finds it
             signal.signal(sig, hold)
         yield
-    finally:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
     if hold.pending and not stopping:
         raise Terminated if hold.pending[0] == Terminated.signum else KeyboardInterrupt
