@@ -427,7 +427,9 @@ def test_a_flag_listed_twice_in_one_table_fails() -> None:
     mine = registry.ENGINES[Engine.SGLANG].flags
     engines = _with(Engine.SGLANG, flags=(*mine, FlagGroup("--sgl-x --sgl-y --sgl-x")))
     problems = registry_problems(engines, DOC.read_text(), DATA)
-    assert [p for p in problems if ": flags: " in p] == ["sglang: flags: '--sgl-x' is listed twice in its table"]
+    assert [p for p in problems if ": flags: " in p] == [
+        "sglang: flags: '--sgl-x' is listed twice in its table"
+    ]
 
 
 def test_an_engine_missing_from_the_registry_fails() -> None:
