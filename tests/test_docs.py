@@ -200,12 +200,19 @@ def test_every_checkout_path_the_docs_and_contributing_name_exists() -> None:
 
 # a Markdown link to a file of the checkout, relative to the document's folder, with an optional anchor:
 # inline, `[text](destination "title")` (an image too), or a reference definition, `[label]: destination
-# "title"` on a line of its own; the destination bare, or in <...> (where it may hold spaces); the title
-# optional, in "", '' or (); CommonMark's link syntax (spec.commonmark.org/0.31.2, 6.3 and 4.7)
+# "title"` on a line of its own, its destination perhaps on the next; the destination bare, or in <...>
+# (where it may hold spaces); the title optional, in "", '' or (); the text may hold brackets in pairs
+# (two deep here) and line breaks, not a blank line; CommonMark's link syntax
+# (spec.commonmark.org/0.31.2, 6.3 and 4.7). An HTML `<a href>` is a link too.
 _DESTINATION = r"(?:<([^<>\n]*)>|([^\s()<>]+))"
 _TITLE = r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?"""
-MD_LINK = re.compile(rf"\[[^\]\n]*\]\(\s*{_DESTINATION}{_TITLE}\s*\)")
-MD_REFERENCE = re.compile(rf"^ {{0,3}}\[[^\]\n]+\]:[ \t]*{_DESTINATION}{_TITLE}[ \t]*$", re.MULTILINE)
+_TEXT_CHAR = r"(?:[^\[\]\n]|\n(?![ \t]*\n))"  # a line break, but not a paragraph's end
+_TEXT = rf"\[(?:{_TEXT_CHAR}|\[(?:{_TEXT_CHAR}|\[{_TEXT_CHAR}*\])*\])*\]"
+MD_LINK = re.compile(rf"{_TEXT}\(\s*{_DESTINATION}{_TITLE}\s*\)")
+MD_REFERENCE = re.compile(
+    rf"^ {{0,3}}\[[^\]\n]+\]:[ \t]*(?:\n[ \t]*)?{_DESTINATION}{_TITLE}[ \t]*$", re.MULTILINE
+)
+HTML_LINK = re.compile(r"""<a\s(?:[^>]*?\s)?href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'<>]+))""", re.IGNORECASE)
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # a fenced code block opens and closes with one of these
 CODE_SPAN = re.compile(r"(`+)[^`\n].*?\1")  # `code` on one line; a link in it is an example, not a link
 # a Python file in prose, quoted or not, relative to the checkout, the package or the document
@@ -216,9 +223,17 @@ HISTORY = {"performance.md": ("decide/evidence.py", "results/load.py", "results/
 
 
 def _anchors(doc: Path) -> set[str]:
-    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    """The anchors of a Markdown file's headings, as GitHub makes them: a heading's text lower-cased,
+    its punctuation dropped, its spaces `-`; a repeated one's anchor gets `-1`, `-2`, ... in order."""
     heads = re.findall(r"^#+ (.*)$", doc.read_text(), re.MULTILINE)
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+    anchors: set[str] = set()
+    for head in heads:
+        slug = re.sub(r"[^\w\- ]", "", head.strip().lower()).replace(" ", "-")
+        repeat = 0
+        while (anchor := f"{slug}-{repeat}" if repeat else slug) in anchors:
+            repeat += 1
+        anchors.add(anchor)
+    return anchors
 
 
 def _outside_code(text: str) -> str:
@@ -240,6 +255,7 @@ def link_targets(text: str) -> list[str]:
     prose = _outside_code(text)
     found = [(m.start(), m[1] if m[1] is not None else m[2]) for m in MD_LINK.finditer(prose)]
     found += [(m.start(), m[1] if m[1] is not None else m[2]) for m in MD_REFERENCE.finditer(prose)]
+    found += [(m.start(), next(g for g in m.groups() if g is not None)) for m in HTML_LINK.finditer(prose)]
     return [target for _, target in sorted(found)]
 
 
@@ -351,6 +367,46 @@ def test_the_link_check_leaves_code_alone(tmp_path: Path) -> None:
         "`[z](gone.md)` and ``[w](gone.md)`` are code; [v](after-code.md) is a link\n"
     )
     assert broken_links(doc, text) == ["after-code.md"]
+
+
+def test_the_link_check_reads_nested_brackets_and_text_across_lines(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    text = (
+        "[the [nested] text](gone-nested.md) and [two [levels [deep]]](gone-deep.md)\n"
+        "a [link whose text\nruns on](gone-wrapped.md) and [text](\ngone-next.md)\n\n"
+        "[a paragraph\n\nbreak](not-a-link.md)\n"
+    )
+    assert broken_links(doc, text) == ["gone-nested.md", "gone-deep.md", "gone-wrapped.md", "gone-next.md"]
+
+
+def test_the_link_check_reads_html_links(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    (tmp_path / "there.md").write_text("# There\n")
+    text = (
+        '<a href="there.md">ok</a> <a href="gone-html.md">x</a> <A class="c" HREF=\'gone-single.md\'>y</A>\n'
+        '<a href=gone-bare.md>z</a> <a href="https://example.org/x.md">w</a> <a href="#gone-anchor">v</a>\n'
+        '<abbr title="href=gone.md">u</abbr>\n'
+    )
+    assert broken_links(doc, text) == ["gone-html.md", "gone-single.md", "gone-bare.md", "#gone-anchor"]
+
+
+def test_the_link_check_reads_a_definition_whose_destination_is_on_the_next_line(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    (tmp_path / "there.md").write_text("# There\n")
+    text = (
+        "[ok]:\n  there.md\n"
+        '[gone]:\n   gone-next-line.md\n  "a title on its own line"\n'
+        "[pointy]:\n<gone pointy.md>\n"
+    )
+    assert broken_links(doc, text) == ["gone-next-line.md", "gone pointy.md"]
+
+
+def test_the_link_check_takes_githubs_anchors_of_repeated_headings(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    text = "# Same\n## Same\n### Same\n# Other `code` (x)!\n"
+    links = "[a](#same) [b](#same-1) [c](#same-2) [d](#same-3) [e](#other-code-x) [f](doc.md#same-1)\n"
+    doc.write_text(text + links)
+    assert broken_links(doc, doc.read_text()) == ["#same-3"]
 
 
 def test_every_dotted_name_the_docs_give_resolves() -> None:

@@ -1,10 +1,13 @@
 """One Engine name type: outside mtpverdict/engines/, no module spells an engine's name as a string (nor
-inside a longer string or a regex, in any case, glued to `_` or `-`, followed by a version, as bytes), nor
-any other word the engine is known by (its title, programs, image words, variable and metric prefixes:
-"llama.cpp", "llama-server", "LLAMA_ARG_"), imports an engine's module or its parsers'
-(`mtpverdict.parse.<engine>_*`, absolutely or relatively), or names a class, function, variable,
-argument or attribute after an engine (`engines.sglang`, `Engine.VLLM`, `LlamaTimings`); engine
-knowledge asks the registry. Docstrings and comments are prose and are not counted."""
+inside a longer string or a regex, in any case, glued to `_` or `-`, followed by a version or a plural's
+`s`, as bytes), nor any other word the engine is known by (its title, its title's separators as `_`, `-`
+or a space, programs, image words, variable and metric prefixes: "llama.cpp", "llama_cpp",
+"llama-server", "LLAMA_ARG_"), imports an engine's module or its parsers' (`mtpverdict.parse.<engine>_*`,
+absolutely or relatively), names a class, function, variable, argument or attribute after an engine
+(`engines.sglang`, `Engine.VLLM`, `LlamaTimings`, `VLLMEngine`), or takes one by its place in the
+registry (`ENGINES[0]`); engine knowledge asks the registry. An engine's own parsers
+(parse/<engine>_*.py) may import its other parsers and spell the engine's text PARSER_TEXT lists.
+Docstrings and comments are prose and are not counted."""
 
 from __future__ import annotations
 
@@ -25,19 +28,21 @@ NAMES = frozenset(e.value for e in Engine)
 
 
 def engine_words() -> tuple[str, ...]:
-    """Every word an engine is known by, from its parts: its name and title, the programs that run its
-    server, the words of its images, the prefixes of its variables and of its /metrics names."""
+    """Every word an engine is known by, from its parts: its name and title (a title's separators also
+    as `_`, `-` or a space: "llama_cpp", "llama cpp"), the programs that run its server, the words of
+    its images, the prefixes of its variables and of its /metrics names."""
     words: set[str] = set()
     for parts in registry.ENGINES.values():
         words |= {parts.name.value, parts.title, parts.metric_prefix, *parts.image_words}
         words |= {*parts.programs.executables, *parts.config_variables}
+        words |= {re.sub(r"[^A-Za-z0-9]+", glue, parts.title) for glue in ("_", "-", " ")}
     return tuple(sorted(words, key=lambda w: (-len(w), w)))
 
 
 def _word_pattern(word: str) -> str:
-    """A word alone: no letter or digit before it; none after it either (a version may follow) unless
-    the word ends as a prefix does (`VLLM_`, `vllm:`)."""
-    after = "" if not word[-1].isalnum() else r"(?:(?![A-Za-z0-9])|(?=[-_.]?\d+(?:\.\d+)+))"
+    """A word alone: no letter or digit before it; none after it either but a plural's `s` (a version
+    may follow) unless the word ends as a prefix does (`VLLM_`, `vllm:`)."""
+    after = "" if not word[-1].isalnum() else r"s?(?:(?![A-Za-z0-9])|(?=[-_.]?\d+(?:\.\d+)+))"
     return rf"(?<![A-Za-z0-9]){re.escape(word)}{after}"
 
 
@@ -51,21 +56,35 @@ MENTION_RE = re.compile(
 # (`LlamaTimings`, `llama_counts`, `.llama`, `Engine.VLLM`)
 STEMS = frozenset(NAMES | {re.split(r"[^a-z0-9]", registry.title(e).lower())[0] for e in Engine})
 # a stem as a word of an identifier: from its start, a `_` or a capital after a lower-case letter or
-# digit, to its end, a `_` or digit, or a capital after a lower-case letter (CamelCase: `SGLangReader`,
-# not `VLLMX`); a stem followed by `bench` is vLLM's benchmark tool (`import_vllm_bench`, `VllmBench`)
+# digit, to its end, a `_` or digit, a capital after a lower-case letter (CamelCase: `SGLangReader`, not
+# `VLLMX`), or, ending a run of capitals, a capital that opens a word (`VLLMEngine`, `SGLANGReader`); a
+# stem followed by `bench` is vLLM's benchmark tool (`import_vllm_bench`, `VllmBench`)
 IDENTIFIER_STEM_RE = re.compile(
     r"(?:^|(?<=_)|(?<=[a-z0-9])(?=[A-Z]))"
     rf"(?i:{'|'.join(sorted(STEMS))})"
-    r"(?:$|(?=[_0-9])|(?<=[a-z])(?=[A-Z]))"
+    r"(?:$|(?=[_0-9])|(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]))"
     r"(?!_?(?i:bench))"
 )
+# the registry's engines or choices taken by position (`ENGINES[0]` is an engine named by its place)
+POSITIONAL_RE = re.compile(r"^(?:(?:tuple|list|sorted)\()?(?:\w+\.)*(?:ENGINES|ENGINE_CHOICES|Engine)\)?$")
 # an engine's module in a dotted import path, absolute or relative (`from ..engines.vllm import X`), or
 # one of its parsers in mtpverdict/parse/ (`from mtpverdict.parse import vllm_log`)
 ENGINE_MODULE_RE = re.compile(
     rf"(?:^|\.)(?:engines\.(?:{'|'.join(sorted(NAMES))})(?:\.|$)|parse\.(?:{'|'.join(sorted(NAMES))})_)"
 )
-# the engine's own parsers, which its module names (docs/architecture.md: parse/<engine>_*.py)
-ENGINE_PARSERS_RE = re.compile(rf"parse/(?:{'|'.join(sorted(NAMES))})_\w+\.py")
+# an engine's own parsers, which its module names (docs/architecture.md: parse/<engine>_*.py): each may
+# import its own engine's other parsers, and spell the engine's text that PARSER_TEXT lists, nothing else
+ENGINE_PARSERS_RE = re.compile(rf"parse/({'|'.join(sorted(NAMES))})_\w+\.py")
+PARSER_TEXT = {
+    "parse/vllm_log.py": {
+        r"vLLM API server version": "the line in which vLLM's API server prints its version",
+        r'"system_fingerprint"\s*:\s*"vllm-': "a response's fingerprint, which vLLM opens with its name",
+        r"\((?:APIServer|EngineCore": "the process names vLLM opens its log lines with (VllmWorker)",
+    },
+    "parse/vllm_response.py": {
+        r'"system_fingerprint"\s*:\s*"vllm-': "a response's fingerprint, which vLLM opens with its name",
+    },
+}
 # the files whose mention must stay, each with why (path under src/mtpverdict -> why)
 ALLOWED = {
     "cli/sim.py": "an example image name in --image's help, as a user writes it",
@@ -123,7 +142,24 @@ def engine_mentions(files: list[Path], root: Path) -> list[str]:
                 for m in _imported(node)
                 if ENGINE_MODULE_RE.search(m)
             ]
+            if _positional(node):
+                found.append(f"{where}:{node.lineno} {ast.unparse(node)}")  # type: ignore[attr-defined]
     return sorted(found)
+
+
+def _positional(node: ast.AST) -> bool:
+    """Whether a node takes one of the registry's engines by its place (`ENGINES[0]`, `ENGINES[-1]`,
+    `ENGINE_CHOICES[1:]`, `list(Engine)[0]`): an index or slice bound that is a whole number."""
+    if not (isinstance(node, ast.Subscript) and POSITIONAL_RE.match(ast.unparse(node.value))):
+        return False
+    bounds = [node.slice.lower, node.slice.upper] if isinstance(node.slice, ast.Slice) else [node.slice]
+    return any(_whole_number(b) for b in bounds if b is not None)
+
+
+def _whole_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 def _names(node: ast.AST) -> list[str]:
@@ -175,15 +211,65 @@ def test_no_engine_name_literal_outside_engines() -> None:
     assert found == [], "name engines by mtpverdict.engines.names.Engine or ask the registry"
 
 
+def unexplained(mentions: list[str]) -> list[str]:
+    """The mentions neither ALLOWED (its whole file) nor one an engine's parser may make: an import of
+    its own engine's other parsers, or a literal PARSER_TEXT lists for its file."""
+    return [m for m in mentions if m.split(":")[0] not in ALLOWED and not _parser_may(m)]
+
+
+def _parser_may(mention: str) -> bool:
+    where, seen = mention.split(" ", 1)
+    parser = ENGINE_PARSERS_RE.fullmatch(where.split(":")[0])
+    if parser is None:
+        return False
+    if re.fullmatch(rf"import (?:mtpverdict\.parse\.|\.){parser[1]}_\w+(?:\.\w+)?", seen):
+        return True
+    text = _quoted(seen)
+    openings = PARSER_TEXT.get(parser[0], {})
+    return text is not None and any(text.startswith(opening) for opening in openings)
+
+
+def _quoted(seen: str) -> str | None:
+    """A literal's text as a mention quotes it (its first 60 characters); None for another mention."""
+    return str(ast.literal_eval(seen)) if seen[:1] in "'\"" else None
+
+
 def test_no_engine_knowledge_outside_engines() -> None:
-    files = [p for p in _outside_engines() if not ENGINE_PARSERS_RE.fullmatch(p.relative_to(SRC).as_posix())]
-    found = [f for f in engine_mentions(files, SRC) if f.split(":")[0] not in ALLOWED]
+    found = unexplained(engine_mentions(_outside_engines(), SRC))
     assert found == [], "ask the registry (mtpverdict.engines.registry) or build the text from its names"
 
 
 def test_every_allowed_file_still_needs_it() -> None:
-    found = {f.split(":")[0] for f in engine_mentions(_outside_engines(), SRC)}
-    assert set(ALLOWED) <= found and all(why.strip() for why in ALLOWED.values())
+    found = engine_mentions(_outside_engines(), SRC)
+    assert set(ALLOWED) <= {f.split(":")[0] for f in found} and all(why.strip() for why in ALLOWED.values())
+    texts = [(f.split(":")[0], _quoted(f.split(" ", 1)[1]) or "") for f in found]
+    for path, openings in PARSER_TEXT.items():
+        for opening, why in openings.items():
+            assert why.strip() and any(p == path and t.startswith(opening) for p, t in texts), opening
+
+
+def test_an_engines_parser_may_spell_only_its_own_listed_text(tmp_path: Path) -> None:
+    parser = tmp_path / "parse" / "vllm_log.py"
+    parser.parent.mkdir()
+    parser.write_text(
+        '"""Probe."""\n'
+        "from mtpverdict.parse.vllm_response import X\n"  # its own engine's parser
+        'A = r"vLLM API server version (\\S+)"\n'  # listed
+        "from mtpverdict.parse.llamacpp_log import Y\n"  # another engine's parser
+        "from mtpverdict.engines import vllm\n"  # an engine's module
+        'B = "sglang"\n'
+        'C = "vLLM took this"\n'  # not listed
+        "class VllmLine: ...\n"
+    )
+    found = unexplained(engine_mentions([parser], tmp_path))
+    assert found == [
+        "parse/vllm_log.py:4 import mtpverdict.parse.llamacpp_log",
+        "parse/vllm_log.py:4 import mtpverdict.parse.llamacpp_log.Y",
+        "parse/vllm_log.py:5 import mtpverdict.engines.vllm",
+        "parse/vllm_log.py:6 'sglang'",
+        "parse/vllm_log.py:7 'vLLM took this'",
+        "parse/vllm_log.py:8 .VllmLine",
+    ]
 
 
 def test_the_count_sees_a_name_inside_a_string_and_an_import(tmp_path: Path) -> None:
@@ -235,6 +321,16 @@ def test_the_count_sees_a_name_inside_a_string_and_an_import(tmp_path: Path) -> 
         ("Y = engines.vllm_log", ".vllm_log"),
         ("from mtpverdict.parse import vllm_log", "import mtpverdict.parse.vllm_log"),
         ("from .parse.llamacpp_server import X", "import .parse.llamacpp_server"),
+        ("class VLLMEngine: ...", ".VLLMEngine"),
+        ("X = SGLANGReader()", ".SGLANGReader"),
+        ("X = MyLLAMAServer", ".MyLLAMAServer"),
+        ('X = "llama_cpp"', "'llama_cpp'"),
+        ('X = "a llama cpp build"', "'a llama cpp build'"),
+        ('X = "both vLLMs"', "'both vLLMs'"),
+        ("X = ENGINES[0]", "ENGINES[0]"),
+        ("X = registry.ENGINES[-1]", "registry.ENGINES[-1]"),
+        ("X = names.ENGINE_CHOICES[1:]", "names.ENGINE_CHOICES[1:]"),
+        ("X = list(Engine)[2]", "list(Engine)[2]"),
     ],
 )
 def test_the_count_sees_each_spelling(tmp_path: Path, line: str, seen: str) -> None:
@@ -253,7 +349,9 @@ def test_the_count_leaves_prose_and_other_words(tmp_path: Path) -> None:
         '    """VLLM_ in a function\'s docstring."""\n'
         'X = ("vllmx", "xsglang", "llamacpp2", "vllm bench serve", "vllm-bench", "vllm_bench")\n'
         'Z = ("meta-llama/Llama-3.2-1B", "llamas", "vllmx0.32", "import_vllm_bench")\n'
-        "Y = Engine.VLLMX, llamas, import_vllm_bench, VllmBenchEntry\n"
+        "Y = Engine.VLLMX, llamas, import_vllm_bench, VllmBenchEntry, HTTPServer, LLAMAS\n"
+        "W = ENGINES[engine], ENGINE_CHOICES[i:], titles[0], registry.ENGINES[Engine(name)]\n"
+        'V = ("vllmsx", "llama_cppx", "llamacpps2")\n'
         "from mtpverdict.parse import text, metrics\n"
         "from .engines import names\n"
     )

@@ -1,7 +1,8 @@
 """A new engine is one module plus one registry line: a copy of the checkout with a throwaway engine added
 that way (engines/toy.py and the member `TOY = "toy"`; in code, nothing else) is read by parse and checked
 by the registry's completeness test, which asks for its docs row and samples and nothing more; the CLI
-reference, whose --engine help names it, is regenerated, and the check on a stale one catches it."""
+reference, whose --engine help names it, is regenerated, and the check on a stale one catches it; the
+parser's tests that read every engine (its cases, its reader) pass on the copy unedited."""
 
 from __future__ import annotations
 
@@ -15,9 +16,22 @@ from pathlib import Path
 
 from ..conftest import ROOT
 
-# what the copy holds: every tree a new engine touches (code, docs, samples, of any file type), and two
-# files it leaves alone (its package metadata and the README)
-COPIED = ("src/mtpverdict", "docs", "tests/data/engine", "tests/data/recorded", "pyproject.toml", "README.md")
+# what the copy holds: every tree a new engine touches (code, docs, samples, of any file type), two files
+# it leaves alone (its package metadata and the README), and the parser's tests that read every engine
+# (run on the copy: none of them names the engines it expects)
+COPIED = (
+    "src/mtpverdict",
+    "docs",
+    "tests/data/engine",
+    "tests/data/recorded",
+    "pyproject.toml",
+    "README.md",
+    "tests/__init__.py",
+    "tests/conftest.py",
+    "tests/parse",
+)
+# the parser's tests run on the copy, with the toy registered (the slow ones left to the checkout's run)
+COPY_TESTS = ("tests/parse/test_cases.py", "tests/parse/test_reader.py")
 DOC_ROW_AFTER = "| engine | surface | what is read | checked against |\n|---|---|---|---|\n"
 DOC_ROW = "| Toy | log | `toy accepted A of D draft tokens` | source: toy 1.0 |\n"
 SAMPLE = "tests/data/engine/toy/log_accepted"
@@ -74,12 +88,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from mtpverdict.engines import sglang
-from mtpverdict.engines.interface import Absent, MetricNames
+from mtpverdict.engines.interface import MetricNames, ResponseJson
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.model import AcceptanceReading, Found
+from mtpverdict.parse.response_json import line_object
 
 LINE_RE = re.compile(r"toy accepted (\\d+) of (\\d+) draft tokens")
 
@@ -98,6 +115,28 @@ class _LogLines:
         return text.startswith("[toy]")
 
 
+class _Responses:
+    """Each response's `toy_stats`: {"kept": A, "drafted": D}."""
+
+    def find(self, text: str, line: int) -> list[Found]:
+        held = line_object(text, '"toy_stats"')
+        if held is None:
+            return []
+        return [Found(start=held[0], message=held[1], acceptance=r) for r, _ in self.readings(held[2], line)]
+
+    def readings(self, obj: Any, line: int | None) -> Iterator[tuple[AcceptanceReading, tuple[str, ...]]]:
+        stats = obj.get("toy_stats") if isinstance(obj, dict) else None
+        if isinstance(stats, dict):
+            kept, drafted = stats.get("kept"), stats.get("drafted")
+            reading = AcceptanceReading(
+                "response", "run", "response", accepted_tokens=kept, draft_tokens=drafted, line=line
+            )
+            yield reading, ()
+
+    def version(self, text: str) -> str | None:
+        return None
+
+
 ENGINE = dataclasses.replace(
     sglang.ENGINE,
     name=Engine("toy"),
@@ -108,7 +147,8 @@ ENGINE = dataclasses.replace(
     metric_prefix="toy:",
     metric_names=MetricNames(draft_tokens="toy:drafted", accepted_tokens="toy:kept"),
     log_lines=_LogLines(),
-    response_json=Absent("the toy server answers no JSON"),
+    responses=_Responses(),
+    response_json=ResponseJson(re.compile(r'"toy_stats"\\s*:'), "Toy toy_stats"),
 )
 '''
 
@@ -119,10 +159,9 @@ from pathlib import Path
 from mtpverdict.cli import app
 from mtpverdict.cli._help import reference_markdown
 from mtpverdict.engines import registry
-from mtpverdict.engines.names import ENGINE_CHOICES, Engine
+from mtpverdict.engines.names import ENGINE_CHOICES
 from mtpverdict.parse import parse_file, parse_metrics, parse_text
 from tests.engines.test_registry import DATA, DOC, registry_problems
-from tests.parse import test_reader
 from tests.test_docs import reference_stale
 
 copy = Path(sys.argv[1])
@@ -130,12 +169,6 @@ reference = copy / "docs" / "cli-reference.md"
 help_text = reference_markdown(app)
 stale = reference_stale(reference, help_text)
 reference.write_text(help_text)  # as pytest tests/test_docs.py --regen-docs writes it
-try:
-    test_reader.test_unrecognised_text_warns()
-    reader = None
-except AssertionError as exc:
-    reader = str(exc)
-toy = Engine("toy")
 print(json.dumps({
     "registered": [str(e) for e in registry.ENGINES],
     "choices": list(ENGINE_CHOICES),
@@ -145,12 +178,13 @@ print(json.dumps({
     ),
     "stale": stale,
     "regenerated": reference_stale(reference, help_text),
-    "reader": reader,
     "samples": [parse_file(copy / (name + ".txt")).to_json() for name in sys.argv[2:]],
     "log": parse_text("[toy] start\\n[toy] toy accepted 3 of 4 draft tokens\\n").to_json(),
     "chosen": parse_text("toy accepted 1 of 2 draft tokens", "toy").to_json()["engine"],
     "metrics": parse_text("toy:drafted_total 8\\ntoy:kept_total 5\\n").to_json(),
     "vllm_names": parse_metrics("toy:spec_decode_num_draft_tokens_total 8\\n").draft_tokens,
+    "response": parse_text('{"toy_stats": {"kept": 2, "drafted": 3}}').to_json(),
+    "no_stats": parse_text('{"content": "x"}', "toy").to_json()["warnings"],
 }))
 """
 
@@ -271,7 +305,9 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     assert added and all("toy" in line for line in added)
     assert any(line.strip().startswith("--engine") for line in added)
     assert seen["whole"] == []
-    assert seen["reader"] is None  # the reader test's list of engines comes from the registry
+    # the parser's tests, run on the copy, pass with the toy registered: their engines come from the
+    # registry, their expected warnings from the engines' parts
+    assert _run_copy_tests(copy, env) == ""
     assert seen["samples"] == [SAMPLE_EXPECTED, METRICS_EXPECTED]
     assert seen["registered"] == ["vllm", "sglang", "llamacpp", "toy"]
     assert seen["choices"] == ["auto", "vllm", "sglang", "llamacpp", "toy"]
@@ -287,3 +323,24 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     # its counters are read through its own metric_names part, not another engine's names
     assert [(r["draft_tokens"], r["accepted_tokens"]) for r in seen["metrics"]["acceptance"]] == [(8, 5)]
     assert seen["vllm_names"] is None
+    # a JSON document of its saved responses is read through its response_json part
+    assert seen["response"]["engine"] == "toy"
+    assert [(r["accepted_tokens"], r["draft_tokens"]) for r in seen["response"]["acceptance"]] == [(2, 3)]
+    assert seen["no_stats"][0].startswith("a JSON document without Toy toy_stats (no drafting")
+
+
+def _run_copy_tests(copy: Path, env: dict[str, str]) -> str:
+    """COPY_TESTS run by pytest in the copy (its own tests, samples and package): "" when they pass,
+    else the failed tests' lines of pytest's summary (its whole report when it has none)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *COPY_TESTS],
+        cwd=copy,
+        env={**env, "PYTHONPATH": str(copy / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if ran.returncode == 0:
+        return ""
+    failed = [line for line in ran.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return "\n".join(failed) or ran.stdout + ran.stderr

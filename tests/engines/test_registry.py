@@ -50,6 +50,7 @@ def registry_problems(engines: Mapping[Engine, EngineParts], doc: str, data: Pat
     rows = surface_rows(doc)
     for name, parts in engines.items():
         found = code_problems(name, parts) + part_problems(parts) + prefix_problems(parts, engines)
+        found += flag_problems(parts, engines)
         found += doc_problems(parts, rows) + sample_problems(name, rows.get(parts.title, []), data)
         found += metric_sample_problems(parts, data)
         problems += [f"{name}: {p}" for p in found]
@@ -97,6 +98,36 @@ def prefix_problems(parts: EngineParts, engines: Mapping[Engine, EngineParts]) -
         if other.name is not parts.name
         and (other.metric_prefix.startswith(prefix) or prefix.startswith(other.metric_prefix))
     ]
+    return out
+
+
+def flag_spellings(parts: EngineParts) -> list[tuple[str, str]]:
+    """Every spelling in an engine's flag table, with its line's canonical flag, in table order."""
+    groups = parts.flags if isinstance(parts.flags, tuple) else ()
+    lines = (line.split() for g in groups if isinstance(g, FlagGroup) for line in g.text.strip().splitlines())
+    return [(name, names[0]) for names in lines if names for name in names]
+
+
+def flag_problems(parts: EngineParts, engines: Mapping[Engine, EngineParts]) -> list[str]:
+    """Each spelling in its flag table names one flag of one engine: none is listed twice in its own
+    table, and none is another engine's too (the flag table keeps one engine per spelling, so the
+    other's flag would be read as this one's)."""
+    mine = flag_spellings(parts)
+    names = [name for name, _ in mine]
+    out = [
+        f"flags: {name!r} is listed twice in its table"
+        for name in dict.fromkeys(names)
+        if names.count(name) > 1
+    ]
+    for other in engines.values():
+        if other.name is parts.name:
+            continue
+        theirs = dict(flag_spellings(other))
+        out += [
+            f"flags: {name!r} ({canonical}) is {other.name}'s {theirs[name]} too"
+            for name, canonical in dict(mine).items()
+            if name in theirs
+        ]
     return out
 
 
@@ -379,6 +410,26 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
 def test_a_half_added_engine_fails(changes: dict[str, object], expected: str) -> None:
     problems = registry_problems(_with(Engine.SGLANG, **changes), DOC.read_text(), DATA)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_a_flag_two_engines_spell_fails() -> None:
+    # an alias the toy engine of a review gave its threads flag was llama.cpp's spelling too
+    mine = registry.ENGINES[Engine.SGLANG].flags
+    engines = _with(Engine.SGLANG, flags=(*mine, FlagGroup("--sgl-draft-threads -td")))
+    problems = registry_problems(engines, DOC.read_text(), DATA)
+    assert [p for p in problems if ": flags: " in p] == [
+        "sglang: flags: '-td' (--sgl-draft-threads) is llamacpp's --spec-draft-threads too",
+        "llamacpp: flags: '-td' (--spec-draft-threads) is sglang's --sgl-draft-threads too",
+    ]
+
+
+def test_a_flag_listed_twice_in_one_table_fails() -> None:
+    mine = registry.ENGINES[Engine.SGLANG].flags
+    engines = _with(Engine.SGLANG, flags=(*mine, FlagGroup("--sgl-x --sgl-y --sgl-x")))
+    problems = registry_problems(engines, DOC.read_text(), DATA)
+    assert [p for p in problems if ": flags: " in p] == [
+        "sglang: flags: '--sgl-x' is listed twice in its table"
+    ]
 
 
 def test_an_engine_missing_from_the_registry_fails() -> None:

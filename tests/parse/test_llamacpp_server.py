@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mtpverdict.collect.campaign import flag_spans, parity_problems
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import MetricNames
 from mtpverdict.engines.names import Engine
 from mtpverdict.errors import EngineTextError
-from mtpverdict.parse import AcceptanceReading, KvCapacity, parse_metrics
+from mtpverdict.parse import AcceptanceReading, KvCapacity, llamacpp_server, parse_metrics
 from mtpverdict.parse.llamacpp_server import (
     CHECKED_VERSION,
-    METRIC_COUNTERS,
-    METRIC_GAUGES,
-    METRIC_PER_POSITION,
     Health,
     build_version,
     cached_prompt_tokens,
@@ -235,13 +236,53 @@ def test_bad_props_and_slots_name_the_key() -> None:
         read_slots({"id": 0})
 
 
-def test_the_recorded_metric_names_are_the_listed_ones() -> None:
+# the rest of llama-server's /metrics (server-task.cpp `to_metrics`), which nothing reads: the series
+# read are the engine's `metric_names`; no label but `position`, every counter updated when a request
+# ends (metrics_on_prediction), never in the middle of one
+UNREAD_COUNTERS = (
+    "prompt_tokens_cached_total",
+    "prompt_seconds_total",
+    "tokens_predicted_seconds_total",
+    "n_decode_total",
+    "n_tokens_max",  # exported as a counter, although it is the largest sequence seen
+)
+UNREAD_GAUGES = (
+    "prompt_tokens_seconds",
+    "predicted_tokens_seconds",
+    "requests_processing",
+    "requests_deferred",
+    "n_busy_slots_per_decode",
+)
+
+
+def _read_families() -> tuple[str, set[str]]:
+    """The engine's /metrics prefix and the counter families its parts read, as exported (`_total`)."""
+    parts = registry.ENGINES[Engine.LLAMACPP]
+    names = parts.metric_names
+    assert isinstance(names, MetricNames) and names.kv_config is None
+    assert not {names.accept_length, names.accept_rate, names.kv_tokens} - {None}  # no gauge read
+    return parts.metric_prefix, {f"{n.removeprefix(parts.metric_prefix)}_total" for n in names.roles()}
+
+
+def test_the_recorded_metric_names_are_the_read_and_unread_ones() -> None:
+    prefix, read = _read_families()
+    per_position = {n for n in read if n.endswith("_per_pos_total")}  # exported once a draft was verified
+    assert len(per_position) == 1
     for arm in ARMS:
         text = (SERVER / f"metrics-{arm}-after.txt").read_text()
-        names = set(re.findall(r"^llamacpp:(\w+)", text, re.MULTILINE))
-        expected = set(METRIC_COUNTERS) | set(METRIC_GAUGES)
-        assert names - {METRIC_PER_POSITION} == expected
-        assert (METRIC_PER_POSITION in names) is (arm != "none")
+        names = set(re.findall(rf"^{re.escape(prefix)}(\w+)", text, re.MULTILINE))
+        assert names - per_position == read - per_position | set(UNREAD_COUNTERS) | set(UNREAD_GAUGES)
+        assert (per_position <= names) is (arm != "none")
+
+
+def test_the_server_module_spells_no_metric_name_the_engine_reads() -> None:
+    # the names read are the engine module's (engines/llamacpp.py): a second spelling here could drift
+    prefix, read = _read_families()
+    spellings = read | {n.removesuffix("_total") for n in read}
+    spellings |= {prefix + n for n in spellings}
+    source = Path(llamacpp_server.__file__).read_text()
+    strings = {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant)}
+    assert sorted(s for s in strings if s in spellings) == []
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.engines import registry
+from mtpverdict.engines.interface import present
 from mtpverdict.errors import EngineTextError
 from mtpverdict.parse import parse_file, parse_text
 
@@ -18,6 +19,11 @@ V1_LINE = (
     "2.00, Accepted throughput: 1.00 tokens/s, Drafted throughput: 3.00 tokens/s, Accepted: {a} tokens, "
     "Drafted: 30 tokens, Per-position acceptance rate: 0.600, 0.300, 0.100, Avg Draft acceptance rate: 33.3%"
 )
+
+
+def _either(words: list[str]) -> str:
+    """ "a, b or c", as the reader's warnings list alternatives (one word alone)."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def test_empty_text_warns() -> None:
@@ -31,8 +37,7 @@ def test_unrecognised_text_warns() -> None:
     result = parse_text("hello\nworld\n")
     assert result.engine is None
     titles = [registry.title(e) for e in registry.ENGINES]  # every engine, however many are registered
-    named = titles[0] if len(titles) == 1 else f"{', '.join(titles[:-1])} or {titles[-1]}"
-    assert result.warnings[0].startswith(f"no {named} output recognised; parse reads")
+    assert result.warnings[0].startswith(f"no {_either(titles)} output recognised; parse reads")
 
 
 def test_binary_input_warns_and_reads_what_it_can(tmp_path: Path) -> None:
@@ -120,10 +125,11 @@ def test_json_document_without_timings() -> None:
     result = parse_text('{"content": "x", "timings": {"predicted_n": 3}}')
     assert result.engine is None
     assert result.acceptance == ()
-    assert result.warnings[0] == (
-        "a JSON document without vLLM metrics.speculative_decoding, SGLang meta_info spec fields or "
-        "llama.cpp timings.draft_n (no drafting, or another surface)"
-    )
+    # every engine's JSON surface, in the registry's order, however many are registered
+    held = [present(parts.response_json) for parts in registry.ENGINES.values()]
+    holds = [part.holds for part in held if part is not None]
+    assert len(holds) >= 3
+    assert result.warnings[0] == f"a JSON document without {_either(holds)} (no drafting, or another surface)"
 
 
 def test_json_document_of_a_chosen_engine_names_its_own_fields() -> None:

@@ -1,10 +1,11 @@
 """What driving llama.cpp's server needs: endpoints, readiness, depth in force, KV, per-request acceptance.
 
-Pure functions and named constants (the speculative flags and the depth they ask for are the engine
-module's, mtpverdict.engines.llamacpp), checked against llama-server built from llama.cpp 0.5.0-dev
-(commit 0c1e570, vendored by llama-cpp-python 0.3.36): its ``--help``, ``tools/server/server-context.cpp``,
-``server-http.cpp``, ``server-task.cpp``, ``server-common.cpp``, ``common/arg.cpp``,
-``common/speculative.cpp``, and the text recorded in ``tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/``.
+Pure functions and named constants (the speculative flags, the depth they ask for and the /metrics
+names read are the engine module's, mtpverdict.engines.llamacpp), checked against llama-server built
+from llama.cpp 0.5.0-dev (commit 0c1e570, vendored by llama-cpp-python 0.3.36): its ``--help``,
+``tools/server/server-context.cpp``, ``server-http.cpp``, ``server-task.cpp``, ``server-common.cpp``,
+``common/arg.cpp``, ``common/speculative.cpp``, and the text recorded in
+``tests/data/recorded/llamacpp-0.5.0-dev-0c1e570-cpu/``.
 
     health_state(status)                      -> Health          /health: ready, loading or failed
     endpoint_refusal(status, body)            -> str | None      a 501 "Start it with --metrics"
@@ -49,30 +50,6 @@ ENDPOINT_FLAGS: tuple[tuple[str, str, bool], ...] = (
     ("GET /slots", "--slots", True),  # --no-slots turns it off
     ("POST /props", "--props", False),  # GET /props always answers
 )
-
-# /metrics names (server-task.cpp `to_metrics`), all prefixed `llamacpp:`, no labels but `position`.
-# Counters are updated when a request ends (metrics_on_prediction), never in the middle of one.
-METRIC_COUNTERS = (
-    "prompt_tokens_total",
-    "prompt_tokens_cached_total",
-    "prompt_seconds_total",
-    "tokens_predicted_total",
-    "tokens_predicted_seconds_total",
-    "n_decode_total",
-    "n_tokens_max",  # exported as a counter, although it is the largest sequence seen
-    "spec_decode_num_draft_tokens_total",
-    "spec_decode_num_accepted_tokens_total",
-    "spec_decode_num_drafts_total",  # verification steps, not drafts generated
-)
-METRIC_GAUGES = (
-    "prompt_tokens_seconds",
-    "predicted_tokens_seconds",
-    "requests_processing",
-    "requests_deferred",
-    "n_busy_slots_per_decode",
-)
-# Exported only once a draft was verified; one series per position 0..n_max-1.
-METRIC_PER_POSITION = "spec_decode_num_accepted_tokens_per_pos_total"
 
 
 class Health(StrEnum):
