@@ -210,16 +210,20 @@ def until_resolved_command(
 ) -> str:
     """The command that continues a campaign until its arms settle, with the boots it needs.
 
-    resume False: the campaign's alpha is spent by its looks (stats/looks.py), or it was collected
-    without --until-resolved (which a resume cannot add): a new campaign in a fresh directory, planned
-    for its looks from the start.
+    Either way the command runs on `results` and its looks stay counted (stats/looks.py). resume
+    True: the campaign has looks left, so it is resumed. resume False: its looks have spent its alpha
+    (one collected without --until-resolved has one look, and a resume cannot add --until-resolved):
+    a new campaign in a fresh directory that continues this one (`--continues`), so what its looks
+    spent is counted; it can still keep arms off, but not promote.
     """
     import shlex
 
     if not resume:
         return (
             "this campaign's looks have spent its alpha (one collected without --until-resolved has one "
-            f"look); set boots = {boots_per_arm} in {campaign} and collect a new campaign: "
+            "look), so more boots can settle arms keep off but cannot promote one; set boots = "
+            f"{boots_per_arm} in {campaign} and collect a campaign that continues this one, its looks "
+            "counted: "
             + shlex.join(
                 [
                     "mtpverdict",
@@ -227,6 +231,8 @@ def until_resolved_command(
                     campaign,
                     "--out",
                     NEW_RESULTS,
+                    "--continues",
+                    results,
                     "--until-resolved",
                     "--rules",
                     policy,
