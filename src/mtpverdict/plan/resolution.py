@@ -75,10 +75,12 @@ def settle_probability(
 ) -> dict[str, float]:
     """Probability that each outcome is shown at n_arm boots per arm (noncentral t, Holm's first step).
 
-    better and equivalent must hold at every cell (their product: a lower bound, as design_power);
-    worse and below_min_effect at some cell, each tested at alpha / (family x cells) (the largest
-    per-cell probability: a lower bound). Equivalence uses the normal-shift approximation of TOST
-    power with t quantiles.
+    The levels are decide's (stats/procedure.py): better and equivalent must hold at every cell (their
+    product: a lower bound, as design_power); worse at some cell at alpha / (family x cells), Holm's
+    first step; below_min_effect, the futility decision, at some cell at alpha unadjusted (the upper
+    bound of the 1 - 2 alpha interval below log(1 + min_effect)). "At some cell" is the largest
+    per-cell probability: a lower bound, exact with one cell. Equivalence uses the normal-shift
+    approximation of TOST power with t quantiles.
     """
     from mtpverdict.stats import tdist
 
@@ -89,11 +91,12 @@ def settle_probability(
     m, cells = max(family_size, 1), max(len(effects), 1)
     t_all = float(tdist.t_ppf(1 - alpha / m, df))
     t_any = float(tdist.t_ppf(1 - alpha / (m * cells), df))
+    t_futile = float(tdist.t_ppf(1 - alpha, df))  # futility only keeps an arm off: no correction
     better = equivalent = 1.0
     worse = short = 0.0
     for d in effects:
         better *= float(tdist.nct_sf(t_all, df, (d - shift) / se))
-        short = max(short, float(tdist.nct_cdf(-t_any, df, (d - shift) / se)))
+        short = max(short, float(tdist.nct_cdf(-t_futile, df, (d - shift) / se)))
         worse = max(worse, float(tdist.nct_cdf(-t_any, df, d / se)))
         inside = tdist.t_cdf((margin - d) / se - t_all, df) - tdist.t_cdf((-margin - d) / se + t_all, df)
         equivalent *= max(0.0, float(inside))
