@@ -74,7 +74,7 @@ def test_following_a_spent_campaigns_next_step_counts_its_look(tmp_path: Path) -
     """The fixed campaign's one look spent alpha: the campaign its next step collects continues it, so
     it cannot promote what the earlier look could not (alone, the later records promote k2)."""
     results, step = _decided(tmp_path, "synthetic-null")
-    assert "cannot promote" in step
+    assert "no campaign that continues it can promote an arm" in step
     argv = _argv(step)
     assert _option(argv, "--continues") == str(results) and "--until-resolved" in argv
     later = tmp_path / "later"

@@ -469,8 +469,8 @@ def _measured_again(results_dir: str, *, resumable: bool) -> str:
     if resumable:
         return f"that continues this one, its looks counted: {command}"
     return (
-        "that continues this one, its looks counted (they have spent this campaign's alpha, so it can "
-        f"settle arms keep off but cannot promote one): {command}"
+        "that continues this one, its looks counted (they have spent this campaign's alpha, so it "
+        f"cannot promote an arm): {command}"
     )
 
 

@@ -224,7 +224,7 @@ def until_resolved_command(
     if not resume:
         return (
             "this campaign's looks have spent its alpha (one collected without --until-resolved has one "
-            "look), so more boots can settle arms keep off but cannot promote one; set boots = "
+            "look), so no campaign that continues it can promote an arm; set boots = "
             f"{boots_per_arm} in {campaign} and collect a campaign that continues this one, its looks "
             "counted: "
             + shlex.join(
