@@ -137,8 +137,13 @@ def test_the_command_continues_the_campaign() -> None:
     )
 
 
-@pytest.mark.parametrize("alpha", [ALPHA, ALPHA / 10])  # a fixed design's level, a look's under 10
-def test_the_planned_futility_probability_is_decides_in_simulation(alpha: float) -> None:
+@pytest.mark.parametrize(
+    ("alpha", "futility"),
+    [(ALPHA, None), (ALPHA / 10, None), (ALPHA / 10, ALPHA)],  # fixed; a look's; a look's, futility at alpha
+)
+def test_the_planned_futility_probability_is_decides_in_simulation(
+    alpha: float, futility: float | None
+) -> None:
     """The planner's below_min_effect is decide's futility decision, at the same level: an arm truly
     at 0 settled keep off (not better by min_effect, or worse) about as often as planned. Before, the
     planner tested futility at alpha / (family x cells) while decide uses alpha unadjusted, so it
@@ -156,11 +161,14 @@ def test_the_planned_futility_probability_is_decides_in_simulation(alpha: float)
         shift=math.log1p(min_effect),
         margin=math.log1p(margin),
         family_size=3,
+        futility_alpha=futility,
     )["below_min_effect"]
     rng = np.random.default_rng(26)
     arm = rng.normal(0.0, sd, (campaigns, 3, 1, n_arm))
     control = rng.normal(0.0, sd, (campaigns, 1, n_ctrl))
-    _, arrays = batch_procedure(arm, control, alpha=alpha, equivalence_margin=margin, min_effect=min_effect)
+    _, arrays = batch_procedure(
+        arm, control, alpha=alpha, equivalence_margin=margin, min_effect=min_effect, futility_alpha=futility
+    )
     kept_off = np.isin(
         arrays.outcome[:, 0], [OUTCOMES.index(Outcome.BELOW_MIN_EFFECT), OUTCOMES.index(Outcome.WORSE)]
     )
