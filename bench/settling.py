@@ -62,10 +62,11 @@ def _boundary(boots: int) -> BootScenario:
 
 def fixed_rows(campaigns: int) -> list[str]:
     out = [
-        "| boots per arm | null: keep off [95% CP] | null: inconclusive | false promotions, null | "
+        "| boots per arm | null: keep off [95% CP] | null: inconclusive | null: every depth settled | "
+        "null: drift control fails | false promotions, null | "
         "false promotions, every depth at +min_effect [95% CP] | power at 2x floor [95% CP] | "
         "k2 kept off at 2x floor |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for b in BOOTS:
         null = decide_batch(simulate_boots(_null(b), np.random.default_rng([SEED, 1, b]), campaigns), None)
@@ -79,6 +80,8 @@ def fixed_rows(campaigns: int) -> list[str]:
         false = int(((edge.outcome == BETTER).any(axis=1) & edge.controls_pass).sum())
         out.append(
             f"| {b} | {_rate(int(settled.sum()), campaigns)} | {1 - settled.mean() - promoted.mean():.3f} | "
+            f"{(null.outcome != INCONCLUSIVE).all(axis=1).mean():.3f} | "
+            f"{_rate(int((~null.controls_pass).sum()), campaigns)} | "
             f"{_rate(int(promoted.sum()), campaigns)} | {_rate(false, campaigns)} | "
             f"{_rate(int(power.sum()), campaigns)} | "
             f"{lost.mean():.3f} |"
@@ -160,8 +163,14 @@ def adaptive_row(campaigns: int) -> list[str]:
             cols += [_rate(int((k2 == BETTER).sum()), campaigns), f"{np.isin(k2, KEPT_OFF).mean():.3f}"]
         out.append(f"| {name} | " + " | ".join(cols) + " |")
     half = len(promotions) // 2
-    same = all(np.array_equal(a, b) for a, b in zip(promotions[:half], promotions[half:], strict=True))
-    out += ["", f"promotions identical campaign for campaign at both levels: {'yes' if same else 'NO'}"]
+    names = ("null", "every depth at +min_effect", "2x floor", "1x floor")
+    gained = [int((b & ~a).sum()) for a, b in zip(promotions[:half], promotions[half:], strict=True)]
+    lost = [int((a & ~b).sum()) for a, b in zip(promotions[:half], promotions[half:], strict=True)]
+    out += [
+        "",
+        "promotions at the policy's alpha against the look's, same campaigns: "
+        + "; ".join(f"{n} +{g} -{x}" for n, g, x in zip(names, gained, lost, strict=True)),
+    ]
     return out
 
 
@@ -181,3 +190,36 @@ def run(campaigns: int) -> str:
             *adaptive_row(campaigns),
         ]
     )
+
+
+def decide_rows(campaigns: int, boots: int = 8) -> list[str]:
+    """The fixed row's parts as `decide` counts them end to end: calibration.py's null campaigns (its
+    seeds) decided by the real engine under the default policy; every depth rejected, the drift
+    control failing, and keep off."""
+    import calibration
+    from calibration import scenario
+
+    from mtpverdict.decide import decide
+    from mtpverdict.formats.decision import ControlStatus, DecisionKind, Verdict
+    from mtpverdict.formats.results_io import results_from_records
+    from mtpverdict.rules import load_policy
+    from mtpverdict.sim import simulate_campaign
+
+    policy = load_policy("default")
+    sc = scenario(boots, "null", policy)
+    seed = calibration.SEED + 100 * boots  # the null scenario's seed in calibration.run
+    settled = drift = keep = 0
+    for i in range(campaigns):
+        campaign, records = simulate_campaign(sc, np.random.default_rng([seed, i]))
+        d = decide(results_from_records(campaign, records, label=f"sim-{i}"), policy)
+        depths = [a for a in d.arms if a.verdict is not Verdict.CONTROL]
+        settled += all(a.verdict in (Verdict.REJECTED, Verdict.VOID) for a in depths)
+        drift += any(c.name == "drift" and c.status is ControlStatus.FAIL for c in d.controls)
+        keep += d.decision is DecisionKind.KEEP_MTP_DISABLED
+    return [
+        "| boots per arm | campaigns | null: keep off [95% CP] | every depth settled | "
+        "drift control fails [95% CP] |",
+        "|---|---|---|---|---|",
+        f"| {boots} | {campaigns} | {_rate(keep, campaigns)} | {settled / campaigns:.3f} | "
+        f"{_rate(drift, campaigns)} |",
+    ]
