@@ -104,3 +104,19 @@ def test_collect_takes_every_option_a_next_step_names(tmp_path: Path) -> None:
         step = CASES[case][0](tmp_path).next_step or ""
         for word in _argv(step):
             assert not word.startswith("--") or word in helped, (case, word)
+
+
+def test_a_continuation_with_no_alpha_left_is_not_resumed_as_if_it_could_promote(tmp_path: Path) -> None:
+    """Before: a campaign under --until-resolved that continues a spent one was told to resume with
+    more boots (it had looks left), though no look on it can promote."""
+    earlier, _ = _decided(tmp_path, "synthetic-null")  # a fixed campaign: its one look spent alpha
+    later = tmp_path / "later"
+    shutil.copytree(FIXTURES / "synthetic-null", later)
+    path = later / "campaign.json"
+    obj = {**json.loads(path.read_text()), "sequential_looks": 4, "continues": continuation(str(earlier))}
+    path.write_text(json.dumps(obj))
+    run = decide_directory(later, "default")
+    assert run.look is not None and run.look.alpha == 0.0 and run.look.planned == 4
+    step = run.decision.next_step or ""
+    assert "--resume" not in _argv(step)
+    assert "no campaign that continues it can promote an arm" in step
