@@ -30,6 +30,8 @@ Rates carry two-sided 95% Clopper-Pearson intervals.
         # schedules on campaigns with and without a crossover (bench/schedule_calibration.py)
     python bench/calibration.py --settling [--campaigns 2000]
         # null campaigns settled "keep off" at 3 / 5 / 8 / 10 boots per arm (bench/settling.py)
+    python bench/calibration.py --settling-decide [--campaigns 1000]
+        # the 8-boot null row's parts as decide counts them end to end (bench/settling.py)
     python bench/calibration.py --fixed-layouts [--campaigns 1000]
         # 60 fixed 8 x 1 layouts under drift, with and without the drift line (bench/fixed_layouts.py)
 """
@@ -277,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         help="null campaigns settled at 3 / 5 / 8 / 10 boots per arm, fixed and adaptive",
     )
     parser.add_argument(
+        "--settling-decide",
+        action="store_true",
+        help="the 8-boot settling row's parts as decide counts them end to end (the null campaigns)",
+    )
+    parser.add_argument(
         "--fixed-layouts",
         action="store_true",
         help="fixed 8 x 1 layouts under drift, each arm against the controls' mean or drift line",
@@ -286,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fixed_layouts(args, argv)
     if args.settling:
         return _settling(args, argv)
+    if args.settling_decide:
+        import settling
+
+        print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+        print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+        print("\n".join(settling.decide_rows(args.campaigns)))
+        return 0
     if args.schedule:
         return _schedule(args, argv)
     if args.blocked:
@@ -298,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         import blocked_calibration
 
         print(f"$ {shlex.join(['python', 'bench/calibration.py', *(argv or sys.argv[1:])])}")
+        print(f"date {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
         print("\n".join(blocked_calibration.end_to_end_rows(args.campaigns)))
         return 0
     if args.procedure:

@@ -5,10 +5,13 @@
 user starts with a fixed campaign of START boots per arm and decides it; while it is inconclusive
 they follow the next step:
 
-- `counted` (what decide now says): the fixed campaign's one look spent its alpha, so the next step
-  is a new campaign of `budget` boots per arm under --until-resolved, which looks after every round
-  from its second, each look at alpha / budget (stats/looks.look_alpha: Bonferroni over the planned
-  looks), stopping at a promotion or when every depth is settled;
+- `continued` (what decide now says): the fixed campaign's one look spent its alpha, so the next
+  step is a new campaign of `budget` boots per arm under --until-resolved that continues it
+  (`--continues`): its looks share what the first left, alpha - alpha = 0, so it cannot promote;
+- `new campaign` (the next step before it added `--continues`): the same new campaign with an alpha
+  of its own, looking after every round from its second, each look at alpha / budget
+  (stats/looks.look_alpha: Bonferroni over the planned looks), stopping at a promotion or when every
+  depth is settled;
 - `uncounted` (the earlier next step, resumed without --until-resolved as collect required): the
   same campaign resumed one boot per arm at a time, every look at the full alpha.
 
@@ -26,7 +29,7 @@ import numpy as np
 from procedure_calibration import ALPHA, BETTER, INCONCLUSIVE, MARGIN, _rate, sweep
 
 from mtpverdict.sim import BootBatch, BootScenario, simulate_boots
-from mtpverdict.stats.looks import look_alpha
+from mtpverdict.stats.looks import SPENT, look_alpha
 from mtpverdict.stats.procedure import batch_procedure
 
 SEED = 20261226
@@ -71,20 +74,29 @@ def _sequence(
     return promoted, done
 
 
-def counted(campaigns: int, budget: int, min_effect: float | None, seed: int) -> tuple[int, int]:
-    """False promotions and settled campaigns following the counted next step."""
+def counted(
+    campaigns: int, budget: int, min_effect: float | None, seed: int, carried: float = 0.0
+) -> tuple[int, int]:
+    """False promotions and settled campaigns following a next step that starts a new campaign, which
+    carries `carried` of alpha as spent (decide/looks.py: what the continued campaign's looks spent)."""
     first = simulate_boots(_scenario(START, min_effect), np.random.default_rng([seed, 1]), campaigns)
     promoted1, settled1 = _sequence(first, START, [(START, ALPHA)], min_effect)
     second = simulate_boots(_scenario(budget, min_effect), np.random.default_rng([seed, 2]), campaigns)
     spent: list[float] = []
     looks = []
+    budget_alpha = ALPHA - carried
     for r in range(2, budget + 1):  # collect --until-resolved looks before each round from the second
-        a = look_alpha(ALPHA, budget, spent)
+        a = 0.0 if budget_alpha <= SPENT else look_alpha(budget_alpha, budget, spent)
         spent.append(a)
         looks.append((r, a))
     promoted2, settled2 = _sequence(second, budget, looks, min_effect)
     go_on = ~settled1
     return int((promoted1 | (go_on & promoted2)).sum()), int((settled1 | (go_on & settled2)).sum())
+
+
+def continued(campaigns: int, budget: int, min_effect: float | None, seed: int) -> tuple[int, int]:
+    """The next step now: the new campaign continues the fixed one, whose one look spent alpha."""
+    return counted(campaigns, budget, min_effect, seed, carried=ALPHA)
 
 
 def uncounted(campaigns: int, budget: int, min_effect: float | None, seed: int) -> tuple[int, int]:
@@ -102,7 +114,12 @@ def rows(campaigns: int) -> list[str]:
     for mode, min_effect in MODES.items():
         truth = f"{MARGIN if min_effect is None else min_effect:+.0%} (= min_effect)"
         for budget in BUDGETS:
-            for name, fn in (("uncounted (earlier)", uncounted), ("counted", counted)):
+            steps = (
+                ("uncounted (earlier)", uncounted),
+                ("new campaign (earlier)", counted),
+                ("continued (now)", continued),
+            )
+            for name, fn in steps:
                 false, settled = fn(campaigns, budget, min_effect, SEED + budget)
                 out.append(
                     f"| {mode} | {truth} | {budget} | {name} | {_rate(false, campaigns)} | "

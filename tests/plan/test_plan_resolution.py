@@ -135,3 +135,43 @@ def test_the_command_continues_the_campaign() -> None:
         "mtpverdict collect campaign.toml --out 'results/run 1' --resume --until-resolved --rules default"
         in text
     )
+
+
+@pytest.mark.parametrize(
+    ("alpha", "futility"),
+    [(ALPHA, None), (ALPHA / 10, None), (ALPHA / 10, ALPHA)],  # fixed; a look's; a look's, futility at alpha
+)
+def test_the_planned_futility_probability_is_decides_in_simulation(
+    alpha: float, futility: float | None
+) -> None:
+    """The planner's below_min_effect is decide's futility decision, at the same level: an arm truly
+    at 0 settled keep off (not better by min_effect, or worse) about as often as planned. Before, the
+    planner tested futility at alpha / (family x cells) while decide uses alpha unadjusted, so it
+    planned 0.27 where decide settles 0.5 of the time (alpha 0.05)."""
+    from mtpverdict.stats.tdist import clopper_pearson
+
+    sd, n_arm, n_ctrl, min_effect, margin, campaigns = 0.02, 5, 10, 0.02, 0.005, 4000
+    planned = settle_probability(
+        [0.0],
+        sd,
+        sd,
+        n_arm,
+        n_ctrl,
+        alpha=alpha,
+        shift=math.log1p(min_effect),
+        margin=math.log1p(margin),
+        family_size=3,
+        futility_alpha=futility,
+    )["below_min_effect"]
+    rng = np.random.default_rng(26)
+    arm = rng.normal(0.0, sd, (campaigns, 3, 1, n_arm))
+    control = rng.normal(0.0, sd, (campaigns, 1, n_ctrl))
+    _, arrays = batch_procedure(
+        arm, control, alpha=alpha, equivalence_margin=margin, min_effect=min_effect, futility_alpha=futility
+    )
+    kept_off = np.isin(
+        arrays.outcome[:, 0], [OUTCOMES.index(Outcome.BELOW_MIN_EFFECT), OUTCOMES.index(Outcome.WORSE)]
+    )
+    low, high = clopper_pearson(int(kept_off.sum()), campaigns, 0.01)
+    assert 0.1 < planned < 0.9  # a probability the simulation can tell apart from a neighbour's
+    assert low <= planned <= high, (planned, kept_off.mean())

@@ -517,3 +517,23 @@ def test_bad_input_is_an_error_not_a_verdict(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         run(controls, arms, (C1,))
+
+
+def test_a_futility_level_above_alpha_only_keeps_more_arms_off() -> None:
+    """A look's futility decision at the policy's alpha, above the look's: arms that were inconclusive
+    may become below_min_effect, and nothing else moves (no promotion gained or lost at that look)."""
+    from mtpverdict.stats.procedure import OUTCOMES, Outcome, batch_procedure
+
+    rng = np.random.default_rng(26)
+    sd, look = 0.02, 0.005  # the look's alpha: alpha / 10
+    effects = np.array([0.0, 0.02, 0.06])[None, :, None, None]  # null, below and above min_effect
+    arm = rng.normal(0.0, sd, (3000, 3, 2, 3)) + effects  # (campaigns, arms, cells, boots)
+    control = rng.normal(0.0, sd, (3000, 2, 6))
+    kwargs = {"alpha": look, "equivalence_margin": 0.03}
+    _, at_look = batch_procedure(arm, control, **kwargs)  # type: ignore[arg-type]
+    _, wider = batch_procedure(arm, control, futility_alpha=0.05, **kwargs)  # type: ignore[arg-type]
+    moved = at_look.outcome != wider.outcome
+    assert moved.any()  # the wider level does settle arms the look's could not
+    assert (at_look.outcome[moved] == OUTCOMES.index(Outcome.INCONCLUSIVE)).all()
+    assert (wider.outcome[moved] == OUTCOMES.index(Outcome.BELOW_MIN_EFFECT)).all()
+    assert (wider.outcome[moved] != OUTCOMES.index(Outcome.BETTER)).all()

@@ -399,6 +399,7 @@ def next_step(
     results_dir = RESULTS_PLACEHOLDER
     policy = evidence.policy.name if evidence.policy.shipped else RULES_PLACEHOLDER
     fresh = shlex.join(["mtpverdict", "collect", "CAMPAIGN.toml", "--out", plan.NEW_RESULTS])
+    again = _measured_again(results_dir, resumable=resumable)
     failing = {c.name for c in controls if c.status is ControlStatus.FAIL and c.detail in blockers}
     metric = str(evidence.policy.selection.metric)
     candidates = [a for a in evidence.campaign.arms if not a.is_control]
@@ -409,12 +410,13 @@ def next_step(
     if "drift" in failing:
         return (
             "the controls drifted: re-run on a machine nothing else loads (or with more boots, so that "
-            f"the drift can be blocked out), into a new results directory: {fresh}"
+            f"the drift can be blocked out), into a new results directory {again}"
         )
     if "blind" in failing:
         return (
             "the harness cannot see batching: lower the client's load (nothing else on its cores) and "
-            f"check the concurrency levels reach the server, then: {fresh}"
+            "check the concurrency levels reach the server, then collect into a new results directory "
+            f"{again}"
         )
     if not candidates:
         return f'add a candidate arm ([[arms]] role = "candidate") to CAMPAIGN.toml, then: {fresh}'
@@ -427,8 +429,8 @@ def next_step(
     if metric in AFFECTED_METRICS and any(r.arm in live for r in evidence.refused):
         return (
             "streams were set aside by arm (read in a burst by the client's clock): re-run on the server's "
-            f"clock ({_server_clocks()}) or with the client's load lowered, into a new results directory: "
-            f"{fresh}"
+            f"clock ({_server_clocks()}) or with the client's load lowered, into a new results directory "
+            f"{again}"
         )
     boots = [
         r.resolution.boots_per_arm
@@ -454,6 +456,21 @@ def next_step(
         + plan.until_resolved_command(
             "CAMPAIGN.toml", results_dir, policy, _boots_per_arm(evidence) + 1, resume=resumable
         )
+    )
+
+
+def _measured_again(results_dir: str, *, resumable: bool) -> str:
+    """The tail of a next step that measures the same arms again in a new results directory: it
+    continues this campaign (`collect --continues`), so the alpha this campaign's looks spent stays
+    counted; said plainly when none is left."""
+    command = shlex.join(
+        ["mtpverdict", "collect", "CAMPAIGN.toml", "--out", plan.NEW_RESULTS, "--continues", results_dir]
+    )
+    if resumable:
+        return f"that continues this one, its looks counted: {command}"
+    return (
+        "that continues this one, its looks counted (they have spent this campaign's alpha, so it "
+        f"cannot promote an arm): {command}"
     )
 
 

@@ -63,7 +63,10 @@ def decide(
         outcome = Outcome(DecisionKind.INCONCLUSIVE, None, "", (look_text[-1] if look_text else "",), True)
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE
-    resumable = results.campaign.sequential_looks > 0 and (look is None or look.look.look < look.look.planned)
+    # a campaign with looks left and alpha left to spend on them (a continued campaign may have none)
+    resumable = results.campaign.sequential_looks > 0 and (
+        look is None or (look.look.look < look.look.planned and not look.exhausted)
+    )
     next_step = (
         assemble.next_step(evidence, arm_outcomes, controls, outcome.blockers, resumable=resumable)
         if undecided

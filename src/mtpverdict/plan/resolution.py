@@ -72,13 +72,17 @@ def settle_probability(
     shift: float,
     margin: float,
     family_size: int,
+    futility_alpha: float | None = None,
 ) -> dict[str, float]:
     """Probability that each outcome is shown at n_arm boots per arm (noncentral t, Holm's first step).
 
-    better and equivalent must hold at every cell (their product: a lower bound, as design_power);
-    worse and below_min_effect at some cell, each tested at alpha / (family x cells) (the largest
-    per-cell probability: a lower bound). Equivalence uses the normal-shift approximation of TOST
-    power with t quantiles.
+    The levels are decide's (stats/procedure.py): better and equivalent must hold at every cell (their
+    product: a lower bound, as design_power); worse at some cell at alpha / (family x cells), Holm's
+    first step; below_min_effect, the futility decision, at some cell at alpha unadjusted (the upper
+    bound of the 1 - 2 alpha interval below log(1 + min_effect); `futility_alpha` when the family
+    takes it at another level, FamilyOutcome.futility_level). "At some cell" is the largest
+    per-cell probability: a lower bound, exact with one cell. Equivalence uses the normal-shift
+    approximation of TOST power with t quantiles.
     """
     from mtpverdict.stats import tdist
 
@@ -89,11 +93,13 @@ def settle_probability(
     m, cells = max(family_size, 1), max(len(effects), 1)
     t_all = float(tdist.t_ppf(1 - alpha / m, df))
     t_any = float(tdist.t_ppf(1 - alpha / (m * cells), df))
+    # futility only keeps an arm off: no correction
+    t_futile = float(tdist.t_ppf(1 - (alpha if futility_alpha is None else futility_alpha), df))
     better = equivalent = 1.0
     worse = short = 0.0
     for d in effects:
         better *= float(tdist.nct_sf(t_all, df, (d - shift) / se))
-        short = max(short, float(tdist.nct_cdf(-t_any, df, (d - shift) / se)))
+        short = max(short, float(tdist.nct_cdf(-t_futile, df, (d - shift) / se)))
         worse = max(worse, float(tdist.nct_cdf(-t_any, df, d / se)))
         inside = tdist.t_cdf((margin - d) / se - t_all, df) - tdist.t_cdf((-margin - d) / se + t_all, df)
         equivalent *= max(0.0, float(inside))
@@ -142,6 +148,7 @@ def resolution(
                 shift=math.log1p(family.min_effect),
                 margin=math.log1p(family.equivalence_margin),
                 family_size=len(family.arms),
+                futility_alpha=family.futility_level,
             )
             best = max(probs, key=lambda k: probs[k])
             if probs[best] >= power:
@@ -210,16 +217,20 @@ def until_resolved_command(
 ) -> str:
     """The command that continues a campaign until its arms settle, with the boots it needs.
 
-    resume False: the campaign's alpha is spent by its looks (stats/looks.py), or it was collected
-    without --until-resolved (which a resume cannot add): a new campaign in a fresh directory, planned
-    for its looks from the start.
+    Either way the command runs on `results` and its looks stay counted (stats/looks.py). resume
+    True: the campaign has looks left, so it is resumed. resume False: its looks have spent its alpha
+    (one collected without --until-resolved has one look, and a resume cannot add --until-resolved):
+    a new campaign in a fresh directory that continues this one (`--continues`), so what its looks
+    spent is counted; it can still keep arms off, but not promote.
     """
     import shlex
 
     if not resume:
         return (
             "this campaign's looks have spent its alpha (one collected without --until-resolved has one "
-            f"look); set boots = {boots_per_arm} in {campaign} and collect a new campaign: "
+            "look), so no campaign that continues it can promote an arm; set boots = "
+            f"{boots_per_arm} in {campaign} and collect a campaign that continues this one, its looks "
+            "counted: "
             + shlex.join(
                 [
                     "mtpverdict",
@@ -227,6 +238,8 @@ def until_resolved_command(
                     campaign,
                     "--out",
                     NEW_RESULTS,
+                    "--continues",
+                    results,
                     "--until-resolved",
                     "--rules",
                     policy,

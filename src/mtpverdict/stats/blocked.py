@@ -364,9 +364,10 @@ def blocked_batch(
     min_effect: float | None = None,
     higher_is_better: bool = True,
     positions: tuple[Array, Array] | None = None,
+    futility_alpha: float | None = None,
 ) -> tuple[BlockedTests, ArmArrays]:
     """The blocked procedure over many campaigns at once (arm (B, A, C, D, Na), control (B, C, D, Nc));
-    `positions` as blocked_cell_tests."""
+    `positions` as blocked_cell_tests, `futility_alpha` as procedure.combine."""
     if (
         arm.ndim != 5
         or control.ndim != 4
@@ -376,7 +377,7 @@ def blocked_batch(
         raise ValueError(f"shapes do not match: arm {arm.shape}, control {control.shape}")
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, arm.shape[1])
     found = blocked_cell_tests(arm, control, th, positions)
-    return found, combine(found.tests, alpha)
+    return found, combine(found.tests, alpha, futility_alpha)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -432,6 +433,7 @@ def blocked_family_procedure(
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
     lend_history: bool = False,
+    futility_alpha: float | None = None,
 ) -> BlockedFamilyOutcome:
     """Each candidate against the controls of its own device at every design cell, combined once.
 
@@ -451,6 +453,7 @@ def blocked_family_procedure(
         higher_is_better=higher_is_better,
         history=history if one else None,
         lend_history=lend_history,
+        futility_alpha=futility_alpha,
     )
     if one:
         return BlockedFamilyOutcome(plain, devices, False, (), None, ())
@@ -467,6 +470,7 @@ def blocked_family_procedure(
         min_effect=min_effect,
         higher_is_better=higher_is_better,
         positions=positions,
+        futility_alpha=futility_alpha,
     )
     arms = tuple(_arm_outcome(i, name, design, found, arrays, slots[i]) for i, name in enumerate(candidates))
     effects = _effects(list(candidates), design, devices, found, arm[0], control[0])

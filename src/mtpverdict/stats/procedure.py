@@ -195,6 +195,11 @@ class FamilyOutcome:
     min_effect: float  # as applied (the margin when none was given)
     higher_is_better: bool
     control_boots: int  # distinct control boots over every cell
+    futility_alpha: float | None = None  # the futility decision's level; None: alpha
+
+    @property
+    def futility_level(self) -> float:
+        return self.alpha if self.futility_alpha is None else self.futility_alpha
 
     def arm(self, name: str) -> ArmOutcome:
         for a in self.arms:
@@ -276,8 +281,10 @@ def _decide(
     ).astype(np.int64)
 
 
-def combine(tests: CellTests, alpha: float) -> ArmArrays:
-    """Intersection-union over cells, then Holm across arms; per-cell outcomes beside it."""
+def combine(tests: CellTests, alpha: float, futility_alpha: float | None = None) -> ArmArrays:
+    """Intersection-union over cells, then Holm across arms; per-cell outcomes beside it.
+
+    futility_alpha: the level of the futility decision (below_min_effect unadjusted); None is alpha."""
     known = tests.method <= Method.HISTORY
     missing = tests.method == Method.MISSING
     unknown = tests.method == Method.UNKNOWN
@@ -295,7 +302,10 @@ def combine(tests: CellTests, alpha: float) -> ArmArrays:
     loo_cell = np.argmax(np.where(np.isnan(loo), -1.0, loo), axis=-1)
     loo_ok = ~(loo_p >= alpha)  # NaN: no boot could be left out (an arm and controls of one boot each)
     holm = {name: holm_along(p) for name, p in (("b", p_better), ("e", p_eq), ("w", p_worse), ("s", p_short))}
-    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], np.minimum(holm["s"], p_futile), alpha)
+    futile = alpha if futility_alpha is None else futility_alpha
+    # on alpha's scale: a futility p-value below futility_alpha is one below alpha
+    p_keep_off = np.minimum(holm["s"], np.where(p_futile < futile, 0.0, 1.0))
+    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], p_keep_off, alpha)
     inconclusive = outcome == OUTCOMES.index(Outcome.INCONCLUSIVE)
     why = np.where(
         ~inconclusive,
@@ -358,6 +368,7 @@ def batch_procedure(
     hist_s2: Array | None = None,
     hist_df: Array | None = None,
     lend_history: bool = False,
+    futility_alpha: float | None = None,
 ) -> tuple[CellTests, ArmArrays]:
     """The procedure over many campaigns at once (arm (B, A, C, Na), control (B, C, Nc), NaN = absent).
 
@@ -375,7 +386,7 @@ def batch_procedure(
     s2 = np.full(cells, np.nan) if hist_s2 is None else np.asarray(hist_s2, dtype=float)
     df = np.zeros(cells) if hist_df is None else np.asarray(hist_df, dtype=float)
     tests = cell_tests(arm, control, s2, df, th, lend_history=lend_history)
-    return tests, combine(tests, alpha)
+    return tests, combine(tests, alpha, futility_alpha)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -423,11 +434,13 @@ def family_procedure(
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
     lend_history: bool = False,
+    futility_alpha: float | None = None,
 ) -> FamilyOutcome:
     """Compare each candidate arm with the controls at every design cell and combine (module docstring).
 
     `history` pools into the controls' variance; it is lent to an arm booted once only with
-    `lend_history` (a policy's explicit choice).
+    `lend_history` (a policy's explicit choice). `futility_alpha` is the futility decision's level
+    (None: alpha); under looks it may be the policy's alpha, above the look's (docs/statistics.md).
 
     `candidates` is the whole Holm family in its order, including arms that measured nothing.
     Raises ValueError on a cell outside the design, a non-finite value or a boot listed twice.
@@ -456,6 +469,7 @@ def family_procedure(
         hist_s2=hist_s2,
         hist_df=hist_df,
         lend_history=lend_history,
+        futility_alpha=futility_alpha,
     )
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, len(names))
     arms = tuple(
@@ -470,6 +484,7 @@ def family_procedure(
         min_effect=math.expm1(th.shift),
         higher_is_better=higher_is_better,
         control_boots=len({(v.arm, v.boot) for rows in ctrl_rows for v in rows}),
+        futility_alpha=futility_alpha,
     )
 
 
