@@ -320,6 +320,13 @@ class Policy:
     gate: Gate = Gate()
     workloads: Workloads = Workloads()
     shipped: bool = False  # its text is the shipped policy of its name, however it was named
+    # the futility decision's level when a look split alpha: the policy's own alpha, since futility only
+    # keeps arms off (docs/statistics.md, Settling); None: alpha
+    futility_alpha: float | None = None
+
+    @property
+    def futility_level(self) -> float:
+        return self.alpha if self.futility_alpha is None else self.futility_alpha
 
     @property
     def include_cold(self) -> bool:

@@ -16,6 +16,7 @@ from mtpverdict.formats.results import Arm, Metric
 from mtpverdict.rules.kind import Finding, RuleKind, cell_label, comparison_text, design_cells
 from mtpverdict.stats.procedure import ArmOutcome, CellComparison, Outcome, Why
 from mtpverdict.stats.runs import HIGHER_IS_BETTER
+from mtpverdict.stats.tdist import t_ppf
 
 
 class Params(Struct, frozen=True, forbid_unknown_fields=True):
@@ -38,6 +39,7 @@ class FasterFinding(Finding):
     outcome: ArmOutcome | None
     min_effect: float
     futility: bool = False  # below_min_effect by the futility interval alone (not the corrected test)
+    futility_level: float = 0.05  # that interval's one-sided level (the policy's alpha)
 
 
 class FasterThanOff(RuleKind[Params, FasterFinding]):
@@ -77,7 +79,8 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
             found.outcome is Outcome.BELOW_MIN_EFFECT
             and not found.p_below_min_effect_holm < evidence.policy.alpha
         )
-        return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect, futility)
+        level = evidence.policy.futility_level
+        return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect, futility, level)
 
     def render(self, finding: FasterFinding, arm: Arm) -> str:
         found = finding.outcome
@@ -104,15 +107,16 @@ def _cell_word(c: CellComparison) -> str:
 def _futility(found: ArmOutcome, finding: FasterFinding) -> str:
     """The futility decision in words: the cells whose interval's upper bound is below the bar."""
     shift = math.log1p(finding.min_effect)
-    higher = HIGHER_IS_BETTER[finding.metric]
-    below = [
-        (c, c.ci_high if higher else c.ci_low)
-        for c in found.cells
-        if math.isfinite(c.ci_high) and (c.ci_high if higher else -c.ci_low) < shift
-    ]
+    sign = 1.0 if HIGHER_IS_BETTER[finding.metric] else -1.0
+    below = []
+    for c in found.cells:
+        bound = sign * c.estimate + float(t_ppf(1 - finding.futility_level, c.df)) * c.se  # natural sign
+        if math.isfinite(bound) and bound < shift:
+            below.append((c, sign * bound))
     where = ", ".join(f"{cell_label(c.cell[0], c.cell[1])} {pct(bound)}" for c, bound in below)
+    interval = f"{1 - 2 * finding.futility_level:.0%} interval"
     return (
-        f"not better by +{finding.min_effect:.1%}: the interval's upper bound is below it at some cell "
+        f"not better by +{finding.min_effect:.1%}: the {interval}'s upper bound is below it at some cell "
         f"({where}); a futility decision that keeps the arm off and never promotes one"
     )
 
