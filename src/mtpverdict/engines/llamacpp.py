@@ -412,7 +412,7 @@ ENGINE = EngineParts(
         "/health answers before a speculative context that failed to build is known: /slots says whether "
         "the slots speculate (judge_ready)",
     ),
-    server_fields=ServerFields("timings", read_timings),
+    server_fields=ServerFields("timings", read_timings, timed=True),
     boot_log=BootLog(NO_KV_LINE, NO_REQUEST_LINES),
     context_flags=("--ctx-size", "-c"),
     data_parallel_flags=Absent(NO_SCHEDULE, needed=False),
