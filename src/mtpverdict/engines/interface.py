@@ -19,7 +19,8 @@
                              it judges the answers
     server_fields            the response object of one request's own fields, how they are read,
                              whether they give its timing, and the flag that turns that clock on
-    boot_log                 what collect matches in a launched boot's log, and says when it is missing
+    boot_log                 what collect matches in a launched boot's log (which readings are one
+                             request's line), and says when it is missing
     short_flags              short spellings of its settings, as the gate reads a command line
     context_flags            the flags that set the context one request may use (the gate's envelope)
     data_parallel_flags      the data-parallel size, above 1 of which the engine turns a schedule off
@@ -247,14 +248,22 @@ class ServerFields:
     timed: bool = False
 
 
+def no_reading_per_request(reading: AcceptanceReading) -> bool:
+    """BootLog's default rule: no reading of the log is one request's."""
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class BootLog:
     """What collect reads of a launched boot's log beyond its acceptance windows, each note said once
     when the log does not show it: its KV pool line, and per-request lines (matched to the runs that
-    printed them, collect/logruns.py)."""
+    printed them, collect/logruns.py). `per_request` says which of the log's readings are one
+    request's line (each printed by one request that drafted, with its drafted and accepted counts);
+    the others are engine-wide windows."""
 
     no_kv_line: Note
     no_request_lines: Note
+    per_request: Callable[[AcceptanceReading], bool] = no_reading_per_request
 
 
 class ScheduleCompiler(Protocol):
