@@ -352,7 +352,7 @@ def _in_namespace(name: str) -> bool:
 def is_speculative_flag(name: str) -> bool:
     """Whether a flag belongs to the speculative configuration (any engine), known or not."""
     norm = normalise_flag(name.split("=", 1)[0])
-    return norm in FLAGS or norm.startswith("--speculative-config.") or _in_namespace(norm)
+    return norm in FLAGS or norm.startswith(f"{_DOTTED_CONFIG}.") or _in_namespace(norm)
 
 
 def _scan(argv: Sequence[str]) -> tuple[list[FoundFlag], list[str]]:

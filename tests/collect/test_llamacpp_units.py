@@ -19,14 +19,20 @@ from mtpverdict.collect import served as sv
 from mtpverdict.collect.logruns import (
     Sent,
     match_lines,
-    per_request,
     run_record,
     sent_from_json,
     sent_to_json,
     window_record,
 )
 from mtpverdict.collect.measure import _served_fields
-from mtpverdict.engines.llamacpp import NO_METRICS, NO_PROPS, NO_SLOTS, judge_ready, llama_timings
+from mtpverdict.engines.llamacpp import (
+    NO_METRICS,
+    NO_PROPS,
+    NO_SLOTS,
+    judge_ready,
+    llama_timings,
+    per_request_line,
+)
 from mtpverdict.parse import AcceptanceReading, acceptance_delta, parse_file, parse_metrics
 
 from ..conftest import DATA
@@ -43,7 +49,7 @@ TOGETHER = Sent(("probe", 4, 1), ((42, 42), (24, 22), (42, 42), (20, 20)), "four
 
 
 def _lines(name: str) -> list[AcceptanceReading]:
-    return [r for r in parse_file(RECORDED / name, "llamacpp").acceptance if per_request(r)]
+    return [r for r in parse_file(RECORDED / name, "llamacpp").acceptance if per_request_line(r)]
 
 
 def test_recorded_lines_are_placed_in_their_groups_and_add_up_to_the_metrics_delta() -> None:
@@ -74,7 +80,7 @@ def test_recorded_lines_are_placed_in_their_groups_and_add_up_to_the_metrics_del
 def test_the_cumulative_statistics_lines_are_not_per_request_lines() -> None:
     parsed = parse_file(RECORDED / "server-draft-copy-k2.log", "llamacpp").acceptance
     totals = [r for r in parsed if r.kind == "counter_total"]
-    assert len(totals) == 6 and not any(per_request(r) for r in totals)
+    assert len(totals) == 6 and not any(per_request_line(r) for r in totals)
     assert totals[-1].draft_tokens == 190  # the drafter's total since boot, not one request's
 
 

@@ -8,9 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mtpverdict.collect.campaign import parity_problems, parse_campaign
 from mtpverdict.collect.preflight import server_clock
 from mtpverdict.decide import decide_directory
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import ServerFields
+from mtpverdict.engines.names import Engine
+from mtpverdict.engines.served import RequestAcceptance, Seen, ServedFields
 from mtpverdict.formats.results_io import load_results
 
 from .conftest import campaign_text, run_collect
@@ -85,3 +91,29 @@ def test_a_campaign_on_vllm_0_32_is_timed_by_the_server_without_saying_so(tmp_pa
     assert "the client's clock beside it: decode windows" in control.detail  # the second surface, per stream
     resumed = run_collect([*CLI, "collect", str(campaign), "--out", str(out), "--resume"], out, timeout=120)
     assert resumed.returncode == 0 and "0 boots" in resumed.stdout, resumed.stderr  # the same campaign
+
+
+def _drafting_only(obj: dict[str, object], seen: Seen, completion_tokens: int) -> ServedFields:
+    return ServedFields(acceptance=RequestAcceptance(Engine.VLLM, 4, 2, None, None, None))
+
+
+@pytest.mark.parametrize(
+    ("timed", "said"),
+    [
+        (
+            False,
+            "decode and TTFT on the client's clock (streams it reads in a burst are set aside): "
+            "vLLM's toy_stats gives no per-request timing",
+        ),
+        (True, "decode and TTFT on vLLM's own clock (each response's toy_stats)"),
+    ],
+)
+def test_the_engines_own_clock_is_named_only_when_its_fields_give_timing(
+    port: int, monkeypatch: pytest.MonkeyPatch, timed: bool, said: str
+) -> None:
+    """A response object without a clock (drafting only) leaves decode and TTFT on the client's."""
+    fields = ServerFields("toy_stats", _drafting_only, timed=timed)
+    toy = dataclasses.replace(registry.ENGINES[Engine.VLLM], server_fields=fields)
+    monkeypatch.setitem(registry.ENGINES, Engine.VLLM, toy)
+    plan = parse_campaign(_text(port, "0.32.0"), "c.toml")
+    assert server_clock(plan, None) == (plan, said)

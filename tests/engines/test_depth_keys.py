@@ -1,4 +1,5 @@
-"""vLLM's depth keys are defined once, in engines/spec.py, and every layer above uses that definition."""
+"""vLLM's depth keys and config flag are defined once, in engines/spec.py, and every layer above uses
+that definition."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from mtpverdict.collect.schedule_arm import derived_config
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
 from mtpverdict.engines.names import SCHEDULE_ENGINE
-from mtpverdict.engines.spec import DEPTH_KEY, DEPTH_KEYS, SCHEDULE_KEY, DepthRange, depth_free
+from mtpverdict.engines.spec import CONFIG_FLAG, DEPTH_KEY, DEPTH_KEYS, SCHEDULE_KEY, DepthRange, depth_free
 from mtpverdict.formats.decision import ScheduleRange, load_decision
 
 from ..conftest import ROOT
@@ -24,30 +25,33 @@ ENGINES = SRC / "engines"
 GOLDEN = ROOT / "tests" / "golden" / "synthetic-crossover@default-schedule.json"
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the module, class and function docstring nodes of a tree (prose may name a key)."""
+def _prose(tree: ast.AST) -> set[int]:
+    """The ids of the string nodes of a tree that are prose, which may name a key: module, class and
+    function docstrings, and a schema's `description=` text (each part of one built in pieces)."""
     found: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             first = node.body[0] if node.body else None
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 found.add(id(first.value))
+        if isinstance(node, ast.keyword) and node.arg == "description":
+            found.update(id(part) for part in ast.walk(node.value) if isinstance(part, ast.Constant))
     return found
 
 
-def key_spellings(root: Path) -> list[str]:
-    """`file:line` of every string in code (not a docstring) under `root` that spells a depth key."""
+def key_spellings(root: Path, key: str = DEPTH_KEY) -> list[str]:
+    """`file:line` of every string in code (not prose) under `root` that spells `key`."""
     out = []
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docs = _docstrings(tree)
+        prose = _prose(tree)
         out += [
             f"{path.relative_to(root.parent)}:{node.lineno}"
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            and id(node) not in docs
-            and DEPTH_KEY in node.value
+            and id(node) not in prose
+            and key in node.value
         ]
     return out
 
@@ -77,6 +81,30 @@ def test_depth_keys_are_defined_once() -> None:
 def test_no_layer_above_the_engines_spells_a_depth_key() -> None:
     spelled = [where for where in key_spellings(SRC) if not where.startswith("mtpverdict/engines/")]
     assert spelled == [], "import DEPTH_KEY / SCHEDULE_KEY from mtpverdict.engines.spec"
+
+
+def test_no_layer_above_the_engines_spells_the_config_flag() -> None:
+    spelled = [
+        where for where in key_spellings(SRC, CONFIG_FLAG) if not where.startswith("mtpverdict/engines/")
+    ]
+    assert spelled == [], "import CONFIG_FLAG from mtpverdict.engines.spec"
+
+
+def test_the_config_flag_is_defined_once() -> None:
+    assert definitions(SRC, "CONFIG_FLAG") == ["mtpverdict/engines/spec.py:" + _line("CONFIG_FLAG = ")]
+
+
+def test_the_scan_sees_the_config_flag_in_code_not_in_prose(tmp_path: Path) -> None:
+    package = tmp_path / "mtpverdict"
+    package.mkdir()
+    (package / "flag.py").write_text(
+        '"""A module naming --speculative-config in its docstring."""\n'
+        'FIELD = Meta(description="JSON for --speculative-config")\n'
+        'SAID = f"serve with --speculative-config {3}"\n'
+        'ARGV = ["--speculative-config", "{}"]\n',
+        encoding="utf-8",
+    )
+    assert key_spellings(package, CONFIG_FLAG) == ["mtpverdict/flag.py:3", "mtpverdict/flag.py:4"]
 
 
 def test_the_scan_sees_a_spelling_and_a_second_definition(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ def test_collect_reads_props_and_slots_after_health() -> None:
 
 
 def test_the_clock_is_on_every_response() -> None:
-    assert registry.get(Engine.LLAMACPP).server_fields == ServerFields("timings", llamacpp.read_timings)
+    assert registry.get(Engine.LLAMACPP).server_fields == ServerFields(
+        "timings", llamacpp.read_timings, timed=True
+    )
 
 
 def test_the_depth_is_unseen_before_the_first_verified_draft() -> None:

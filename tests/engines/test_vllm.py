@@ -48,7 +48,9 @@ def test_the_gate_reads_vllm_short_flags_by_program_or_image() -> None:
 
 def test_the_server_clock_is_vllms_flag() -> None:
     fields = registry.get(Engine.VLLM).server_fields
-    assert fields == ServerFields("metrics", vllm.read_metrics, "--enable-per-request-metrics", (0, 32))
+    assert fields == ServerFields(
+        "metrics", vllm.read_metrics, "--enable-per-request-metrics", (0, 32), timed=True
+    )
 
 
 def test_the_serving_program_is_vllm_serve_or_its_modules() -> None:

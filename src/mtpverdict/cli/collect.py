@@ -21,6 +21,7 @@ from mtpverdict.cli._common import (
     fail,
     fail_input,
 )
+from mtpverdict.engines.spec import CONFIG_FLAG
 from mtpverdict.errors import CollectError, InputError
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ def schedule_arm(
     except OSError as exc:
         fail(f"{out}: cannot be written: {exc.strerror or exc}")
     echo(f"wrote {out}: campaign {made.campaign_id}, arm {made.arm} (settings of {made.template}) serving")
-    echo(f"  --speculative-config {shlex.quote(made.config)}")
+    echo(f"  {CONFIG_FLAG} {shlex.quote(made.config)}")
     for arm in made.dropped:
         echo(f"left out {arm}: it ran another schedule")
     echo(f"next: mtpverdict collect {out} --out RESULTS, then decide RESULTS with [selection] confirm = true")

@@ -22,6 +22,7 @@ import msgspec
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict.collect import datasets
 from mtpverdict.collect.deployment import BootDiscipline, ComposeSource
+from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.campaign import (
@@ -386,10 +387,29 @@ def parse_campaign(text: str, source: str, sha256: str = "") -> CampaignPlan:
         version = file.campaign_version
         message = f"campaign_version {version} is not supported; this mtpverdict reads {CAMPAIGN_VERSION}"
         raise CampaignError([Problem(source, message, key="campaign_version")])
-    problems = [Problem(source, message, key=key) for key, message in _file_problems(file)]
+    file, engine_problems = _with_scope_engine(file, "engine" in data.get("server", {}))
+    problems = [Problem(source, message, key=key) for key, message in engine_problems + _file_problems(file)]
     if problems:
         raise CampaignError(problems)
     return _plan(file, source, sha256)
+
+
+def _with_scope_engine(file: CampaignFile, server_named: bool) -> tuple[CampaignFile, list[_check.Located]]:
+    """The file with [server] engine taken from [scope] engine when only the scope names one, or the
+    problem when the scope's engine is none collect reads (a guessed engine would read the wrong log,
+    metrics and flags)."""
+    scope = file.scope.engine
+    if server_named or scope is None:
+        return file, []
+    if scope not in {e.value for e in ENGINES}:
+        names = ", ".join(e.value for e in ENGINES)
+        message = (
+            f"{scope!r} is no engine collect reads, and [server] names none: set server.engine "
+            f"(one of {names}) to the engine that serves the arms"
+        )
+        return file, [("scope.engine", message)]
+    server = msgspec.structs.replace(file.server, engine=Engine(scope))
+    return msgspec.structs.replace(file, server=server), []
 
 
 def _file_problems(file: CampaignFile) -> list[_check.Located]:

@@ -127,6 +127,7 @@ class StreamResult:
     timing: sv.ServerTiming | None = None
     acceptance: sv.RequestAcceptance | None = None
     phases: sv.PhaseTimings | None = None
+    own_read: bool = False  # the engine's own response object was read (collect/served.py Served)
 
     @property
     def output_sha256(self) -> str | None:
@@ -596,6 +597,7 @@ def _result(
         timing=found.timing if found else None,
         acceptance=found.acceptance if found else None,
         phases=found.phases if found else None,
+        own_read=found.own_read if found else False,
     )
 
 

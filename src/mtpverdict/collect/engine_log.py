@@ -8,7 +8,7 @@ from typing import Any
 from mtpverdict.collect import logruns
 from mtpverdict.collect.boot_record import RecordedBoot
 from mtpverdict.collect.context import CollectContext
-from mtpverdict.engines.interface import Note
+from mtpverdict.engines.interface import BootLog
 from mtpverdict.parse.model import AcceptanceReading
 
 
@@ -18,9 +18,9 @@ def read_engine_log(
     """The log's acceptance records appended, and `record` with the KV pool and version it shows.
 
     Cumulative lines (llama.cpp's per-drafter `statistics`, totals since boot) are left out: the
-    /metrics deltas cover the same counters per run. For an engine whose `boot_log` part says its log
-    prints per-request lines (llama.cpp's), they are matched to
-    the runs that printed them (collect/logruns.py), given the boot's request groups in order
+    /metrics deltas cover the same counters per run. For an engine whose `boot_log` part says which
+    readings of its log are per-request lines (llama.cpp's), they are matched to the runs that
+    printed them (collect/logruns.py), given the boot's request groups in order
     (`sent`; None for a boot a killed collect left, whose groups are not known); each measured
     run's lines become one run-scoped record, warm-up and check lines are set aside, and lines
     that cannot be placed are kept as engine-wide windows.
@@ -44,7 +44,7 @@ def read_engine_log(
     readings = [r for r in parsed.acceptance if r.source == "log" and r.kind != "counter_total"]
     windows = readings
     if boot_log is not None:
-        windows = _request_lines(ctx, record, log_rel, readings, sent, boot_log.no_request_lines)
+        windows = _request_lines(ctx, record, log_rel, readings, sent, boot_log)
     for reading in windows:
         rec = logruns.window_record(arm, boot, log_rel, reading)
         has_counts = rec["draft_tokens"] is not None and rec["accepted_tokens"] is not None
@@ -59,15 +59,16 @@ def _request_lines(
     log_rel: str,
     readings: list[AcceptanceReading],
     sent: list[logruns.Sent] | None,
-    no_lines: Note,
+    boot_log: BootLog,
 ) -> list[AcceptanceReading]:
-    """The per-request lines matched to their runs and appended; the windows left (those that cannot
-    be placed among them). `no_lines` is said when a boot drafted and its log printed none."""
+    """The per-request lines (as the engine's `boot_log.per_request` tells them) matched to their runs
+    and appended; the windows left (those that cannot be placed among them). `no_request_lines` is
+    said when a boot drafted and its log printed none."""
     arm, boot = record.arm, record.boot
-    lines = [r for r in readings if logruns.per_request(r)]
-    windows = [r for r in readings if not logruns.per_request(r)]
+    lines = [r for r in readings if boot_log.per_request(r)]
+    windows = [r for r in readings if not boot_log.per_request(r)]
     if not lines and any(group.drafted for group in sent or ()):
-        ctx.missing(no_lines, arm, boot)
+        ctx.missing(boot_log.no_request_lines, arm, boot)
     matched = logruns.match_lines(lines, sent) if sent is not None else None
     for found in () if matched is None else matched.runs:
         _append_log(ctx, arm, boot, logruns.run_record(arm, boot, log_rel, found))

@@ -1,4 +1,4 @@
-"""Per-request acceptance lines of a llama.cpp server log, matched to the runs whose requests printed them.
+"""Per-request acceptance lines of a server log (llama.cpp's), matched to the runs that printed them.
 
 llama-server prints one ``draft acceptance = … (A accepted / D generated)`` line for each request that
 drafted, when the request ends and before its final response is sent (tools/server/server-context.cpp:
@@ -9,9 +9,13 @@ ending before the next begins (a run's streams, a warm-up run, one check request
 the groups' lines in the groups' order: a group's lines are the next m lines, m the number of its
 requests that drafted, and their (drafted, accepted) pairs equal the responses' as multisets.
 
-Matching walks the groups in order and stops at the first it cannot place: a request without a readable
-response (its line may or may not exist), counts that differ, or too few lines. Lines from there on are
-not attributed; so are lines left over after the last group. Pure: no I/O.
+Which readings of a log are per-request lines is the engine's rule (its `boot_log` part's
+`per_request`; llama.cpp's is engines/llamacpp.py `per_request_line`). A request's response is
+readable when the engine's own response object was read (collect/served.py `Served.own_read`),
+whichever of its fields the engine gives. Matching walks the groups in order and stops at the first
+it cannot place: a request without a readable response (its line may or may not exist), counts that
+differ, or too few lines. Lines from there on are not attributed; so are lines left over after the
+last group. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -111,16 +115,6 @@ class Matched:
     set_aside: int  # lines of warm-up and check requests: not measured, so not recorded
     unmatched: tuple[AcceptanceReading, ...]  # lines no group could be placed for
     reason: str | None  # why matching stopped before the last line; None when every line was placed
-
-
-def per_request(reading: AcceptanceReading) -> bool:
-    """A per-request line with its counts (``draft acceptance = …``), as llamacpp_log reads it."""
-    return (
-        reading.source == "log"
-        and reading.kind == "log_window"
-        and reading.draft_tokens is not None
-        and reading.accepted_tokens is not None
-    )
 
 
 def _pair(reading: AcceptanceReading) -> Pair:

@@ -358,20 +358,20 @@ class Measurement:
 
 
 def _log_counts(served: sv.Served | None) -> tuple[bool, logruns.Pair | None]:
-    """A request as llama.cpp's log matching needs it: whether its `timings` were read, and its
-    (drafted, accepted) counts when it drafted (llama-server adds them only then)."""
-    if served is None or served.phases is None:
+    """A request as log matching needs it: whether the engine's own response object was read, and
+    its (drafted, accepted) counts when it drafted (llama-server adds them only then)."""
+    if served is None or not served.own_read:
         return False, None
     found = served.acceptance
     return True, None if found is None else (found.draft_tokens, found.accepted_tokens)
 
 
 def _sent_run(run: logruns.RunKey | None, results: cl.RunResult, what: str) -> logruns.Sent:
-    """A run's streams as one group of llama.cpp's log matching (collect/logruns.py)."""
+    """A run's streams as one group of log matching (collect/logruns.py)."""
     requests = []
     for r in results.streams:
         found = r.acceptance
-        read = r.status == "ok" and r.phases is not None
+        read = r.status == "ok" and r.own_read
         requests.append((read, None if found is None else (found.draft_tokens, found.accepted_tokens)))
     return logruns.Sent.of(run, requests, what)
 

@@ -138,6 +138,8 @@ def server_clock(plan: CampaignPlan, existing: Sequence[str] | None) -> tuple[Ca
     fields = registry.present(parts.server_fields) if parts is not None else None
     if parts is None or fields is None:
         return plan, f"{client}: collect knows no per-request timing for engine {server.engine}"
+    if not fields.timed:
+        return plan, f"{client}: {parts.title}'s {fields.response_key} gives no per-request timing"
     own = f"decode and TTFT on {parts.title}'s own clock"
     flag = fields.clock_flag
     if flag is None:

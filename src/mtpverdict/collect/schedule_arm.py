@@ -44,7 +44,7 @@ from mtpverdict.collect.campaign import (
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
 from mtpverdict.engines.names import SCHEDULE_ENGINE
-from mtpverdict.engines.spec import SCHEDULE_KEY, DepthRange, config_argv, depth_free
+from mtpverdict.engines.spec import CONFIG_FLAG, SCHEDULE_KEY, DepthRange, config_argv, depth_free
 from mtpverdict.errors import CampaignError, InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, Schedule, parse_decision
@@ -79,7 +79,7 @@ def _schedule(decision: Decision, source: str) -> tuple[Schedule, str]:
         raise InputError([Problem(source, why, key="schedule")])
     config = schedule.speculative_config
     if config is None:
-        why = f"the schedule gives no --speculative-config to serve: {schedule.note or 'no range speculates'}"
+        why = f"the schedule gives no {CONFIG_FLAG} to serve: {schedule.note or 'no range speculates'}"
         raise InputError([Problem(source, why, key="schedule.speculative_config")])
     mismatch = _inconsistent(schedule, config)
     if mismatch is not None:

@@ -75,12 +75,14 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """Everything a stream's final events reported, validated."""
+    """Everything a stream's final events reported, validated; `own_read`: an engine's own response
+    object (its `server_fields` part) was read, whichever of its fields it gave."""
 
     usage: Usage
     timing: ServerTiming | None
     acceptance: RequestAcceptance | None
     phases: PhaseTimings | None
+    own_read: bool = False
 
 
 def usage(obj: dict[str, Any] | None, seen: Seen) -> Usage:
@@ -116,6 +118,7 @@ def served(final: dict[str, Any], seen: Seen, fields: Sequence[ServerFields] = E
         next((f.timing for f in found if f.timing is not None), None),
         next((f.acceptance for f in found if f.acceptance is not None), None),
         next((f.phases for f in found if f.phases is not None), None),
+        any(f.read for f in found),
     )
 
 

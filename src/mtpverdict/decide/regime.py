@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mtpverdict._logscale import change, ratio
 from mtpverdict._text import cell_label, pct
+from mtpverdict.engines.spec import CONFIG_FLAG
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import RegimeCell, RegimeDepth, finite
 from mtpverdict.formats.results import Arm
@@ -359,6 +360,6 @@ def crossover_hint(evidence: Evidence, cells: Sequence[RegimeCell]) -> tuple[str
     """The reasons' line for each crossover: the finding and the schedule-mode command."""
     policy = evidence.policy
     return tuple(
-        f"{found}; schedule mode serves a depth per batch-size range with a ready --speculative-config: {how}"
+        f"{found}; schedule mode serves a depth per batch-size range with a ready {CONFIG_FLAG}: {how}"
         for found, how in crossover(policy.name, str(policy.selection.mode), cells)
     )

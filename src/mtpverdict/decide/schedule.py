@@ -39,7 +39,7 @@ from mtpverdict.decide.regime import (
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import Absent
 from mtpverdict.engines.names import SCHEDULE_ENGINE
-from mtpverdict.engines.spec import DepthRange, depth_free
+from mtpverdict.engines.spec import CONFIG_FLAG, DepthRange, depth_free
 from mtpverdict.evidence.model import Evidence
 from mtpverdict.formats.decision import (
     ArmDecision,
@@ -344,7 +344,7 @@ def speculative_config(
     """(the exact JSON for vLLM's --speculative-config, or None; a note on what it assumes or lacks)."""
     top = max(r.k for r in ranges_)
     if top == 0:
-        return None, "no range speculates: serve without --speculative-config"
+        return None, f"no range speculates: serve without {CONFIG_FLAG}"
     used = [a for a in arms if any(r.arm == a.name for r in ranges_)]
     spec = served_spec(evidence, used[0])
     table = [DepthRange(r.start, r.end, r.k) for r in ranges_]
@@ -477,7 +477,7 @@ def _outcome(
         return ScheduleOutcome(DecisionKind.INCONCLUSIVE, schedule, None, "", lines, (why,))
     text = "selection schedule: " + ", ".join(_range_text(r) for r in table)
     if config is not None:
-        text += f"; {registry.title(SCHEDULE_ENGINE)} --speculative-config '{config}'"
+        text += f"; {registry.title(SCHEDULE_ENGINE)} {CONFIG_FLAG} '{config}'"
     return ScheduleOutcome(DecisionKind.PROMOTE, schedule, None, text, lines)
 
 

@@ -17,9 +17,10 @@
     depth_in_force           the depth a /metrics scrape shows in force
     readiness                what collect reads after /health answers before a boot may run, and how
                              it judges the answers
-    server_fields            the response object of one request's own fields, how they are read, and
-                             the flag that turns its own per-request clock on
-    boot_log                 what collect matches in a launched boot's log, and says when it is missing
+    server_fields            the response object of one request's own fields, how they are read,
+                             whether they give its timing, and the flag that turns that clock on
+    boot_log                 what collect matches in a launched boot's log (which readings are one
+                             request's line), and says when it is missing
     short_flags              short spellings of its settings, as the gate reads a command line
     context_flags            the flags that set the context one request may use (the gate's envelope)
     data_parallel_flags      the data-parallel size, above 1 of which the engine turns a schedule off
@@ -234,24 +235,35 @@ class ServerFields:
     """The response object that carries one request's own timing and drafting, how it is read, and
     the engine's clock.
 
-    `clock_flag` turns the engine's per-request clock on from version `clock_since`; None when the
-    engine reports it on every response.
+    `timed`: the reader gives the request's own timing (ServedFields.timing or .phases: decode and
+    TTFT on the engine's clock); False for an object of drafting only, which leaves timing to the
+    client's clock. `clock_flag` turns the engine's per-request clock on from version `clock_since`;
+    None when the engine reports it on every response.
     """
 
     response_key: str
     read: FieldReader
     clock_flag: str | None = None
     clock_since: tuple[int, int] | None = None
+    timed: bool = False
+
+
+def no_reading_per_request(reading: AcceptanceReading) -> bool:
+    """BootLog's default rule: no reading of the log is one request's."""
+    return False
 
 
 @dataclass(frozen=True, slots=True)
 class BootLog:
     """What collect reads of a launched boot's log beyond its acceptance windows, each note said once
     when the log does not show it: its KV pool line, and per-request lines (matched to the runs that
-    printed them, collect/logruns.py)."""
+    printed them, collect/logruns.py). `per_request` says which of the log's readings are one
+    request's line (each printed by one request that drafted, with its drafted and accepted counts);
+    the others are engine-wide windows."""
 
     no_kv_line: Note
     no_request_lines: Note
+    per_request: Callable[[AcceptanceReading], bool] = no_reading_per_request
 
 
 class ScheduleCompiler(Protocol):

@@ -61,6 +61,7 @@ from mtpverdict.parse.llamacpp_server import (
     read_props,
     read_slots,
 )
+from mtpverdict.parse.model import AcceptanceReading
 
 __all__ = [
     "ENGINE",
@@ -75,6 +76,7 @@ __all__ = [
     "judge",
     "judge_ready",
     "llama_timings",
+    "per_request_line",
     "read_spec",
     "read_timings",
 ]
@@ -256,6 +258,18 @@ NO_REQUEST_LINES = (
 )
 
 
+def per_request_line(reading: AcceptanceReading) -> bool:
+    """A per-request line with its counts (``draft acceptance = …``, one per request that drafted), as
+    llamacpp_log reads it: a log window with both counts (the cumulative `statistics` lines are
+    counter totals)."""
+    return (
+        reading.source == "log"
+        and reading.kind == "log_window"
+        and reading.draft_tokens is not None
+        and reading.accepted_tokens is not None
+    )
+
+
 def _props(text: str | None) -> ServerProps | None:
     try:
         return None if text is None else read_props(json.loads(text), source=PROPS_PATH)
@@ -412,8 +426,8 @@ ENGINE = EngineParts(
         "/health answers before a speculative context that failed to build is known: /slots says whether "
         "the slots speculate (judge_ready)",
     ),
-    server_fields=ServerFields("timings", read_timings),
-    boot_log=BootLog(NO_KV_LINE, NO_REQUEST_LINES),
+    server_fields=ServerFields("timings", read_timings, timed=True),
+    boot_log=BootLog(NO_KV_LINE, NO_REQUEST_LINES, per_request_line),
     context_flags=("--ctx-size", "-c"),
     data_parallel_flags=Absent(NO_SCHEDULE, needed=False),
     short_flags=Absent(

@@ -83,11 +83,17 @@ class PhaseTimings:
 
 @dataclass(frozen=True, slots=True)
 class ServedFields:
-    """What one engine's response object said of the request (each None when it did not say)."""
+    """What one engine's response object said of the request (each None when it did not say).
+
+    `read`: the object held the request's own reading (a reader that finds the object says True even
+    when it counts nothing but drafting; collect then knows the response was read, whichever fields
+    the engine gives).
+    """
 
     timing: ServerTiming | None = None
     acceptance: RequestAcceptance | None = None
     phases: PhaseTimings | None = None
+    read: bool = True
 
 
 @dataclass(frozen=True, slots=True)

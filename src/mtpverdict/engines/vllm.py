@@ -436,7 +436,7 @@ ENGINE = EngineParts(
         "/health answering 200 is ready: vLLM serves only once its engine and drafter are built",
         needed=False,
     ),
-    server_fields=ServerFields("metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE),
+    server_fields=ServerFields("metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE, timed=True),
     boot_log=Absent(
         "vLLM's log prints acceptance per logging interval (no per-request lines to match to runs), and "
         "its KV pool shows on /metrics",

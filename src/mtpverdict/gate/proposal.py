@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mtpverdict.engines.spec import config_argv
+from mtpverdict.engines import registry
+from mtpverdict.engines.names import DEFAULT_ENGINE, Engine
+from mtpverdict.engines.spec import CONFIG_FLAG
 from mtpverdict.errors import InputError, Problem
-from mtpverdict.serveconfig import ServeSpec, SpecRefusal, extract_spec, settings_differences
+from mtpverdict.serveconfig import FLAGS, ServeSpec, SpecRefusal, extract_spec, settings_differences
 
-__all__ = ["Proposal", "ProposedSpec", "parse_spec", "resolve_proposal"]
+__all__ = ["Proposal", "ProposedSpec", "json_spec", "parse_spec", "resolve_proposal"]
 
 _METHOD_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz_0123456789")  # METHOD in METHOD:k=N
 _DEPTH_DIGITS = 4  # k=N up to 9999 (serveconfig.MAX_K is 1024)
@@ -16,27 +18,28 @@ _DEPTH_DIGITS = 4  # k=N up to 9999 (serveconfig.MAX_K is 1024)
 
 @dataclass(frozen=True, slots=True)
 class ProposedSpec:
-    """What --proposed says: speculation off, or a depth with or without a method."""
+    """What --proposed says: speculation off, or a depth with or without a method; `settings`, the
+    whole speculative config when it is the engine's JSON."""
 
     method: str | None
     k: int | None
     text: str
+    settings: ServeSpec | None = None
 
     @property
     def off(self) -> bool:
         return self.method is None and not self.k
 
 
-def parse_spec(text: str) -> ProposedSpec:
-    """`off`, `k=3`, `mtp:k=3` / `ngram:k=2`, or the JSON given to --speculative-config."""
+def parse_spec(text: str, engine: Engine = DEFAULT_ENGINE) -> ProposedSpec:
+    """`off`, `k=3`, `mtp:k=3` / `ngram:k=2`, or the JSON of `engine`'s speculative config (vLLM's
+    --speculative-config; json_spec)."""
     raw = text.strip()
     if raw.lower() in ("off", "none", "disabled", "k=0"):
         return ProposedSpec(None, None, raw)
     if raw.startswith("{"):
-        spec = extract_spec(config_argv(raw))
-        if isinstance(spec, SpecRefusal):
-            raise InputError([Problem("--proposed", spec.reasons[0])])
-        return ProposedSpec(spec.method, spec.k, raw)
+        spec = json_spec(raw, engine)
+        return ProposedSpec(spec.method, spec.k, raw, spec)
     method, colon, rest = raw.partition(":") if ":" in raw else ("", "", raw)
     depth = rest.removeprefix("k=")
     if (
@@ -54,10 +57,28 @@ def parse_spec(text: str) -> ProposedSpec:
     return ProposedSpec(method or None, int(depth), raw)
 
 
+def json_spec(config: str, engine: Engine) -> ServeSpec:
+    """`config` read as `engine`'s speculative config JSON: through the flag of its table that takes
+    it, and its own reading (the engine's `flags` and `read_spec`); InputError for an engine whose
+    table takes no JSON config, or a config it cannot read."""
+    flag = FLAGS.get(CONFIG_FLAG)
+    if flag is None or flag.engine != engine or flag.removed is not None:
+        title = registry.title(engine)
+        why = (
+            f"{title} takes no speculative config as JSON: write off, k=N or METHOD:k=N, "
+            "or give --serve-config"
+        )
+        raise InputError([Problem("--proposed", why)])
+    spec = extract_spec([flag.canonical, config])
+    if isinstance(spec, SpecRefusal):
+        raise InputError([Problem("--proposed", spec.reasons[0])])
+    return spec
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """What the gate checks: method and depth (method None with a depth: any method), and the full
-    speculative settings when a serve config (or vLLM's config JSON) gives them."""
+    speculative settings when a serve config (or the engine's config JSON) gives them."""
 
     method: str | None
     k: int | None
@@ -75,10 +96,7 @@ def resolve_proposal(
     """The proposal from --proposed and the serve config, or the reasons it is refused."""
     if isinstance(serve, SpecRefusal):
         return [f"the speculative config of {source} cannot be read: {r}" for r in serve.reasons]
-    given = None
-    if proposed is not None and proposed.text.startswith("{"):
-        found = extract_spec(config_argv(proposed.text))
-        given = found if isinstance(found, ServeSpec) else None
+    given = proposed.settings if proposed is not None else None
     if serve is None:
         assert proposed is not None  # gate() refuses a call with neither
         return Proposal(proposed.method, proposed.k, proposed.text, given)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mtpverdict._text import terminal_safe
+from mtpverdict.engines.names import DEFAULT_ENGINE, ENGINES, Engine
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats.policy import Outside
 from mtpverdict.gate.deployment import deployment_reasons, recorded_environment
@@ -200,6 +201,17 @@ def _lines(reasons: Sequence[str]) -> tuple[str, ...]:
     return tuple(terminal_safe(r) for r in reasons)
 
 
+def proposal_engine(config: ServeConfig | None, scope_engine: str | None) -> Engine:
+    """The engine whose speculative config a JSON --proposed is: the serve config's, else the one
+    the evidence's campaign names, else the default (vLLM's, as its config JSON is documented)."""
+    serve = spec_of(config) if config is not None else None
+    if isinstance(serve, ServeSpec) and serve.engine is not None:
+        return serve.engine
+    if scope_engine in {e.value for e in ENGINES}:
+        return Engine(scope_engine)
+    return DEFAULT_ENGINE
+
+
 def gate(
     results_dir: str | Path,
     rules: str | None,
@@ -222,8 +234,11 @@ def gate(
                 )
             ]
         )
-    proposed = parse_spec(proposed_text) if proposed_text is not None else None
+    json_given = proposed_text is not None and proposed_text.strip().startswith("{")
+    proposed = parse_spec(proposed_text) if proposed_text is not None and not json_given else None
     config = read_serve_config(serve_config, service, compose) if serve_config else None
     run = decide_directory(results_dir, rules)
+    if proposed_text is not None and json_given:  # the JSON of the engine the proposal runs on
+        proposed = parse_spec(proposed_text, proposal_engine(config, run.results.campaign.scope.engine))
     accept = run.policy.gate.provisional is Outside.ACCEPT
     return evaluate(evidence_from(run.decision, run.results, accept), proposed, config, ignore)

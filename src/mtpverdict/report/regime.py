@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from mtpverdict._text import OUTCOME_WORDS
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import SCHEDULE_ENGINE
+from mtpverdict.engines.spec import CONFIG_FLAG
 from mtpverdict.formats.decision import Decision, RegimeCell, RegimeDepth, Schedule
 
 if TYPE_CHECKING:
@@ -102,9 +103,7 @@ def schedule_text(schedule: Schedule | None) -> str:
         measured = f"  measured at c={', '.join(str(c) for c in r.measured)}" if r.measured else ""
         lines.append(f"  {span}: {what}{measured}")
     if schedule.speculative_config is not None:
-        lines.append(
-            f"  {registry.title(SCHEDULE_ENGINE)}: --speculative-config '{schedule.speculative_config}'"
-        )
+        lines.append(f"  {registry.title(SCHEDULE_ENGINE)}: {CONFIG_FLAG} '{schedule.speculative_config}'")
     if schedule.note:
         lines.append(f"  note: {schedule.note}")
     lines.append(f"  rule: {schedule.rule}")

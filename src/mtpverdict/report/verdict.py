@@ -20,6 +20,7 @@ from mtpverdict._text import OUTCOME_WORDS, terminal_safe
 from mtpverdict.decide.regime import crossover
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import SCHEDULE_ENGINE
+from mtpverdict.engines.spec import CONFIG_FLAG
 from mtpverdict.formats.decision import (
     ArmDecision,
     ArmOutcomeResult,
@@ -423,7 +424,7 @@ def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | 
         lines.append(clip(terminal_safe("warnings: " + "; ".join(found)), width))
     if decision.schedule is not None and decision.schedule.speculative_config is not None:
         config = shlex.quote(decision.schedule.speculative_config)
-        lines.append(f"serve: {registry.title(SCHEDULE_ENGINE)} --speculative-config {config}")
+        lines.append(f"serve: {registry.title(SCHEDULE_ENGINE)} {CONFIG_FLAG} {config}")
     if next_step:
         first, then, command = next_step.partition("mtpverdict ")
         if then and first:
