@@ -595,26 +595,33 @@ def _measurement(notes: list[str], secrets: tuple[str, ...] = ()) -> Measurement
     return m
 
 
-def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> None:
-    notes: list[str] = []
-    m = _measurement(notes)
-    record = {
+def _request(**changed: Any) -> dict[str, Any]:
+    """A request record of off_A's first boot, chat at c=4, as collect builds it."""
+    return {
         "kind": "request",
         "arm": "off_A",
         "boot": 1,
         "workload": "chat",
         "concurrency": 4,
         "rep": 1,
-        "stream": 2,
+        "stream": 0,
         "warmup": False,
         "t_start": 1.0,
-        "t_first": 2.0,
-        "t_end": 0.5,  # before t_first: refused, and not the server's fields
+        "t_first": 1.5,
+        "t_end": 2.0,
         "prompt_tokens": 8,
         "completion_tokens": 8,
         "status": "ok",
-        "error": "bad \ud800 text",
+        "error": None,
+        **changed,
     }
+
+
+def test_a_request_record_refused_whole_is_recorded_as_an_error_saying_why() -> None:
+    notes: list[str] = []
+    m = _measurement(notes)
+    # t_end before t_first: refused, and not the server's fields
+    record = _request(stream=2, t_first=2.0, t_end=0.5, error="bad \ud800 text")
     written = m._writable(record)
     assert written["status"] == "error" and written["t_first"] is None and written["stream"] == 2
     assert written["error"].startswith("the results format refused this stream's record: ")
@@ -669,24 +676,7 @@ def test_a_record_is_judged_as_it_will_be_written_redacted() -> None:
     was refused by the writer and collect stopped: it is judged redacted, and the fallback taken."""
     notes: list[str] = []
     m = _measurement(notes, secrets=("production-key-123",))
-    record = {
-        "kind": "request",
-        "arm": "off_A",
-        "boot": 1,
-        "workload": "chat",
-        "concurrency": 4,
-        "rep": 1,
-        "stream": 0,
-        "warmup": False,
-        "t_start": 1.0,
-        "t_first": 1.5,
-        "t_end": 2.0,
-        "prompt_tokens": 8,
-        "completion_tokens": 8,
-        "status": "ok",
-        "error": None,
-        "category": "production",
-    }
+    record = _request(category="production")
     assert not isinstance(encoded(record), str)  # valid as it is ...
     assert isinstance(encoded(m.ctx.redactor.value(record)), str)  # ... refused as it is written
     written = m._writable(record)
