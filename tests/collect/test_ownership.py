@@ -52,13 +52,24 @@ def _launch(tmp_path: Path, launched: list[LaunchedServer], argv: list[str]) -> 
     return server
 
 
+def _environ(pid: int) -> list[bytes]:
+    """The process's environment; empty while its exec is still replacing its memory (a loaded machine
+    can show that just after Popen returns), so it is read again until it is there."""
+    for _ in range(200):
+        found = Path(f"/proc/{pid}/environ").read_bytes()
+        if found:
+            return found.split(b"\0")
+        time.sleep(0.05)
+    return []
+
+
 def test_a_launched_server_carries_its_token_and_start_file(
     tmp_path: Path, launched: list[LaunchedServer]
 ) -> None:
     server = _launch(tmp_path, launched, SLEEPER)
     mark = server.mark
     assert mark is not None and mark.pid == mark.pgid == server.pid
-    environ = Path(f"/proc/{mark.pid}/environ").read_bytes().split(b"\0")
+    environ = _environ(mark.pid)
     assert f"{BOOT_TOKEN_ENV}={mark.token}".encode() in environ
     assert f"{BOOT_FILE_ENV}={mark.owner}".encode() in environ
     again = ProcessMark.from_json(mark.as_json(), Path(mark.owner))

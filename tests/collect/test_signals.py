@@ -199,6 +199,45 @@ def test_a_signal_while_deferred_restores_its_handlers_leaves_every_handler_rest
         assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
+def test_a_sigterm_reaching_the_boot_as_a_group_before_the_loop_stops_stops_collect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group came while nothing was cancelling the boot: it became a CancelledError, which left
+    collect with a traceback and exit 1 instead of 143 (one SIGTERM test in a loaded suite run)."""
+    from mtpverdict.collect import Collector, CollectOutcome, load_campaign_file
+    from mtpverdict.collect.boot import BootSession
+    from mtpverdict.collect.measure import Measurement
+
+    from .conftest import small_campaign
+
+    async def no_wait(self: BootSession) -> bool:
+        return True
+
+    async def served(self: BootSession, client: object) -> str:
+        return "fake-model"
+
+    async def grouped(self: Measurement) -> None:
+        raise BaseExceptionGroup("connecting", [BaseExceptionGroup("inner", [Terminated()])])
+
+    monkeypatch.setattr(BootSession, "start", no_wait)
+    monkeypatch.setattr(BootSession, "ready", served)
+    monkeypatch.setattr(Measurement, "run", grouped)
+    text = small_campaign(9).replace('mode = "launch"', 'mode = "external"')
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(text.replace('name = "off_A"', 'name = "off_A"\nbase_url = "http://127.0.0.1:9"'))
+    out = tmp_path / "results"
+    summary = Collector(
+        load_campaign_file(campaign),
+        out,
+        variables={},
+        resume=False,
+        allow_argv_mismatch=False,
+        on_event=lambda _: None,
+    ).run()
+    assert summary.outcome == CollectOutcome.TERMINATED
+    assert load_results(out).boots["status"].tolist() == ["interrupted"]
+
+
 def test_a_sigterm_inside_an_httpx_connect_stops_collect_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

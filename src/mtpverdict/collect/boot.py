@@ -148,17 +148,25 @@ class BootSession:
     async def _serve(self) -> None:
         """Start, ready, measure, on one HTTP client; a failure is left in the record.
 
-        A signal taken inside a task of httpx's (an anyio task group, while it connects) leaves the
-        event loop from that task as any interrupt does, and reaches this boot again as a group while
-        asyncio.run cancels it: the boot then ends cancelled, as asyncio.run asked, instead of with an
-        error asyncio would print with its traceback.
+        A signal taken inside a task of httpx's (an anyio task group, while it connects) reaches this
+        boot as a group. When asyncio.run is already cancelling the boot (the interrupt left the event
+        loop from that task first), the boot ends cancelled, as asyncio.run asked, instead of with an
+        error asyncio would print with its traceback; when the group comes first (seen under uvloop
+        on a loaded machine), the interrupt in it is raised, so collect stops as on that signal.
         """
         try:
             await self._on_client()
         except BaseExceptionGroup as group:
-            if group.split((KeyboardInterrupt, asyncio.CancelledError))[1] is not None:
+            interrupts, rest = group.split((KeyboardInterrupt, asyncio.CancelledError))
+            if rest is not None:
                 raise
-            raise asyncio.CancelledError from None
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # asyncio.run is cancelling this boot
+                raise asyncio.CancelledError from None
+            taken = _first_interrupt(interrupts)
+            if taken is None:
+                raise asyncio.CancelledError from None
+            raise taken from None  # the signal reached the boot before the loop stopped: it stops collect
 
     async def _on_client(self) -> None:
         plan = self.ctx.plan
@@ -407,3 +415,12 @@ async def read_endpoints(
 ) -> dict[str, str | None]:
     """Each path's body, in order (None where it did not answer 200)."""
     return {path: await plain.get_text(client, base_url + path, headers) for path in paths}
+
+
+def _first_interrupt(group: BaseExceptionGroup[BaseException] | None) -> KeyboardInterrupt | None:
+    """The first KeyboardInterrupt (Ctrl-C, or Terminated for SIGTERM) in a group, nested ones too."""
+    for exc in () if group is None else group.exceptions:
+        found = _first_interrupt(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, KeyboardInterrupt):
+            return found
+    return None
