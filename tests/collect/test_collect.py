@@ -682,3 +682,21 @@ def test_a_record_is_judged_as_it_will_be_written_redacted() -> None:
     written = m._writable(record)
     assert not isinstance(encoded(m.ctx.redactor.value(written)), str)
     assert written["status"] == "error" and len(notes) == 1
+
+
+def test_a_stream_no_form_of_which_can_be_written_is_said_and_the_run_goes_on() -> None:
+    """Every form of the record refused: the second append raised out of the run, which then was
+    neither noted for the engine log nor counted."""
+    notes: list[str] = []
+    m = _measurement(notes)
+
+    def refuse(records: list[dict[str, Any]]) -> None:
+        raise ValueError("invalid request record: refused by the writer")
+
+    m.ctx = SimpleNamespace(  # type: ignore[assignment]
+        note=m.ctx.note, redactor=m.ctx.redactor, writer=SimpleNamespace(keys=set()), append_many=refuse
+    )
+    assert m._append_requests([_request()]) == []
+    assert (
+        notes[-1] == "a stream's record could not be written: invalid request record: refused by the writer"
+    )

@@ -166,11 +166,14 @@ def test_a_write_that_takes_no_bytes_is_an_error_not_a_loop(
         assert raised.value.errno == errno.EIO
 
 
-def test_text_that_is_not_utf8_is_refused_and_the_rest_of_the_batch_written(tmp_path: Path) -> None:
-    """A server's JSON can escape a lone surrogate into an error text; encoding the batch raised
-    UnicodeEncodeError before anything was written."""
+def test_text_that_is_not_utf8_is_written_as_its_escape(tmp_path: Path) -> None:
+    """A server's JSON can escape a lone surrogate into a text (an error, an engine version): encoding
+    the batch raised UnicodeEncodeError before anything was written, and collect stopped on every
+    resume. The text is written as its escape, and the record kept."""
     with ResultsWriter(tmp_path / "r", _campaign()) as writer:
         bad = _request(1, status="error", error="server error in stream: bad \ud800 thing")
-        with pytest.raises(ValueError, match="not UTF-8"):
-            writer.append_many([_request(0), bad, _request(2)])
-    assert [r["stream"] for r in _lines(tmp_path / "r")] == [0, 2]
+        assert writer.append_many([_request(0), bad, _request(2)]) == 3
+        assert writer.records[1]["error"] == "server error in stream: bad \\ud800 thing"
+    assert [r["stream"] for r in _lines(tmp_path / "r")] == [0, 1, 2]
+    assert _lines(tmp_path / "r")[1]["error"] == "server error in stream: bad \\ud800 thing"
+    load_results(tmp_path / "r")

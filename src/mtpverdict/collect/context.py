@@ -13,6 +13,7 @@ from mtpverdict.collect import served as sv
 from mtpverdict.collect.campaign import CampaignPlan
 from mtpverdict.collect.progress import CollectSummary, Event
 from mtpverdict.collect.redact import Redactor
+from mtpverdict.collect.signals import deferred
 from mtpverdict.engines import registry
 from mtpverdict.engines.interface import COLLECT_PARTS, BootLog, Readiness, ServerFields
 from mtpverdict.formats.results_io import ResultsWriter
@@ -70,7 +71,8 @@ class CollectContext:
         format refuses one of them, after the others are written (and counted)."""
         before = len(self.writer.records)
         try:
-            self.writer.append_many([self.redactor.value(r) for r in records])
+            with deferred():  # a signal waits: the write and its bookkeeping agree with the disk
+                self.writer.append_many([self.redactor.value(r) for r in records])
         finally:
             self.summary.records += len(self.writer.records) - before
 

@@ -230,7 +230,12 @@ class Measurement:
         except ValueError:  # the valid ones are written
             known = set(self.ctx.writer.keys)
         final = [r if record_key(r) in known else self._writable(r) for r in records]
-        self.ctx.append_many([r for r in final if record_key(r) not in known])
+        try:
+            self.ctx.append_many([r for r in final if record_key(r) not in known])
+        except ValueError as exc:  # even the last fallback refused: said, and the rest goes on
+            self.ctx.note(self.arm, self.number, f"a stream's record could not be written: {exc}")
+            known = set(self.ctx.writer.keys)
+            return [r for r in final if record_key(r) in known]
         return final
 
     def _writable(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -60,16 +60,31 @@ def record_errors(record: dict[str, Any] | Record) -> list[str]:
     return [f"{key}: {message}" if key else message for key, message in found]
 
 
-def encoded(record: dict[str, Any]) -> bytes | str:
-    """The record's line as UTF-8 bytes, or why it cannot be written (invalid, or text that is not
-    UTF-8, such as a lone surrogate a server's JSON escapes can carry)."""
+def encoded(record: dict[str, Any]) -> tuple[dict[str, Any], bytes] | str:
+    """The record as it is written and its line as UTF-8 bytes, or why it cannot be written. Text that
+    is not UTF-8 (a lone surrogate a server's JSON escape can carry) is written as its escape."""
     found = record_errors(record)
     if found:
         return f"invalid {record.get('kind')} record: {'; '.join(found)}"
     try:
-        return record_line(record).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"invalid {record.get('kind')} record: text that is not UTF-8 ({exc.reason})"
+        return record, record_line(record).encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = _utf8(record)
+    found = record_errors(escaped)
+    if found:
+        return f"invalid {record.get('kind')} record once its text is escaped: {'; '.join(found)}"
+    return escaped, record_line(escaped).encode("utf-8")
+
+
+def _utf8(value: Any) -> Any:
+    """`value` (JSON-like) with every string's unencodable characters written as backslash escapes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_utf8(v) for v in value]
+    return value
 
 
 # campaign.json keys a resume may change: the campaign file's hash (`source`) and, under --until-resolved,
@@ -208,14 +223,15 @@ class ResultsWriter:
         new: dict[tuple[Any, ...], bytes] = {}
         kept: list[dict[str, Any]] = []
         for record in records:
-            line = encoded(record)
-            if isinstance(line, str):
-                refused.append(line)
+            found = encoded(record)
+            if isinstance(found, str):
+                refused.append(found)
                 continue
-            key = record_key(record)
+            written, line = found
+            key = record_key(written)
             if key not in self.keys and key not in new:
                 new[key] = line
-                kept.append(record)
+                kept.append(written)
         if new:
             self._write_all(b"".join(new.values()), new.keys(), kept)
         if refused:
@@ -224,10 +240,12 @@ class ResultsWriter:
         return len(new)
 
     def _write_all(self, data: bytes, keys: Iterable[tuple[Any, ...]], records: list[dict[str, Any]]) -> None:
-        """Write `data` at the end of records.jsonl, going on after a short write, then fsync it and
-        know its `keys` and `records`. A failed write or fsync, or a signal during the write, removes
-        what of `data` was written, and the error goes on."""
-        start = os.fstat(self._fd).st_size
+        """Write `data` at the end of records.jsonl, going on after a short write, know its `keys` and
+        `records`, then fsync it. A failed write or fsync, or a signal during the write, removes what
+        of `data` was written (and forgets it), and the error goes on; a signal during the fsync leaves
+        it written and known. (collect holds SIGINT and SIGTERM around its appends, collect/context.py,
+        so no signal falls between the write and its bookkeeping.)"""
+        start, known = os.fstat(self._fd).st_size, len(self.records)
         done = 0
         try:
             while done < len(data):
@@ -235,22 +253,20 @@ class ResultsWriter:
                 if written == 0:  # a regular file that takes nothing: no progress can be made
                     raise OSError(errno.EIO, f"{self.path}: the write took no bytes")
                 done += written
+        except BaseException:
+            os.ftruncate(self._fd, start)  # no fragment of the batch stays behind
+            raise
+        keys = list(keys)
+        try:
+            self.keys.update(keys)
+            self.records.extend(records)
             if self.sync_each:
                 os.fsync(self._fd)
         except OSError:
-            os.ftruncate(self._fd, start)  # no fragment of the batch stays behind
+            os.ftruncate(self._fd, start)
+            self.keys.difference_update(keys)
+            del self.records[known:]
             raise
-        except BaseException:  # Ctrl-C or SIGTERM: written whole and only syncing is kept, else removed
-            if done < len(data):
-                os.ftruncate(self._fd, start)
-                raise
-            self._know(keys, records)
-            raise
-        self._know(keys, records)
-
-    def _know(self, keys: Iterable[tuple[Any, ...]], records: list[dict[str, Any]]) -> None:
-        self.keys.update(keys)
-        self.records.extend(records)
 
     def raw_path(self, relative: str) -> Path:
         """A path under raw/ for engine logs and metric snapshots; refuses escapes."""
