@@ -120,3 +120,32 @@ def test_a_continuation_with_no_alpha_left_is_not_resumed_as_if_it_could_promote
     step = run.decision.next_step or ""
     assert "--resume" not in _argv(step)
     assert "no campaign that continues it can promote an arm" in step
+
+
+def _planned(tmp_path: Path, name: str, looks: int) -> Path:
+    results = tmp_path / name
+    shutil.copytree(FIXTURES / name, results)
+    path = results / "campaign.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sequential_looks": looks}, indent=1))
+    return results
+
+
+def test_a_resume_step_keeps_the_looks_the_campaign_was_planned_with(tmp_path: Path) -> None:
+    """The step said `set boots = 17` on a campaign planned for 20 looks, which collect refuses (fewer
+    looks than planned)."""
+    step = decide_directory(_planned(tmp_path, "synthetic-null", 20), "default").decision.next_step
+    assert step is not None and "--resume --until-resolved" in step
+    boots = int(step.split("set boots = ")[1].split()[0])
+    assert boots >= 20
+
+
+def test_no_arm_is_settled_while_a_control_fails(tmp_path: Path) -> None:
+    """A blind harness (every arm "eligible" on a harness that cannot tell off from off) settled every
+    candidate, so collect --until-resolved stopped booting them on a failing control."""
+    from mtpverdict.decide import settled_arms
+    from mtpverdict.rules.registry import load_policy
+
+    results = _planned(tmp_path, "synthetic-blind", 10)
+    run = decide_directory(results, "default")
+    assert {a.name for a in run.decision.arms if str(a.verdict) == "eligible"} == {"k1", "k2", "k3"}
+    assert settled_arms(results, load_policy("default")) == {}

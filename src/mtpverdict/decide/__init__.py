@@ -13,7 +13,7 @@ from mtpverdict.decide.looks import anchored, plan_look
 from mtpverdict.errors import InputError, Problem, ResultsError
 from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
-from mtpverdict.formats.decision import Decision, decision_json, load_decision
+from mtpverdict.formats.decision import ControlStatus, Decision, decision_json, load_decision
 from mtpverdict.formats.looks import Look, LookLog, append_look, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
@@ -111,6 +111,9 @@ def decide_directory(
 
 
 SETTLED_VERDICTS = ("eligible", "rejected", "void")  # verdicts no further boot of the arm would change
+# failing controls under which no verdict is settled: the controls drifted, or their positions or
+# the harness make every comparison doubtful
+UNSETTLING = ("drift", "positions", "blind", "harness", "duplicates")
 
 
 def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[str, str]:
@@ -133,6 +136,8 @@ def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[st
     if run.look is not None:  # append_look keeps one look per records
         append_look(results_dir, run.look)
     decision = run.decision
+    if any(c.status is ControlStatus.FAIL and c.name in UNSETTLING for c in decision.controls):
+        return {}  # the comparisons are not to be trusted yet: no arm is settled, every one is booted
     return {
         a.name: str(a.verdict) for a in decision.arms if not a.is_control and a.verdict in SETTLED_VERDICTS
     }

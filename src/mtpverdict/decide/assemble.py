@@ -442,8 +442,10 @@ def next_step(
     ]
     if boots or any(r.arm in live and r.metric == metric and r.outcome == "inconclusive" for r in results):
         more = max(boots) if boots else _boots_per_arm(evidence) + 1
+        # a resume keeps at least the looks the campaign was planned with (collect refuses fewer)
+        planned = evidence.campaign.sequential_looks if resumable else 0
         return plan.until_resolved_command(
-            "CAMPAIGN.toml", results_dir, policy, max(more, 2), resume=resumable
+            "CAMPAIGN.toml", results_dir, policy, max(more, 2, planned), resume=resumable
         )
     if evidence.policy.selection.mode is not SelectionMode.SCHEDULE and regime.schedule_arms(evidence):
         return (

@@ -47,13 +47,10 @@ def decide(
     if looks is None and results.campaign.continues is not None:
         looks = LookLog()  # what the continued campaign spent counts without a directory too
     look = None if looks is None else plan_look(results, policy.alpha, looks)
-    # futility only keeps arms off: at a look it keeps the policy's alpha, unless no alpha is left
+    # futility only keeps arms off: at a look it keeps the policy's alpha, a spent one's too
     if look is not None:
-        spent = look.look.alpha <= SPENT_ALPHA
         policy = dataclasses.replace(
-            policy,
-            alpha=max(look.look.alpha, SPENT_ALPHA),
-            futility_alpha=None if spent else policy_alpha,
+            policy, alpha=max(look.look.alpha, SPENT_ALPHA), futility_alpha=policy_alpha
         )
     elif results.campaign.sequential_looks > 1:  # Bonferroni over the planned looks
         looks_alpha = policy.alpha / results.campaign.sequential_looks
