@@ -199,12 +199,12 @@ def test_a_signal_while_deferred_restores_its_handlers_leaves_every_handler_rest
         assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-def test_a_sigterm_reaching_the_boot_as_a_group_before_the_loop_stops_stops_collect(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The group came while nothing was cancelling the boot: it became a CancelledError, which left
-    collect with a traceback and exit 1 instead of 143 (one SIGTERM test in a loaded suite run)."""
-    from mtpverdict.collect import Collector, CollectOutcome, load_campaign_file
+def _one_external_boot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measure: Callable[[Any], Any]
+) -> tuple[Any, Path]:
+    """A one-boot external campaign, its start and readiness skipped, measured by `measure`; the
+    collect's summary and results directory."""
+    from mtpverdict.collect import Collector, load_campaign_file
     from mtpverdict.collect.boot import BootSession
     from mtpverdict.collect.measure import Measurement
 
@@ -216,24 +216,35 @@ def test_a_sigterm_reaching_the_boot_as_a_group_before_the_loop_stops_stops_coll
     async def served(self: BootSession, client: object) -> str:
         return "fake-model"
 
-    async def grouped(self: Measurement) -> None:
-        raise BaseExceptionGroup("connecting", [BaseExceptionGroup("inner", [Terminated()])])
-
     monkeypatch.setattr(BootSession, "start", no_wait)
     monkeypatch.setattr(BootSession, "ready", served)
-    monkeypatch.setattr(Measurement, "run", grouped)
+    monkeypatch.setattr(Measurement, "run", measure)
     text = small_campaign(9).replace('mode = "launch"', 'mode = "external"')
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(text.replace('name = "off_A"', 'name = "off_A"\nbase_url = "http://127.0.0.1:9"'))
     out = tmp_path / "results"
-    summary = Collector(
+    collector = Collector(
         load_campaign_file(campaign),
         out,
         variables={},
         resume=False,
         allow_argv_mismatch=False,
         on_event=lambda _: None,
-    ).run()
+    )
+    return collector.run(), out
+
+
+def test_a_sigterm_reaching_the_boot_as_a_group_before_the_loop_stops_stops_collect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group came while nothing was cancelling the boot: it became a CancelledError, which left
+    collect with a traceback and exit 1 instead of 143 (one SIGTERM test in a loaded suite run)."""
+    from mtpverdict.collect import CollectOutcome
+
+    async def grouped(self: object) -> None:
+        raise BaseExceptionGroup("connecting", [BaseExceptionGroup("inner", [Terminated()])])
+
+    summary, out = _one_external_boot(tmp_path, monkeypatch, grouped)
     assert summary.outcome == CollectOutcome.TERMINATED
     assert load_results(out).boots["status"].tolist() == ["interrupted"]
 
@@ -247,19 +258,9 @@ def test_a_sigterm_inside_an_httpx_connect_stops_collect_without_a_traceback(
     Here the boot's measurement does what that connect does, at once, with no server."""
     import anyio
 
-    from mtpverdict.collect import Collector, CollectOutcome, load_campaign_file
-    from mtpverdict.collect.boot import BootSession
-    from mtpverdict.collect.measure import Measurement
+    from mtpverdict.collect import CollectOutcome
 
-    from .conftest import small_campaign
-
-    async def no_wait(self: BootSession) -> bool:
-        return True
-
-    async def served(self: BootSession, client: object) -> str:
-        return "fake-model"
-
-    async def signalled_connect(self: Measurement) -> None:
+    async def signalled_connect(self: object) -> None:
         async def connecting() -> None:
             raise Terminated  # what the SIGTERM handler raises in the task it interrupts
 
@@ -267,17 +268,7 @@ def test_a_sigterm_inside_an_httpx_connect_stops_collect_without_a_traceback(
             group.start_soon(connecting)
             await anyio.sleep(30)
 
-    monkeypatch.setattr(BootSession, "start", no_wait)
-    monkeypatch.setattr(BootSession, "ready", served)
-    monkeypatch.setattr(Measurement, "run", signalled_connect)
-    text = small_campaign(9).replace('mode = "launch"', 'mode = "external"')
-    campaign = tmp_path / "campaign.toml"
-    campaign.write_text(text.replace('name = "off_A"', 'name = "off_A"\nbase_url = "http://127.0.0.1:9"'))
-    out = tmp_path / "results"
-    plan = load_campaign_file(campaign)
-    summary = Collector(
-        plan, out, variables={}, resume=False, allow_argv_mismatch=False, on_event=lambda _: None
-    ).run()
+    summary, out = _one_external_boot(tmp_path, monkeypatch, signalled_connect)
     assert summary.outcome == CollectOutcome.TERMINATED
     assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]
     assert load_results(out).boots["status"].tolist() == ["interrupted"]
