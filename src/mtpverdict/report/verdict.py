@@ -182,7 +182,7 @@ def _speed_cause(decision: Decision, arm: ArmDecision, metric: str, failed: bool
     if failed:
         return {
             "worse": "slower than off at some cell",
-            "below_min_effect": "shown below the minimum effect at some cell",
+            "below_min_effect": "not better than off by the minimum effect at some cell",
             "equivalent": "equivalent to off",
         }.get(found.outcome, f"{found.outcome} against off")
     if found.why == "missing_cell":
