@@ -93,7 +93,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mtpverdict.engines import sglang
-from mtpverdict.engines.interface import MetricNames, ResponseJson
+from mtpverdict.engines.interface import MetricNames, ResponseJson, SpecNamespace
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.model import AcceptanceReading, Found
@@ -142,7 +142,8 @@ ENGINE = dataclasses.replace(
     sglang.ENGINE,
     name=Engine("toy"),
     title="Toy",
-    flags=(FlagGroup("--toy-draft-depth"),),
+    flags=(FlagGroup("--toy-depth"),),
+    spec_namespace=SpecNamespace(("--toy-",)),
     image_words=("toy-server",),
     config_variables=("TOY_",),
     metric_prefix="toy:",
@@ -162,6 +163,7 @@ from mtpverdict.cli._help import reference_markdown
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import ENGINE_CHOICES
 from mtpverdict.parse import parse_file, parse_metrics, parse_text
+from mtpverdict.serveconfig import scan_speculation
 from tests.engines.test_registry import DATA, DOC, registry_problems
 from tests.test_docs import reference_stale
 
@@ -186,6 +188,8 @@ print(json.dumps({
     "vllm_names": parse_metrics("toy:spec_decode_num_draft_tokens_total 8\\n").draft_tokens,
     "response": parse_text('{"toy_stats": {"kept": 2, "drafted": 3}}').to_json(),
     "no_stats": parse_text('{"content": "x"}', "toy").to_json()["warnings"],
+    "misspelt": scan_speculation(["toy-server", "--toy-dpeth", "3"])[1],
+    "known": [f.flag for f in scan_speculation(["toy-server", "--toy-depth", "3"])[0]],
 }))
 """
 
@@ -348,6 +352,10 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     assert seen["response"]["engine"] == "toy"
     assert [(r["accepted_tokens"], r["draft_tokens"]) for r in seen["response"]["acceptance"]] == [(2, 3)]
     assert seen["no_stats"][0].startswith("a JSON document without Toy toy_stats (no drafting")
+    # its speculative flags are read by its table; one its spec_namespace holds but the table does not
+    # know (a misspelling) is refused, not dropped
+    assert seen["known"] == ["--toy-depth"]
+    assert len(seen["misspelt"]) == 1 and seen["misspelt"][0].startswith("--toy-dpeth: ")
 
 
 def _run_copy_tests(copy: Path, env: dict[str, str]) -> str:
