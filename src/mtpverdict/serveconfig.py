@@ -341,11 +341,10 @@ def normalise_flag(name: str) -> str:
 
 
 def _in_namespace(name: str) -> bool:
-    """Long flags that name speculation or drafting (vLLM's --specialize-active-lora does not)."""
-    return (
-        name.startswith(("--spec-", "--speculative", "--draft"))
-        or name.endswith("-draft")
-        or "-draft-" in name
+    """Long flags that name an engine's speculation or drafting, each engine's `spec_namespace` (vLLM's
+    --specialize-active-lora names none)."""
+    return name.startswith("--") and any(
+        parts.spec_namespace.holds(name) for parts in registry.ENGINES.values()
     )
 
 

@@ -21,7 +21,7 @@ def test_collect_reads_props_and_slots_after_health() -> None:
 
 def test_the_clock_is_on_every_response() -> None:
     assert registry.get(Engine.LLAMACPP).server_fields == ServerFields(
-        "timings", llamacpp.read_timings, timed=True
+        "timings", llamacpp.read_timings, timed=True, fields=llamacpp.TIMINGS_FIELDS
     )
 
 

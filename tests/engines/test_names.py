@@ -5,8 +5,10 @@ or a space, programs, image words, variable and metric prefixes: "llama.cpp", "l
 "llama-server", "LLAMA_ARG_"), imports an engine's module or its parsers' (`mtpverdict.parse.<engine>_*`,
 absolutely or relatively), names a class, function, variable, argument or attribute after an engine
 (`engines.sglang`, `Engine.VLLM`, `LlamaTimings`, `VLLMEngine`), or takes one by its place in the
-registry (`ENGINES[0]`); engine knowledge asks the registry. An engine's own parsers
-(parse/<engine>_*.py) may import its other parsers and spell the engine's text PARSER_TEXT lists.
+registry (`ENGINES[0]`), nor spells a flag or response field one engine's parts give
+(`"--max-model-len"`, `"--spec-draft-n-max"`, `"draft_n_accepted"`); engine knowledge asks the
+registry. An engine's own parsers (parse/<engine>_*.py) may import its other parsers, spell its own
+flags and fields, and spell the engine's text PARSER_TEXT lists.
 Docstrings and comments are prose and are not counted."""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mtpverdict.engines import registry
+from mtpverdict.engines.interface import EngineParts, present
 from mtpverdict.engines.names import ENGINE_CHOICES, ENGINES, Engine
 
 from ..conftest import ROOT
@@ -39,6 +42,30 @@ def engine_words() -> tuple[str, ...]:
     return tuple(sorted(words, key=lambda w: (-len(w), w)))
 
 
+def _spellings(parts: EngineParts) -> set[str]:
+    """Every flag an engine's parts spell (its speculative tables, removed flags and aliases among them,
+    its context, data-parallel and short flags and what they stand for, its clock flag) and the fields
+    of its per-request response object; a one-letter short flag (`-c`, `-n`) is every CLI's, not left in."""
+    words = {word for group in parts.flags for word in group.text.split()}
+    words |= {*parts.context_flags, *(present(parts.data_parallel_flags) or ())}
+    short = present(parts.short_flags) or {}
+    words |= {*short, *short.values()}
+    fields = present(parts.server_fields)
+    if fields is not None:
+        words |= {*fields.fields, *([fields.clock_flag] if fields.clock_flag else [])}
+    return {w for w in words if not re.fullmatch(r"-[A-Za-z]", w)}
+
+
+def engine_spellings() -> dict[str, Engine]:
+    """Each flag or field spelling that exactly one engine's parts give, with that engine: one that two
+    engines share (or that none owns: `--port`, `--model`) is no engine's knowledge."""
+    owners: dict[str, set[Engine]] = {}
+    for engine, parts in registry.ENGINES.items():
+        for word in _spellings(parts):
+            owners.setdefault(word, set()).add(engine)
+    return {word: next(iter(found)) for word, found in owners.items() if len(found) == 1}
+
+
 def _word_pattern(word: str) -> str:
     """A word alone: no letter or digit before it; none after it either but a plural's `s` (a version
     may follow) unless the word ends as a prefix does (`VLLM_`, `vllm:`)."""
@@ -51,6 +78,13 @@ def _word_pattern(word: str) -> str:
 MENTION_RE = re.compile(
     rf"(?!(?:{'|'.join(sorted(NAMES))})[-_ ]bench)(?:{'|'.join(_word_pattern(w) for w in engine_words())})",
     re.IGNORECASE,
+)
+SPELLINGS = engine_spellings()
+# a flag or field one engine spells, as a token of a literal, case as written ("--max-model-len=8",
+# "timings.draft_n_accepted"); not inside a longer flag or name ("--max-model-len-x", "draft_n_x")
+SPELLING_RE = re.compile(
+    rf"(?<![A-Za-z0-9_-])({'|'.join(re.escape(w) for w in sorted(SPELLINGS, key=lambda w: (-len(w), w)))})"
+    r"(?![A-Za-z0-9_-])"
 )
 # the stems an identifier is split into that name an engine: its name, and its title's first word
 # (`LlamaTimings`, `llama_counts`, `.llama`, `Engine.VLLM`)
@@ -130,7 +164,7 @@ def engine_mentions(files: list[Path], root: Path) -> list[str]:
         where = path.relative_to(root).as_posix()
         for node in ast.walk(tree):
             text = _literal(node) if id(node) not in docs else None
-            if text is not None and MENTION_RE.search(text):
+            if text is not None and (MENTION_RE.search(text) or SPELLING_RE.search(text)):
                 found.append(f"{where}:{node.lineno} {text[:60]!r}")  # type: ignore[attr-defined]
             found += [
                 f"{where}:{getattr(node, 'lineno', 0)} .{name}"
@@ -225,8 +259,16 @@ def _parser_may(mention: str) -> bool:
     if re.fullmatch(rf"import (?:mtpverdict\.parse\.|\.){parser[1]}_\w+(?:\.\w+)?", seen):
         return True
     text = _quoted(seen)
+    if text is None:
+        return False
     openings = PARSER_TEXT.get(parser[0], {})
-    return text is not None and any(text.startswith(opening) for opening in openings)
+    return any(text.startswith(opening) for opening in openings) or _own_spellings(text, parser[1])
+
+
+def _own_spellings(text: str, engine: str) -> bool:
+    """Whether a literal names nothing of an engine but flags and fields the given engine spells."""
+    found = [SPELLINGS[m[1]] for m in SPELLING_RE.finditer(text)]
+    return bool(found) and all(e == engine for e in found) and not MENTION_RE.search(text)
 
 
 def _quoted(seen: str) -> str | None:
@@ -260,9 +302,14 @@ def test_an_engines_parser_may_spell_only_its_own_listed_text(tmp_path: Path) ->
         'B = "sglang"\n'
         'C = "vLLM took this"\n'  # not listed
         "class VllmLine: ...\n"
+        'D = "num_spec_steps"\n'  # its own engine's field
+        'E = "timings.draft_n_accepted"\n'  # another engine's field
+        'F = ("--max-model-len", "--spec-draft-n-max")\n'  # its own engine's flag, another's
     )
     found = unexplained(engine_mentions([parser], tmp_path))
     assert found == [
+        "parse/vllm_log.py:10 'timings.draft_n_accepted'",
+        "parse/vllm_log.py:11 '--spec-draft-n-max'",
         "parse/vllm_log.py:4 import mtpverdict.parse.llamacpp_log",
         "parse/vllm_log.py:4 import mtpverdict.parse.llamacpp_log.Y",
         "parse/vllm_log.py:5 import mtpverdict.engines.vllm",
@@ -327,6 +374,17 @@ def test_the_count_sees_a_name_inside_a_string_and_an_import(tmp_path: Path) -> 
         ('X = "llama_cpp"', "'llama_cpp'"),
         ('X = "a llama cpp build"', "'a llama cpp build'"),
         ('X = "both vLLMs"', "'both vLLMs'"),
+        ('X = "--enable-per-request-metrics"', "'--enable-per-request-metrics'"),
+        ('X = "--spec-draft-n-max"', "'--spec-draft-n-max'"),
+        ('X = ["vllm", "serve", "--max-model-len=4096"]', "'--max-model-len=4096'"),
+        ('X = "--ctx-size-draft"', "'--ctx-size-draft'"),
+        ('X = "-dp"', "'-dp'"),
+        ('X = "--data-parallel-size"', "'--data-parallel-size'"),
+        ('X = "--context-length"', "'--context-length'"),
+        ('X = "--speculative-algorithm"', "'--speculative-algorithm'"),
+        ('X = "draft_n_accepted"', "'draft_n_accepted'"),
+        ('X = f"timings.{a}: draft_n missing"', "': draft_n missing'"),
+        ('X = "num_accepted_draft_tokens"', "'num_accepted_draft_tokens'"),
         ("X = ENGINES[0]", "ENGINES[0]"),
         ("X = registry.ENGINES[-1]", "registry.ENGINES[-1]"),
         ("X = names.ENGINE_CHOICES[1:]", "names.ENGINE_CHOICES[1:]"),
@@ -352,6 +410,7 @@ def test_the_count_leaves_prose_and_other_words(tmp_path: Path) -> None:
         "Y = Engine.VLLMX, llamas, import_vllm_bench, VllmBenchEntry, HTTPServer, LLAMAS\n"
         "W = ENGINES[engine], ENGINE_CHOICES[i:], titles[0], registry.ENGINES[Engine(name)]\n"
         'V = ("vllmsx", "llama_cppx", "llamacpps2")\n'
+        'U = ("--port", "--host", "--model", "-c", "-n", "--max-model-len-x", "draft_n_x", "x_draft_n")\n'
         "from mtpverdict.parse import text, metrics\n"
         "from .engines import names\n"
     )

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mtpverdict.engines.names import ENGINE_CHOICES, Engine
+
 from ..conftest import ROOT
 
 # what the copy holds: every tree a new engine touches (code, docs, samples, of any file type), two files
@@ -79,7 +81,6 @@ METRICS_EXPECTED = {
         }
     ],
 }
-MEMBER_AFTER = '    LLAMACPP = "llamacpp"\n'
 TOY_LINE = '    TOY = "toy"\n'
 
 TOY_MODULE = '''"""Toy: a throwaway engine whose log prints `toy accepted A of D draft tokens`."""
@@ -92,7 +93,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mtpverdict.engines import sglang
-from mtpverdict.engines.interface import MetricNames, ResponseJson
+from mtpverdict.engines.interface import MetricNames, ResponseJson, SpecNamespace
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import FlagGroup
 from mtpverdict.parse.model import AcceptanceReading, Found
@@ -141,7 +142,8 @@ ENGINE = dataclasses.replace(
     sglang.ENGINE,
     name=Engine("toy"),
     title="Toy",
-    flags=(FlagGroup("--toy-draft-depth"),),
+    flags=(FlagGroup("--toy-depth"),),
+    spec_namespace=SpecNamespace(("--toy-",)),
     image_words=("toy-server",),
     config_variables=("TOY_",),
     metric_prefix="toy:",
@@ -161,6 +163,7 @@ from mtpverdict.cli._help import reference_markdown
 from mtpverdict.engines import registry
 from mtpverdict.engines.names import ENGINE_CHOICES
 from mtpverdict.parse import parse_file, parse_metrics, parse_text
+from mtpverdict.serveconfig import scan_speculation
 from tests.engines.test_registry import DATA, DOC, registry_problems
 from tests.test_docs import reference_stale
 
@@ -185,6 +188,8 @@ print(json.dumps({
     "vllm_names": parse_metrics("toy:spec_decode_num_draft_tokens_total 8\\n").draft_tokens,
     "response": parse_text('{"toy_stats": {"kept": 2, "drafted": 3}}').to_json(),
     "no_stats": parse_text('{"content": "x"}', "toy").to_json()["warnings"],
+    "misspelt": scan_speculation(["toy-server", "--toy-dpeth", "3"])[1],
+    "known": [f.flag for f in scan_speculation(["toy-server", "--toy-depth", "3"])[0]],
 }))
 """
 
@@ -203,7 +208,7 @@ def _add_toy(copy: Path) -> None:
     and a /metrics sample."""
     package = copy / "src" / "mtpverdict"
     (package / "engines" / "toy.py").write_text(TOY_MODULE)
-    _insert_after(package / "engines" / "names.py", MEMBER_AFTER, TOY_LINE)
+    _insert_after(package / "engines" / "names.py", _last_member(), TOY_LINE)
     _insert_after(copy / "docs" / "engine-formats.md", DOC_ROW_AFTER, DOC_ROW)
     (copy / SAMPLE).parent.mkdir()
     for name, text, expected in (
@@ -212,6 +217,24 @@ def _add_toy(copy: Path) -> None:
     ):
         (copy / f"{name}.txt").write_text(text)
         (copy / f"{name}.expected.json").write_text(json.dumps(expected, indent=2) + "\n")
+
+
+def _last_member() -> str:
+    """The line of the checkout's last Engine member, after which a new engine's line goes (last)."""
+    last = list(Engine)[-1]
+    return f'    {last.name} = "{last.value}"\n'
+
+
+def _options(reference: str) -> list[str]:
+    """A CLI reference's lines with each option's help on one line: a line indented under an option's
+    line (its help, wrapped) is joined to it, so a longer engine list that re-wraps reads as one change."""
+    lines: list[str] = []
+    for line in reference.splitlines():
+        if lines and lines[-1].startswith("  -") and line.startswith("   ") and line.strip()[:1] != "-":
+            lines[-1] = f"{lines[-1]} {line.strip()}"
+        else:
+            lines.append(line)
+    return [" ".join(line.split()) if line.startswith("  -") else line for line in lines]
 
 
 def _insert_after(path: Path, anchor: str, line: str) -> None:
@@ -294,23 +317,25 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     ]
     assert seen["stale"] == "docs/cli-reference.md is stale: pytest tests/test_docs.py --regen-docs"
     assert seen["regenerated"] is None
+    # its one change: the option lines naming the engines, each help read whole whatever its wrapping
     added = [
-        line[1:]
+        line[2:]
         for line in difflib.ndiff(
-            (ROOT / "docs" / "cli-reference.md").read_text().splitlines(),
-            (copy / "docs" / "cli-reference.md").read_text().splitlines(),
+            _options((ROOT / "docs" / "cli-reference.md").read_text()),
+            _options((copy / "docs" / "cli-reference.md").read_text()),
         )
-        if line.startswith("+")
+        if line.startswith("+ ")
     ]
-    assert added and all("toy" in line for line in added)
+    assert added and all("toy" in line for line in added), added
     assert any(line.strip().startswith("--engine") for line in added)
     assert seen["whole"] == []
     # the parser's tests, run on the copy, pass with the toy registered: their engines come from the
     # registry, their expected warnings from the engines' parts
     assert _run_copy_tests(copy, env) == ""
     assert seen["samples"] == [SAMPLE_EXPECTED, METRICS_EXPECTED]
-    assert seen["registered"] == ["vllm", "sglang", "llamacpp", "toy"]
-    assert seen["choices"] == ["auto", "vllm", "sglang", "llamacpp", "toy"]
+    # the checkout's engines, whichever they are, then the toy
+    assert seen["registered"] == [*(e.value for e in Engine), "toy"]
+    assert seen["choices"] == [*ENGINE_CHOICES, "toy"]
     # the completeness test against the checkout's docs and samples: the new engine whole in code, what
     # it still asks for is no source file
     assert seen["problems"] == [
@@ -327,6 +352,10 @@ def test_a_new_engine_is_one_module_and_one_line(tmp_path: Path) -> None:
     assert seen["response"]["engine"] == "toy"
     assert [(r["accepted_tokens"], r["draft_tokens"]) for r in seen["response"]["acceptance"]] == [(2, 3)]
     assert seen["no_stats"][0].startswith("a JSON document without Toy toy_stats (no drafting")
+    # its speculative flags are read by its table; one its spec_namespace holds but the table does not
+    # know (a misspelling) is refused, not dropped
+    assert seen["known"] == ["--toy-depth"]
+    assert len(seen["misspelt"]) == 1 and seen["misspelt"][0].startswith("--toy-dpeth: ")
 
 
 def _run_copy_tests(copy: Path, env: dict[str, str]) -> str:

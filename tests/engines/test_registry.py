@@ -27,6 +27,7 @@ from mtpverdict.engines.interface import (
     ResponseJson,
     ServerFields,
     SpecCounters,
+    SpecNamespace,
 )
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.engines.served import Seen, ServedFields
@@ -196,6 +197,10 @@ def _implemented(part: str, value: object, parts: EngineParts) -> str | None:
             and all(k.startswith("-") and v.startswith("--") for k, v in value.items()),
             "not a mapping of short flags to long ones",
         ),
+        "spec_namespace": (
+            _namespace_usable(value, parts.flags),
+            "not a SpecNamespace of flag affixes holding a long flag of the engine's table",
+        ),
         "data_parallel_flags": (_flags(value), "no flags"),
         "context_flags": (_flags(value), "no flags"),
     }
@@ -203,6 +208,18 @@ def _implemented(part: str, value: object, parts: EngineParts) -> str | None:
         ok, why = checks[part]
         return None if ok else why
     return None if callable(value) else "neither callable nor Absent"
+
+
+def _namespace_usable(value: object, flags: tuple[FlagGroup, ...]) -> bool:
+    """Affixes of flags (prefixes open with `--`), holding at least one of the table's long flags."""
+    if not isinstance(value, SpecNamespace) or not value.prefixes:
+        return False
+    affixes = (*value.prefixes, *value.infixes, *value.suffixes)
+    if not all(isinstance(a, str) and a.startswith("-") for a in affixes):
+        return False
+    if not all(p.startswith("--") and len(p) > 2 for p in value.prefixes):
+        return False
+    return any(value.holds(f) for g in flags for f in g.text.split() if f.startswith("--"))
 
 
 def _flags(value: object) -> bool:
@@ -252,7 +269,10 @@ async def _probe(paths: tuple[str, ...]) -> list[str]:
 
 
 def _fields(value: object) -> ServerFields | None:
-    return value if isinstance(value, ServerFields) and value.response_key and callable(value.read) else None
+    if not isinstance(value, ServerFields) or not value.response_key or not callable(value.read):
+        return None
+    named = isinstance(value.fields, tuple) and all(isinstance(f, str) and f for f in value.fields)
+    return value if named else None
 
 
 def _fields_usable(value: object) -> bool:
@@ -394,6 +414,14 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
         ({"compile_schedule": Absent(" ")}, "sglang: compile_schedule: declared absent without a reason"),
         ({"depth_in_force": 0}, "sglang: depth_in_force: neither callable nor Absent"),
         ({"flags": ()}, "sglang: flags: not a non-empty tuple of FlagGroup lines"),
+        ({"spec_namespace": SpecNamespace(("--toy-",))}, "sglang: spec_namespace: not a SpecNamespace"),
+        ({"spec_namespace": SpecNamespace(())}, "sglang: spec_namespace: not a SpecNamespace"),
+        ({"spec_namespace": SpecNamespace(("spec",))}, "sglang: spec_namespace: not a SpecNamespace"),
+        ({"spec_namespace": None}, "sglang: spec_namespace: not a SpecNamespace"),
+        (
+            {"server_fields": ServerFields("meta_info", lambda o, s, n: ServedFields(), fields=("",))},
+            "sglang: server_fields: not ServerFields whose",
+        ),
         ({"programs": Programs()}, "sglang: programs: not Programs naming an executable or a module"),
         ({"metric_prefix": "sgl:"}, "sglang: metric_prefix: 'sglang:spec_accept_length' does not start"),
         ({"metric_prefix": "vllm:"}, "sglang: metric_prefix: 'vllm:' and vllm's 'vllm:' overlap"),

@@ -49,7 +49,12 @@ def test_the_gate_reads_vllm_short_flags_by_program_or_image() -> None:
 def test_the_server_clock_is_vllms_flag() -> None:
     fields = registry.get(Engine.VLLM).server_fields
     assert fields == ServerFields(
-        "metrics", vllm.read_metrics, "--enable-per-request-metrics", (0, 32), timed=True
+        "metrics",
+        vllm.read_metrics,
+        "--enable-per-request-metrics",
+        (0, 32),
+        timed=True,
+        fields=vllm.SERVER_FIELDS,
     )
 
 

@@ -429,8 +429,8 @@ def next_step(
     if metric in AFFECTED_METRICS and any(r.arm in live for r in evidence.refused):
         return (
             "streams were set aside by arm (read in a burst by the client's clock): re-run on the server's "
-            f"clock ({_server_clocks()}) or with the client's load lowered, into a new results directory "
-            f"{again}"
+            f"clock ({server_clock(evidence.campaign.scope.engine)}) or with the client's load lowered, into "
+            f"a new results directory {again}"
         )
     boots = [
         r.resolution.boots_per_arm
@@ -541,20 +541,20 @@ def inputs(evidence: Evidence, rules_sha256: str, history: Sequence[NoiseHistory
     )
 
 
-def _server_clocks() -> str:
-    """How each engine with per-request fields reports its own clock: "vLLM >= 0.32: <flag>, which
-    collect adds when [scope] engine_version says 0.32 or later; llama.cpp reports its timings"."""
-    said = []
-    for parts in registry.ENGINES.values():
-        fields = registry.present(parts.server_fields)
-        if fields is None:
-            continue
-        if fields.clock_flag is None or fields.clock_since is None:
-            said.append(f"{parts.title} reports its timings")
-            continue
-        since = ".".join(str(n) for n in fields.clock_since)
-        said.append(
-            f"{parts.title} >= {since}: {fields.clock_flag}, which collect adds when [scope] engine_version "
-            f"says {since} or later"
-        )
-    return "; ".join(said)
+def server_clock(engine: str | None) -> str:
+    """How the campaign's engine reports each request's own clock ("vLLM >= 0.32: <flag>, which collect
+    adds when [scope] engine_version says 0.32 or later"; "llama.cpp reports its timings"), or that it
+    reports none; only that engine's, so another engine in the registry leaves the text alone."""
+    parts = registry.get(engine) if engine is not None and engine in registry.ENGINES else None
+    fields = registry.present(parts.server_fields) if parts is not None else None
+    if parts is None:
+        return "[scope] engine names no engine whose per-request clock collect reads"
+    if fields is None:
+        return f"{parts.title} reports no per-request clock collect reads"
+    if fields.clock_flag is None or fields.clock_since is None:
+        return f"{parts.title} reports its timings"
+    since = ".".join(str(n) for n in fields.clock_since)
+    return (
+        f"{parts.title} >= {since}: {fields.clock_flag}, which collect adds when [scope] engine_version "
+        f"says {since} or later"
+    )

@@ -2,6 +2,8 @@
 
     name, title              Engine, how prose names it ("vLLM")
     flags                    its speculative flag table, removed flags among them (FlagGroup lines)
+    spec_namespace           the long flags that name its speculation, known or not (a misspelt one
+                             is refused, not dropped)
     read_spec                the speculative config of the flags an argv gives (ServeSpec | SpecRefusal)
     programs                 how a command line runs its server (executables, subcommand, -m modules)
     image_words              words in an image name that say it runs the engine
@@ -18,7 +20,8 @@
     readiness                what collect reads after /health answers before a boot may run, and how
                              it judges the answers
     server_fields            the response object of one request's own fields, how they are read,
-                             whether they give its timing, and the flag that turns that clock on
+                             whether they give its timing, the flag that turns that clock on, and
+                             the fields' names
     boot_log                 what collect matches in a launched boot's log (which readings are one
                              request's line), and says when it is missing
     short_flags              short spellings of its settings, as the gate reads a command line
@@ -64,6 +67,7 @@ __all__ = [
     "ScheduleCompiler",
     "ServerFields",
     "SpecCounters",
+    "SpecNamespace",
     "present",
 ]
 
@@ -107,6 +111,25 @@ class Programs:
             if build != name and build and all(c.isalnum() or c in "._" for c in build):
                 return True
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class SpecNamespace:
+    """The long flags that name an engine's speculation or drafting, in its table or not: a flag that
+    opens with one of `prefixes`, holds one of `infixes` or ends with one of `suffixes`
+    (mtpverdict.serveconfig refuses one its table does not know: a misspelling, a newer flag)."""
+
+    prefixes: tuple[str, ...]
+    infixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+
+    def holds(self, flag: str) -> bool:
+        """Whether a long flag (normalised: `-` between words) names the engine's speculation."""
+        return (
+            flag.startswith(self.prefixes)
+            or any(infix in flag for infix in self.infixes)
+            or flag.endswith(self.suffixes)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +261,8 @@ class ServerFields:
     `timed`: the reader gives the request's own timing (ServedFields.timing or .phases: decode and
     TTFT on the engine's clock); False for an object of drafting only, which leaves timing to the
     client's clock. `clock_flag` turns the engine's per-request clock on from version `clock_since`;
-    None when the engine reports it on every response.
+    None when the engine reports it on every response. `fields` names the object's fields the reader
+    reads, as the engine spells them (outside engines/, only the engine's own parsers spell them).
     """
 
     response_key: str
@@ -246,6 +270,7 @@ class ServerFields:
     clock_flag: str | None = None
     clock_since: tuple[int, int] | None = None
     timed: bool = False
+    fields: tuple[str, ...] = ()
 
 
 def no_reading_per_request(reading: AcceptanceReading) -> bool:
@@ -280,6 +305,7 @@ class EngineParts:
     name: Engine
     title: str
     flags: tuple[FlagGroup, ...]
+    spec_namespace: SpecNamespace
     read_spec: Callable[[list[FoundFlag]], ServeSpec | SpecRefusal]
     programs: Programs
     image_words: tuple[str, ...]

@@ -25,6 +25,7 @@ from mtpverdict.engines.interface import (
     ResponseJson,
     ServerFields,
     SpecCounters,
+    SpecNamespace,
 )
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.served import (
@@ -332,6 +333,10 @@ def judge(bodies: Mapping[str, str | None], *, speculates: bool, concurrency: in
 # each response's own `timings` (tools/server, checked at 0.5.0-dev commit 0c1e570)
 
 
+# the fields of a response's `timings` read_timings reads
+TIMINGS_FIELDS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "draft_n", "draft_n_accepted")
+
+
 def read_timings(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
     """A response's ``timings``: the server's intervals and, when it drafted, its acceptance."""
     found, acceptance = llama_timings(obj, seen, completion_tokens)
@@ -403,6 +408,7 @@ ENGINE = EngineParts(
             _LLAMACPP_PRESETS, values=0, removed="a preset that turns speculation on; write its flags out"
         ),
     ),
+    spec_namespace=SpecNamespace(("--spec-", "--draft"), infixes=("-draft-",), suffixes=("-draft",)),
     read_spec=read_spec,
     programs=Programs(executables=("llama-server",), builds=True),
     image_words=("llama-server", "llama.cpp", "llama-cpp"),
@@ -426,7 +432,7 @@ ENGINE = EngineParts(
         "/health answers before a speculative context that failed to build is known: /slots says whether "
         "the slots speculate (judge_ready)",
     ),
-    server_fields=ServerFields("timings", read_timings, timed=True),
+    server_fields=ServerFields("timings", read_timings, timed=True, fields=TIMINGS_FIELDS),
     boot_log=BootLog(NO_KV_LINE, NO_REQUEST_LINES, per_request_line),
     context_flags=("--ctx-size", "-c"),
     data_parallel_flags=Absent(NO_SCHEDULE, needed=False),

@@ -36,7 +36,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mtpverdict.engines.interface import Absent, EngineParts, MetricNames, Programs, ResponseJson
+from mtpverdict.engines.interface import (
+    Absent,
+    EngineParts,
+    MetricNames,
+    Programs,
+    ResponseJson,
+    SpecNamespace,
+)
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.spec import (
     MAX_K,
@@ -371,6 +378,7 @@ ENGINE = EngineParts(
     name=NAME,
     title="SGLang",
     flags=(FlagGroup(_SGLANG_FLAGS),),
+    spec_namespace=SpecNamespace(("--speculative",)),
     read_spec=read_spec,
     programs=Programs(modules=(("sglang.launch_server", False),)),
     image_words=("sglang",),

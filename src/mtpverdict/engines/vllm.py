@@ -22,6 +22,7 @@ from mtpverdict.engines.interface import (
     ResponseJson,
     ServerFields,
     SpecCounters,
+    SpecNamespace,
 )
 from mtpverdict.engines.names import Engine
 from mtpverdict.engines.served import (
@@ -323,6 +324,24 @@ def depth_in_force(positions: int, spec_counters: bool) -> int | None:
 # PerRequestMetrics) and its `speculative_decoding` (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics)
 
 
+# the fields of a response's `metrics` read_metrics reads (its speculative_decoding object's among them)
+SERVER_FIELDS = (
+    "time_to_first_token_ms",
+    "generation_time_ms",
+    "queue_time_ms",
+    "mean_itl_ms",
+    "tokens_per_second",
+    "speculative_decoding",
+    "num_spec_tokens",
+    "num_spec_steps",
+    "num_draft_tokens",
+    "num_accepted_draft_tokens",
+    "acceptance_histogram",
+    "per_step_accepted",
+    "per_step_drafted",
+)
+
+
 def read_metrics(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
     """A response's ``metrics``: the request's timing and, when it drafted, its acceptance."""
     found = timing(obj, seen)
@@ -406,6 +425,7 @@ ENGINE = EngineParts(
         FlagGroup(_VLLM_FLAGS),
         FlagGroup(_VLLM_REMOVED, removed="removed from vLLM (0.32 takes --speculative-config)"),
     ),
+    spec_namespace=SpecNamespace(("--spec-", "--speculative")),
     read_spec=read_spec,
     programs=Programs(
         executables=("vllm",),  # `vllm serve MODEL`
@@ -436,7 +456,9 @@ ENGINE = EngineParts(
         "/health answering 200 is ready: vLLM serves only once its engine and drafter are built",
         needed=False,
     ),
-    server_fields=ServerFields("metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE, timed=True),
+    server_fields=ServerFields(
+        "metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE, timed=True, fields=SERVER_FIELDS
+    ),
     boot_log=Absent(
         "vLLM's log prints acceptance per logging interval (no per-request lines to match to runs), and "
         "its KV pool shows on /metrics",
