@@ -341,11 +341,9 @@ def normalise_flag(name: str) -> str:
 
 
 def _in_namespace(name: str) -> bool:
-    """Long flags that name an engine's speculation or drafting, each engine's `spec_namespace` (vLLM's
-    --specialize-active-lora names none)."""
-    return name.startswith("--") and any(
-        parts.spec_namespace.holds(name) for parts in registry.ENGINES.values()
-    )
+    """Flags that name an engine's speculation or drafting, each engine's `spec_namespace` (vLLM's
+    --specialize-active-lora names none; llama.cpp's one-dash `-draft-max` misspelt does)."""
+    return any(parts.spec_namespace.holds(name) for parts in registry.ENGINES.values())
 
 
 def is_speculative_flag(name: str) -> bool:

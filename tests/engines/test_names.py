@@ -53,6 +53,7 @@ def _spellings(parts: EngineParts) -> set[str]:
     fields = present(parts.server_fields)
     if fields is not None:
         words |= {*fields.fields, *([fields.clock_flag] if fields.clock_flag else [])}
+        words |= {flag for flag, _ in fields.report_flags}
     return {w for w in words if not re.fullmatch(r"-[A-Za-z]", w)}
 
 

@@ -358,6 +358,9 @@ def test_llamacpp_specs() -> None:
         ),
         (("--fim-qwen-7b-spec",), "a preset that turns speculation on"),
         (("--spec-draft-n-maximum", "3"), "an unknown speculative flag"),
+        # one dash where two belong: still in llama.cpp's drafting namespace, refused, never dropped
+        (("--spec-type", "draft-simple", "-md", "d.gguf", "-draft-max", "3"), "an unknown speculative flag"),
+        (("-draft", "3"), "an unknown speculative flag"),
     ],
 )
 def test_llamacpp_refusals(argv: tuple[str, ...], fragment: str) -> None:

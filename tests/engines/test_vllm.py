@@ -55,6 +55,7 @@ def test_the_server_clock_is_vllms_flag() -> None:
         (0, 32),
         timed=True,
         fields=vllm.SERVER_FIELDS,
+        report_flags=(("--per-request-spec-decode-metrics", 1),),
     )
 
 

@@ -22,6 +22,8 @@ import msgspec
 from mtpverdict._files import NotReadable, read_regular
 from mtpverdict.collect import datasets
 from mtpverdict.collect.deployment import BootDiscipline, ComposeSource
+from mtpverdict.engines import registry
+from mtpverdict.engines.interface import present
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.errors import CampaignError, Problem
 from mtpverdict.formats import _check
@@ -45,8 +47,13 @@ MAX_CAMPAIGN_BYTES = 4 << 20
 MAX_NAME = 64  # a name's length (formats.results.NAME_PATTERN): a dataset workload's ID.CATEGORY too
 
 # Flags an arm's serve_args may hold besides the speculative configuration (whose flags, per engine, are
-# serveconfig.FLAGS): vLLM's per-request acceptance report, which only a speculating arm can turn on.
-REPORTING_FLAGS: dict[str, int] = {"--per-request-spec-decode-metrics": 1}
+# serveconfig.FLAGS): each engine's per-request drafting report, which only a speculating arm can turn on
+REPORTING_FLAGS: dict[str, int] = {
+    flag: values
+    for parts in registry.ENGINES.values()
+    if (fields := present(parts.server_fields)) is not None
+    for flag, values in fields.report_flags
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -263,6 +263,9 @@ class ServerFields:
     client's clock. `clock_flag` turns the engine's per-request clock on from version `clock_since`;
     None when the engine reports it on every response. `fields` names the object's fields the reader
     reads, as the engine spells them (outside engines/, only the engine's own parsers spell them).
+    `report_flags`: serve flags (with how many values each takes) that turn on the object's drafting
+    report, which only a speculating arm can set; an arm's serve_args may hold them beside its
+    speculative configuration.
     """
 
     response_key: str
@@ -271,6 +274,7 @@ class ServerFields:
     clock_since: tuple[int, int] | None = None
     timed: bool = False
     fields: tuple[str, ...] = ()
+    report_flags: tuple[tuple[str, int], ...] = ()
 
 
 def no_reading_per_request(reading: AcceptanceReading) -> bool:

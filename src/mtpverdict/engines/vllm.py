@@ -457,7 +457,13 @@ ENGINE = EngineParts(
         needed=False,
     ),
     server_fields=ServerFields(
-        "metrics", read_metrics, SERVER_CLOCK_FLAG, SERVER_CLOCK_SINCE, timed=True, fields=SERVER_FIELDS
+        "metrics",
+        read_metrics,
+        SERVER_CLOCK_FLAG,
+        SERVER_CLOCK_SINCE,
+        timed=True,
+        fields=SERVER_FIELDS,
+        report_flags=(("--per-request-spec-decode-metrics", 1),),  # the per-request acceptance report
     ),
     boot_log=Absent(
         "vLLM's log prints acceptance per logging interval (no per-request lines to match to runs), and "
