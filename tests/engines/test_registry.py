@@ -28,6 +28,7 @@ from mtpverdict.engines.interface import (
     ServerFields,
     SpecCounters,
     SpecNamespace,
+    present,
 )
 from mtpverdict.engines.names import ENGINES, Engine
 from mtpverdict.engines.served import Seen, ServedFields
@@ -52,6 +53,7 @@ def registry_problems(engines: Mapping[Engine, EngineParts], doc: str, data: Pat
     for name, parts in engines.items():
         found = code_problems(name, parts) + part_problems(parts) + prefix_problems(parts, engines)
         found += flag_problems(parts, engines)
+        found += namespace_problems(parts, engines)
         found += doc_problems(parts, rows) + sample_problems(name, rows.get(parts.title, []), data)
         found += metric_sample_problems(parts, data)
         problems += [f"{name}: {p}" for p in found]
@@ -128,6 +130,29 @@ def flag_problems(parts: EngineParts, engines: Mapping[Engine, EngineParts]) -> 
             f"flags: {name!r} ({canonical}) is {other.name}'s {theirs[name]} too"
             for name, canonical in dict(mine).items()
             if name in theirs
+        ]
+    return out
+
+
+def namespace_problems(parts: EngineParts, engines: Mapping[Engine, EngineParts]) -> list[str]:
+    """Its spec_namespace holds no flag another engine has outside speculation (its context and
+    data-parallel flags, what its short flags stand for): serveconfig applies every engine's namespace
+    to every command line, so it would refuse that engine's ordinary setting as a misspelt
+    speculative one."""
+    namespace: object = parts.spec_namespace
+    if not isinstance(namespace, SpecNamespace):
+        return []  # said by part_problems
+    out = []
+    for other in engines.values():
+        if other.name is parts.name:
+            continue
+        short = present(other.short_flags) or {}
+        general = {*other.context_flags, *(present(other.data_parallel_flags) or ()), *short.values()}
+        general -= {name for name, _ in flag_spellings(other)}  # a short form of a speculative flag
+        out += [
+            f"spec_namespace: holds {other.name}'s {flag}, not a speculative flag"
+            for flag in sorted(general)
+            if flag.startswith("--") and namespace.holds(flag)
         ]
     return out
 
@@ -275,16 +300,45 @@ def _fields(value: object) -> ServerFields | None:
     return value if named else None
 
 
+class _Recording(dict[str, object]):
+    """An empty response object that keeps the keys a reader asks it for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:
+        self.asked.add(key)
+        return default
+
+    def __getitem__(self, key: str) -> object:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return False
+
+
 def _fields_usable(value: object) -> bool:
-    """A response key, and a reader that reads an empty object of it (nothing said, nothing wrong)."""
+    """A response key, a reader that reads an empty object of it (nothing said, nothing wrong), and
+    `fields` naming every field it asks for (the engine-word count counts them outside engines/)."""
     fields = _fields(value)
-    if fields is None:
+    if fields is None or not fields.fields:
         return False
+    seen = Seen(max_tokens=1, prompt_bytes=0, content_events=0, elapsed_ms=1.0)
+    recording = _Recording()
     try:
-        found = fields.read({}, Seen(max_tokens=1, prompt_bytes=0, content_events=0, elapsed_ms=1.0), 1)
-    except TypeError:
+        found = fields.read(recording, seen, 1)
+    except (TypeError, KeyError):
         return False
-    return isinstance(found, ServedFields)
+    return isinstance(found, ServedFields) and recording.asked <= set(fields.fields)
+
+
+def _reads_spec_len(obj: dict[str, Any], seen: Seen, completion_tokens: int) -> ServedFields:
+    """A reader asking for a field (`spec_len`) its ServerFields may not name."""
+    obj.get("spec_len")
+    return ServedFields()
 
 
 def _note(note: object) -> bool:
@@ -418,8 +472,20 @@ def _with(engine: Engine, **changes: object) -> dict[Engine, EngineParts]:
         ({"spec_namespace": SpecNamespace(())}, "sglang: spec_namespace: not a SpecNamespace"),
         ({"spec_namespace": SpecNamespace(("spec",))}, "sglang: spec_namespace: not a SpecNamespace"),
         ({"spec_namespace": None}, "sglang: spec_namespace: not a SpecNamespace"),
+        (  # as wide as to hold vLLM's --max-model-len
+            {"spec_namespace": SpecNamespace(("--speculative", "--max"))},
+            "sglang: spec_namespace: holds vllm's --max-model-len, not a speculative flag",
+        ),
         (
             {"server_fields": ServerFields("meta_info", lambda o, s, n: ServedFields(), fields=("",))},
+            "sglang: server_fields: not ServerFields whose",
+        ),
+        (  # no fields named, and a reader asking for one its fields do not name
+            {"server_fields": ServerFields("meta_info", lambda o, s, n: ServedFields())},
+            "sglang: server_fields: not ServerFields whose",
+        ),
+        (
+            {"server_fields": ServerFields("meta_info", _reads_spec_len, fields=("bogus",))},
             "sglang: server_fields: not ServerFields whose",
         ),
         ({"programs": Programs()}, "sglang: programs: not Programs naming an executable or a module"),
