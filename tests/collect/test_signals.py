@@ -136,6 +136,24 @@ def test_a_signal_during_a_boots_cleanup_waits_for_it_to_end() -> None:
     assert steps == ["cleanup ran to its end", "then stopped", "cleanup while stopping", "KeyboardInterrupt"]
 
 
+def test_a_signal_while_an_error_is_handled_still_stops_collect() -> None:
+    """A record appended inside an `except ValueError` (the start file's fallback) took the handled
+    error for "collect is already stopping", and a SIGTERM held meanwhile was dropped: collect went on."""
+    steps: list[str] = []
+    with stop_signals(steps.append):
+        try:
+            try:
+                raise ValueError("a start file the format refuses")
+            except ValueError:
+                with deferred():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    steps.append("fallback written")
+            steps.append("went on")
+        except Terminated:
+            steps.append("stopped")
+    assert steps == ["fallback written", "stopped"]
+
+
 def test_a_deferred_block_inside_another_is_held_by_the_outer_one() -> None:
     steps: list[str] = []
     with stop_signals(steps.append):

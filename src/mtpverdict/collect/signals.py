@@ -92,7 +92,10 @@ def deferred() -> Iterator[None]:
     ):
         yield
         return
-    stopping = sys.exc_info()[1] is not None
+    # stopping: an interrupt (Ctrl-C, SIGTERM, a cancellation) is in flight; an ordinary exception being
+    # handled (a fallback written in an `except`) is not one, and a signal then still stops collect
+    in_flight = sys.exc_info()[1]
+    stopping = in_flight is not None and not isinstance(in_flight, Exception)
     hold = _Hold()
     previous = {sig: h for sig, h in handlers.items() if h not in (signal.SIG_IGN, signal.SIG_DFL, None)}
     with ExitStack() as restore:  # every handler restored, whatever signal lands while it is done
