@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -233,18 +233,19 @@ class ResultsWriter:
                 new[key] = line
                 kept.append(written)
         if new:
-            self._write_all(b"".join(new.values()), new.keys(), kept)
+            self._write_all(new, kept)
         if refused:
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             raise ValueError(refused[0] + more)
         return len(new)
 
-    def _write_all(self, data: bytes, keys: Iterable[tuple[Any, ...]], records: list[dict[str, Any]]) -> None:
-        """Write `data` at the end of records.jsonl, going on after a short write, know its `keys` and
-        `records`, then fsync it. A failed write or fsync, or a signal during the write, removes what
-        of `data` was written (and forgets it), and the error goes on; a signal during the fsync leaves
-        it written and known. (collect holds SIGINT and SIGTERM around its appends, collect/context.py,
-        so no signal falls between the write and its bookkeeping.)"""
+    def _write_all(self, lines: dict[tuple[Any, ...], bytes], records: list[dict[str, Any]]) -> None:
+        """Write the `lines` (by key) at the end of records.jsonl, going on after a short write, know
+        their keys and `records`, then fsync them. A failed write or fsync, or a signal during the
+        write, removes what of them was written (and forgets it), and the error goes on; a signal
+        during the fsync leaves them written and known. (collect holds SIGINT and SIGTERM around its
+        appends, collect/context.py, so no signal falls between the write and its bookkeeping.)"""
+        data, keys = b"".join(lines.values()), list(lines)
         start, known = os.fstat(self._fd).st_size, len(self.records)
         done = 0
         try:
@@ -256,7 +257,6 @@ class ResultsWriter:
         except BaseException:
             os.ftruncate(self._fd, start)  # no fragment of the batch stays behind
             raise
-        keys = list(keys)
         try:
             self.keys.update(keys)
             self.records.extend(records)

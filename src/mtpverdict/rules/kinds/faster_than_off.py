@@ -110,9 +110,10 @@ def _futility(found: ArmOutcome, finding: FasterFinding) -> str:
     sign = 1.0 if HIGHER_IS_BETTER[finding.metric] else -1.0
     below = []
     for c in found.cells:
-        bound = sign * c.estimate + float(t_ppf(1 - finding.futility_level, c.df)) * c.se  # natural sign
-        if math.isfinite(bound) and bound < shift:
-            below.append((c, sign * bound))
+        # the upper bound of the gain at the futility level, then shown in the metric's own sign
+        gain = sign * c.estimate + float(t_ppf(1 - finding.futility_level, c.df)) * c.se
+        if math.isfinite(gain) and gain < shift:
+            below.append((c, sign * gain))
     where = ", ".join(f"{cell_label(c.cell[0], c.cell[1])} {pct(bound)}" for c, bound in below)
     interval = f"{1 - 2 * finding.futility_level:.0%} interval"
     return (
