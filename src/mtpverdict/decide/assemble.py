@@ -442,11 +442,7 @@ def next_step(
     ]
     if boots or any(r.arm in live and r.metric == metric and r.outcome == "inconclusive" for r in results):
         more = max(boots) if boots else _boots_per_arm(evidence) + 1
-        # a resume keeps at least the looks the campaign was planned with (collect refuses fewer)
-        planned = evidence.campaign.sequential_looks if resumable else 0
-        return plan.until_resolved_command(
-            "CAMPAIGN.toml", results_dir, policy, max(more, 2, planned), resume=resumable
-        )
+        return _more_boots(evidence, results_dir, policy, more, resumable=resumable)
     if evidence.policy.selection.mode is not SelectionMode.SCHEDULE and regime.schedule_arms(evidence):
         return (
             'decide the schedule its confirmation arm confirms: set [selection] mode = "schedule" in the '
@@ -455,9 +451,16 @@ def next_step(
     return (
         "no candidate could be judged on what was measured (a rule found no evidence, or the schedule "
         "could not be built): add the evidence the reasons above name, or more boots: "
-        + plan.until_resolved_command(
-            "CAMPAIGN.toml", results_dir, policy, _boots_per_arm(evidence) + 1, resume=resumable
-        )
+        + _more_boots(evidence, results_dir, policy, _boots_per_arm(evidence) + 1, resumable=resumable)
+    )
+
+
+def _more_boots(evidence: Evidence, results_dir: str, policy: str, boots: int, *, resumable: bool) -> str:
+    """The command that collects `boots` per arm (at least 2); a resume keeps at least the looks the
+    campaign was planned with, since collect refuses fewer."""
+    planned = evidence.campaign.sequential_looks if resumable else 0
+    return plan.until_resolved_command(
+        "CAMPAIGN.toml", results_dir, policy, max(boots, 2, planned), resume=resumable
     )
 
 
