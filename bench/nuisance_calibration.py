@@ -8,9 +8,11 @@ is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `
 - `one device` (3 rounds, the arms' order each round): stats.procedure.batch_procedure with the control
   check (stats.drift: slope and curvature at alpha / 2, or beyond max_drift), control boots recorded
   twice refused (evidence/controls.py's duplicates: off_B identical to off_A run for run);
-- `devices` (8 devices x 1 round, every round's order drawn, controls included): stats.blocked with
-  each arm compared with the controls' drift line at its own positions, the position check and the
-  confounded-layout refusal (stats/positions.py);
+- `devices` (8 devices x 1 round, every round's order drawn, controls included), `devices x rounds`
+  (4 x 2, drawn) and `fixed order` (4 x 2, off_A first and off_B last on every round: records written
+  before collect drew the order): stats.blocked with each arm compared with the controls' drift line
+  (slope and ends against middle) at its own positions, the position check and the confounded-layout
+  refusal (stats/positions.py);
 - `history` (one device, 1-boot candidates, off_A and off_B booted 3 times each, an accurate archive
   pooled into the controls' variance, not lent to candidates: the default);
 - `looks` (collect --until-resolved for 5 rounds, a look before each round from the second, each at
@@ -167,9 +169,10 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
     arms = NOISY if nuisance == "noisy candidates 2x" else None
     words = [SEED, DESIGNS.index(design), ALL_NUISANCES.index(nuisance), int(mode == "zero")]
     rng = np.random.default_rng(words)
-    if design == "devices":
-        settings.setdefault("device_sd", 0.0)
-        batch = simulate_boots(_scenario(settings, 1, devices=8, arms=arms), rng, campaigns)
+    if design in BLOCKED:
+        devices, rounds, drawn = BLOCKED[design]
+        settings = {"device_sd": 0.0, **settings, "drawn": drawn}
+        batch = simulate_boots(_scenario(settings, rounds, devices=devices, arms=arms), rng, campaigns)
         hits = _devices(batch, min_effect)
     elif design == "history":
         history_arms = {n: {**(arms or {}).get(n, {}), "boots": 1} for n in ("k1", "k2", "k3")}
@@ -187,7 +190,10 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
     return Cell(design, nuisance, mode, int(hits.sum()), campaigns)
 
 
-DESIGNS = ("one device", "devices", "history", "looks")
+# blocked designs: (devices, rounds per device, order drawn); "fixed order" is records laid out off_A
+# first and off_B last on every round (written before collect drew the order), which decide still reads
+BLOCKED = {"devices": (8, 1, True), "devices x rounds": (4, 2, True), "fixed order": (4, 2, False)}
+DESIGNS = ("one device", "devices", "devices x rounds", "fixed order", "history", "looks")
 ALL_NUISANCES = (*NUISANCES, "noisy candidates 2x", "duplicated off_B")
 
 
@@ -198,7 +204,7 @@ def matrix(campaigns: int, modes: tuple[str, ...] = ("margin", "zero")) -> list[
         for nuisance in ALL_NUISANCES:
             if nuisance == "duplicated off_B" and design != "one device":
                 continue
-            if nuisance == "device levels" and design != "devices":
+            if nuisance == "device levels" and design not in BLOCKED:
                 continue
             out.extend(cell(design, nuisance, mode, campaigns) for mode in modes)
     return out

@@ -110,7 +110,7 @@ def _adaptive(batch: BootBatch, futility: float | None) -> tuple[np.ndarray, np.
         spent.append(alpha)
         arm, control = _first(batch, r)
         _, arrays = batch_procedure(
-            arm, control, alpha=alpha, equivalence_margin=MARGIN, futility_alpha=futility
+            arm, control, alpha=alpha, equivalence_margin=MARGIN, keep_off_alpha=futility
         )
         open_ = (settled_at == 0) & ~promoted
         frozen = np.where(open_[:, None] & (frozen == INCONCLUSIVE), arrays.outcome, frozen)

@@ -243,3 +243,94 @@ def test_a_continued_campaign_whose_looks_are_not_available_is_provisional(tmp_p
 def test_collect_takes_the_campaign_it_continues() -> None:
     ran = run_cli("collect", "--help")
     assert "--continues" in ran.output
+
+
+def test_a_look_under_another_policy_on_the_same_records_is_a_new_look(tmp_path: Path) -> None:
+    """Before: looks were keyed on the records alone, so deciding the same records again under a
+    more lenient policy was 'the same look' and spent the full alpha a second time (promoting on
+    whichever policy promotes is a look per policy)."""
+    results = _copy(tmp_path)
+    assert run_cli("decide", results, "-q").returncode == 0
+    lenient = tmp_path / "lenient.toml"
+    shipped = Path(__file__).resolve().parents[1] / "rules" / "default.toml"
+    lenient.write_text(shipped.read_text() + "\n# edited\n")
+    run = decide_directory(results, lenient)
+    assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
+    assert run.decision.decision is not DecisionKind.PROMOTE
+    again = decide_directory(results, "default")  # the first look's records, policy and history
+    assert again.look is None
+
+
+def test_looks_recorded_before_policy_and_history_digests_load_and_count_as_other_looks(
+    tmp_path: Path,
+) -> None:
+    results = _copy(tmp_path)
+    (results / "raw").mkdir(exist_ok=True)
+    records = decide_directory(results, "default").results.records_sha256
+    old = {"kind": "look", "look": 1, "boot_records": 15, "records_sha256": records}
+    old |= {"alpha": ALPHA, "planned": 1}
+    (results / LOOKS_FILE).write_text(json.dumps(old) + "\n")
+    log = read_looks(results)
+    assert [(x.records_sha256, x.policy_sha256, x.history_sha256) for x in log.looks] == [(records, "", "")]
+    run = decide_directory(results, "default")
+    assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
+
+
+def _spent(tmp_path: Path, name: str) -> Path:
+    """A copy of a fixture whose one planned look was already taken on other records."""
+    results = _copy(tmp_path, name)
+    append_look(results, Look(1, 5, "earlier", ALPHA, 1))
+    return results
+
+
+def test_a_spent_look_keeps_a_slower_campaign_off(tmp_path: Path) -> None:
+    """Before: a look with its alpha spent tested everything at 1e-9 and was inconclusive whatever it
+    saw, so arms slower than off were never kept off; what only keeps arms off runs at the policy's
+    alpha at every look."""
+    run = decide_directory(_spent(tmp_path, "synthetic-crossover"), "default")
+    assert run.look is not None and run.look.alpha == 0.0
+    assert run.decision.decision is DecisionKind.KEEP_MTP_DISABLED
+    assert {a.name: a.verdict.value for a in run.decision.arms if a.name.startswith("k")} == {
+        "k1": "rejected",
+        "k2": "rejected",
+        "k3": "rejected",
+    }
+
+
+def test_a_spent_look_still_finds_a_void_head_and_promotes_nothing(tmp_path: Path) -> None:
+    run = decide_directory(_spent(tmp_path, "synthetic-void-arm"), "default")
+    assert run.look is not None and run.look.alpha == 0.0
+    verdicts = {a.name: a.verdict.value for a in run.decision.arms}
+    assert verdicts["k2"] == "void"
+    assert run.decision.decision is DecisionKind.INCONCLUSIVE  # k1 and k3 win at alpha, not after it
+    assert verdicts["k1"] == verdicts["k3"] == "inconclusive"
+
+
+def _drifting_controls(tmp_path: Path, per_position: float, looks: int) -> Path:
+    """synthetic-null with every control boot's decode time stretched by per_position x its order (a
+    slope through the campaign the candidates do not share), planned for `looks` looks."""
+    results = _copy(tmp_path, "synthetic-null")
+    rows = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
+    order = {(r["arm"], r["boot"]): r["order"] for r in rows if r["kind"] == "boot"}
+    for r in rows:
+        if r["kind"] == "request" and r["arm"].startswith("off_") and r["t_end"] is not None:
+            stretch = 1 + per_position * order[(r["arm"], r["boot"])]
+            r["t_end"] = round(r["t_first"] + (r["t_end"] - r["t_first"]) * stretch, 6)
+    (results / "records.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    path = results / "campaign.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sequential_looks": looks}, indent=1))
+    return results
+
+
+def test_the_drift_check_runs_at_the_policys_alpha_at_every_look(tmp_path: Path) -> None:
+    """Before: the controls' drift check ran at the look's share of alpha (0.005 at look 1 of 10), so a
+    slope significant at the policy's alpha (p 0.022 against 0.05 / 2 shapes) passed at early looks;
+    a failing check only holds a decision back, so it keeps the policy's alpha."""
+    rules = tmp_path / "wide.toml"
+    shipped = (Path(__file__).resolve().parents[1] / "rules" / "default.toml").read_text()
+    rules.write_text(shipped.replace("max_drift = 0.05", "max_drift = 0.5"))  # significance alone
+    run = decide_directory(_drifting_controls(tmp_path, 0.01, 10), rules)
+    assert run.look is not None and run.look.look == 1 and run.look.alpha == pytest.approx(ALPHA / 10)
+    drift = next(c for c in run.decision.controls if c.name == "drift")
+    assert drift.status.value == "fail", drift.detail
+    assert "p=0.022" in drift.detail

@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from ..conftest import FIXTURES, run_cli
 from .conftest import small_campaign
 
@@ -37,3 +39,70 @@ def test_a_collected_campaign_cannot_be_made_to_continue_another(tmp_path: Path,
     ran = run_cli("collect", campaign, "--out", out, "--resume", "--continues", "old-campaign")
     assert ran.returncode == 2
     assert "was collected without --continues" in ran.stderr
+
+
+def _decided_earlier(tmp_path: Path, looks: int) -> Path:
+    """synthetic-null decided once here, planned for `looks` looks (so alpha is left after it)."""
+    earlier = tmp_path / "earlier"
+    shutil.copytree(FIXTURES / "synthetic-null", earlier)
+    (earlier / "decision.json").unlink(missing_ok=True)
+    path = earlier / "campaign.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sequential_looks": looks}, indent=1))
+    assert run_cli("decide", earlier, "-q").returncode == 0
+    return earlier
+
+
+def test_continuing_a_campaign_twice_hands_over_what_it_left_once(tmp_path: Path, port: int) -> None:
+    """Before: --continues wrote nothing into the earlier results, so two campaigns continuing it
+    each carried the alpha it left (and it could still spend that itself): the false-promotion rate
+    over them grew with every continuation."""
+    from mtpverdict.decide import decide_directory
+    from mtpverdict.formats.looks import read_looks
+
+    earlier = _decided_earlier(tmp_path, 4)  # look 1 of 4 spent alpha / 4
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port))
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert run_cli("collect", campaign, "--out", first, "--continues", earlier).returncode == 0
+    handed = json.loads((first / "campaign.json").read_text())
+    assert read_looks(earlier).handovers == (handed["id"],)
+    assert "handed_over" not in handed["continues"] and handed["continues"]["spent_alpha"] == 0.0125
+    assert run_cli("collect", campaign, "--out", first, "--resume").returncode == 0
+    assert read_looks(earlier).handovers == (handed["id"],)  # a resume hands nothing over again
+    # the earlier campaign's own next look (here under an edited policy) can no longer promote
+    edited = tmp_path / "edited.toml"
+    edited.write_text((Path(__file__).resolve().parents[2] / "rules" / "default.toml").read_text() + "#\n")
+    run = decide_directory(earlier, edited)
+    assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
+    assert any(f"remaining alpha went to {handed['id']}" in r for r in run.decision.reasons)
+    other = tmp_path / "other.toml"
+    other.write_text(small_campaign(port).replace('id = "', 'id = "other-', 1))
+    assert run_cli("collect", other, "--out", second, "--continues", earlier).returncode == 0
+    cont = json.loads((second / "campaign.json").read_text())["continues"]
+    assert cont["handed_over"] == handed["id"]
+    later = decide_directory(second, "default")
+    assert later.look is not None and later.look.alpha == 0.0
+    assert any("carries none, so no look on it can promote" in r for r in later.decision.reasons)
+
+
+def test_a_continuation_that_cannot_record_its_handover_is_refused(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier results directory that cannot take the handover line (read-only, a full disk)
+    refuses the new campaign before any of it is written: it would otherwise carry alpha the
+    earlier campaign could still spend."""
+    from mtpverdict.formats import looks
+
+    earlier = _decided_earlier(tmp_path, 4)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port))
+
+    def read_only(directory: object, obj: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(looks, "_append", read_only)
+    ran = run_cli("collect", campaign, "--out", tmp_path / "later", "--continues", earlier)
+    assert ran.returncode == 2, ran.output
+    assert "cannot record that" in ran.stderr and "continues this campaign (Permission denied)" in ran.stderr
+    assert "looks.jsonl" in ran.stderr
+    assert not (tmp_path / "later" / "campaign.json").exists()

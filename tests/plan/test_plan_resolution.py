@@ -161,13 +161,13 @@ def test_the_planned_futility_probability_is_decides_in_simulation(
         shift=math.log1p(min_effect),
         margin=math.log1p(margin),
         family_size=3,
-        futility_alpha=futility,
+        keep_off_alpha=futility,
     )["below_min_effect"]
     rng = np.random.default_rng(26)
     arm = rng.normal(0.0, sd, (campaigns, 3, 1, n_arm))
     control = rng.normal(0.0, sd, (campaigns, 1, n_ctrl))
     _, arrays = batch_procedure(
-        arm, control, alpha=alpha, equivalence_margin=margin, min_effect=min_effect, futility_alpha=futility
+        arm, control, alpha=alpha, equivalence_margin=margin, min_effect=min_effect, keep_off_alpha=futility
     )
     kept_off = np.isin(
         arrays.outcome[:, 0], [OUTCOMES.index(Outcome.BELOW_MIN_EFFECT), OUTCOMES.index(Outcome.WORSE)]

@@ -329,3 +329,28 @@ def test_a_fixed_late_layout_under_drift_keeps_false_promotions_at_alpha() -> No
         rates[adjusted] = int((arrays.outcome == pc.BETTER).any(axis=1).sum())
     assert proportion_confint(rates[False], 2000, alpha=0.05, method="beta")[0] > 0.05
     assert proportion_confint(rates[True], 2000, alpha=0.05, method="beta")[1] < 0.05
+
+
+def test_a_fixed_order_layout_with_slow_device_ends_keeps_false_promotions_at_alpha() -> None:
+    """off_A first and off_B last on every round (records written before collect drew the order),
+    4 devices x 2 rounds, each device's first and last boot 3% slow, min_effect 0, 2000 campaigns.
+    Before: the drift line fitted only a slope, so the slow controls at the ends read as a null arm
+    being faster and 11% of campaigns promoted one; the line now fits ends against middle too."""
+    import sys
+    from pathlib import Path
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from mtpverdict.sim import BootScenario, simulate_boots
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import procedure_calibration as pc
+
+    sc = BootScenario("fixed ends", pc.sweep(), boots=2, devices=4, drawn=False, ends_slow=-0.03)
+    batch = simulate_boots(sc, np.random.default_rng([99, 26]), 2000)
+    arm, control = batch.blocked()
+    _, arrays = blocked_batch(
+        arm, control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=0.0, positions=batch.positions()
+    )
+    promoted = int((arrays.outcome == pc.BETTER).any(axis=1).sum())
+    assert proportion_confint(promoted, 2000, alpha=0.05, method="beta")[1] < 0.05

@@ -519,7 +519,7 @@ def test_bad_input_is_an_error_not_a_verdict(
         run(controls, arms, (C1,))
 
 
-def test_a_futility_level_above_alpha_only_keeps_more_arms_off() -> None:
+def test_a_keep_off_level_above_alpha_only_keeps_more_arms_off() -> None:
     """A look's futility decision at the policy's alpha, above the look's: arms that were inconclusive
     may become below_min_effect, and nothing else moves (no promotion gained or lost at that look)."""
     from mtpverdict.stats.procedure import OUTCOMES, Outcome, batch_procedure
@@ -531,7 +531,7 @@ def test_a_futility_level_above_alpha_only_keeps_more_arms_off() -> None:
     control = rng.normal(0.0, sd, (3000, 2, 6))
     kwargs = {"alpha": look, "equivalence_margin": 0.03}
     _, at_look = batch_procedure(arm, control, **kwargs)  # type: ignore[arg-type]
-    _, wider = batch_procedure(arm, control, futility_alpha=0.05, **kwargs)  # type: ignore[arg-type]
+    _, wider = batch_procedure(arm, control, keep_off_alpha=0.05, **kwargs)  # type: ignore[arg-type]
     moved = at_look.outcome != wider.outcome
     assert moved.any()  # the wider level does settle arms the look's could not
     assert (at_look.outcome[moved] == OUTCOMES.index(Outcome.INCONCLUSIVE)).all()

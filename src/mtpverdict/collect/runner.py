@@ -26,7 +26,9 @@ from mtpverdict.collect.redact import Redactor
 from mtpverdict.collect.shard import Shard, check_shard, refuse_unsharded, shard_document, write_shard_file
 from mtpverdict.collect.signals import signal_number, stop_signals
 from mtpverdict.collect.started import record_interrupted, rederived, stop_left_over_servers
-from mtpverdict.formats.results_io import ResultsWriter, content_sha256
+from mtpverdict.errors import CollectError
+from mtpverdict.formats.looks import LOOKS_FILE, hand_over
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, content_sha256
 
 __all__ = [
     "CollectOutcome",
@@ -88,6 +90,8 @@ class Collector:
         self.clock = cl.Clock()
         self._lock = lock_results(self.results)  # held until run() ends (or this process does)
         try:
+            if continues is not None and not (self.results / CAMPAIGN_FILE).exists():
+                checked.campaign["continues"] = _hand_over(continues, str(checked.campaign["id"]))
             if shard is not None:
                 write_shard_file(self.results, shard_document(plan, shard, content_sha256(checked.campaign)))
             self.writer = ResultsWriter(self.results, checked.campaign)
@@ -198,3 +202,16 @@ class Collector:
     def _boot(self, planned: PlannedBoot) -> None:
         """One owed boot, start to record (collect/boot.py)."""
         BootSession(self.ctx, planned).run()
+
+
+def _hand_over(source: str, campaign: str) -> dict[str, object]:
+    """campaign.json's `continues`, the handover recorded in `source` first (formats/looks.hand_over);
+    a source that cannot take the line refuses the campaign before anything of it is written."""
+    try:
+        return hand_over(source, campaign)
+    except OSError as exc:
+        raise CollectError(
+            f"{Path(source) / LOOKS_FILE}: cannot record that {campaign} continues this campaign "
+            f"({exc.strerror or exc}); without it the alpha its looks left could be spent twice. "
+            "Make it writable, or continue a copy that is"
+        ) from None

@@ -14,7 +14,7 @@ from mtpverdict.errors import InputError, Problem, ResultsError
 from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
 from mtpverdict.formats.decision import ControlStatus, Decision, decision_json, load_decision
-from mtpverdict.formats.looks import Look, LookLog, append_look, read_looks
+from mtpverdict.formats.looks import Look, LookLog, append_look, history_digest, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.rules.registry import load_policy
@@ -72,7 +72,13 @@ def decide_results(
         found = history_from(archived, policy.include_cold, Path(path).name)
         histories.append(dataclasses.replace(found, differs=tuple(differs)))
     log = directory_looks(results)
-    planned = plan_look(results, policy.alpha, log)
+    planned = plan_look(
+        results,
+        policy.alpha,
+        log,
+        policy_sha256=policy.sha256,
+        history_sha256=history_digest([h.sha256 for h in histories]),
+    )
     return DecisionRun(
         decision=decide(results, policy, histories, log),
         policy=policy,

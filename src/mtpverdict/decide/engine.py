@@ -23,7 +23,7 @@ from mtpverdict.formats.decision import (
     RuleResult,
     Verdict,
 )
-from mtpverdict.formats.looks import LookLog
+from mtpverdict.formats.looks import LookLog, history_digest
 from mtpverdict.formats.policy import ControlAction, Policy, SelectionMode, Severity
 from mtpverdict.formats.results import Arm
 from mtpverdict.formats.results_io import Results
@@ -46,15 +46,25 @@ def decide(
     policy_alpha = policy.alpha
     if looks is None and results.campaign.continues is not None:
         looks = LookLog()  # what the continued campaign spent counts without a directory too
-    look = None if looks is None else plan_look(results, policy.alpha, looks)
+    look = (
+        None
+        if looks is None
+        else plan_look(
+            results,
+            policy.alpha,
+            looks,
+            policy_sha256=policy.sha256,
+            history_sha256=history_digest([h.sha256 for h in history]),
+        )
+    )
     # futility only keeps arms off: at a look it keeps the policy's alpha, a spent one's too
     if look is not None:
         policy = dataclasses.replace(
-            policy, alpha=max(look.look.alpha, SPENT_ALPHA), futility_alpha=policy_alpha
+            policy, alpha=max(look.look.alpha, SPENT_ALPHA), keep_off_alpha=policy_alpha
         )
     elif results.campaign.sequential_looks > 1:  # Bonferroni over the planned looks
         looks_alpha = policy.alpha / results.campaign.sequential_looks
-        policy = dataclasses.replace(policy, alpha=looks_alpha, futility_alpha=policy_alpha)
+        policy = dataclasses.replace(policy, alpha=looks_alpha, keep_off_alpha=policy_alpha)
     evidence = gather(results, policy, history)
     controls = campaign_controls(evidence)
     arms = tuple(_arm_decision(evidence, arm) for arm in evidence.campaign.arms)
@@ -63,7 +73,8 @@ def decide(
         controls.append(void)
     outcome = _outcome(evidence, arms, controls)
     look_text = None if look is None else look_lines(look, policy_alpha)
-    if look is not None and look.exhausted:
+    if look is not None and look.exhausted and outcome.decision is not DecisionKind.KEEP_MTP_DISABLED:
+        # a spent alpha can promote nothing; keeping every arm off spends none, so it stands
         outcome = Outcome(DecisionKind.INCONCLUSIVE, None, "", (look_text[-1] if look_text else "",), True)
     arm_outcomes = assemble.outcomes(evidence)
     undecided = outcome.decision is DecisionKind.INCONCLUSIVE

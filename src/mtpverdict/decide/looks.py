@@ -2,7 +2,9 @@
 
 The alpha-spending rule is stats/looks.py's (Bonferroni over the planned looks, the rest re-split when
 a resume raises them). A decision on records a recorded look already saw is that look again (its
-alpha, no new look); otherwise it is the next look. Every decision on a results directory counts,
+alpha, no new look) when it also uses the same policy and noise histories (their digests are
+recorded with the look: the same records decided under a laxer policy are one more look); otherwise
+it is the next look. Every decision on a results directory counts,
 whatever wrote it: a resume that raised the planned boots on data no recorded look saw (a decision
 written elsewhere with `decide --out`, or taken through the Python API, which records nothing) is
 counted as the look that made someone resume, at the alpha a look there spent: what was left, split
@@ -39,6 +41,8 @@ class LookPlan:
     continued: str = ""  # the campaign this one continues (campaign.json `continues`)
     carried: float = 0.0  # alpha the continued campaign's looks spent
     unavailable: str = ""  # why the continued campaign's looks could not be counted
+    handed_to: str = ""  # the campaign that continues this one and took what its looks left
+    carries_nothing: str = ""  # the campaign that took what the continued one left before this began
 
     @property
     def exhausted(self) -> bool:
@@ -77,26 +81,37 @@ def anchored(log: LookLog, results: Results, kept: str) -> LookLog:
     )
 
 
-def plan_look(results: Results, alpha: float, log: LookLog) -> LookPlan:
-    """This decision's look on `results` given the recorded looks (module docstring)."""
+def plan_look(
+    results: Results, alpha: float, log: LookLog, *, policy_sha256: str, history_sha256: str
+) -> LookPlan:
+    """This decision's look on `results` under the policy and histories with these digests, given the
+    recorded looks (module docstring): the same look only when records, policy and histories match."""
     planned = max(1, results.campaign.sequential_looks)
     boot_records = len(results.boots)
     earlier = results.campaign.continues
     carried = 0.0 if earlier is None or earlier.spent_alpha is None else earlier.spent_alpha
     continued = "" if earlier is None else earlier.campaign
     unavailable = "" if earlier is None or earlier.spent_alpha is not None else earlier.unavailable or "?"
-    budget = alpha - carried
+    taken = "" if earlier is None else earlier.handed_over or ""
+    handed = log.handovers[0] if log.handovers else ""
+    budget = 0.0 if taken or handed else alpha - carried
     counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
     tampered = log.tampered
+    seen = (results.records_sha256, policy_sha256, history_sha256)
     for look in log.looks:
-        if look.records_sha256 == results.records_sha256:
+        if look.seen == seen:
             at = (look.boot_records, look.look)
             before = sum(x.alpha for x in counted if (x.boot_records, x.look) < at)
-            return LookPlan(look, False, before, unrecorded, tampered, continued, carried, unavailable)
+            return LookPlan(
+                look, False, before, unrecorded, tampered, continued, carried, unavailable, handed, taken
+            )
     spent = [x.alpha for x in counted]
-    look = Look(len(spent) + 1, boot_records, results.records_sha256, _alpha(budget, planned, spent), planned)
-    return LookPlan(look, True, sum(spent), unrecorded, tampered, continued, carried, unavailable)
+    alpha_here = _alpha(budget, planned, spent)
+    look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:])
+    return LookPlan(
+        look, True, sum(spent), unrecorded, tampered, continued, carried, unavailable, handed, taken
+    )
 
 
 def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
@@ -133,7 +148,19 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
             "recorded look there (a decision written elsewhere or taken through the API): each such "
             "resume is counted as the look it followed, at the alpha that look spent"
         )
-    if plan.exhausted and plan.continued and plan.carried + plan.spent_before >= policy_alpha - SPENT:
+    if plan.carries_nothing:
+        out.append(
+            f"this campaign continues {plan.continued}, whose remaining alpha {plan.carries_nothing} had "
+            "already taken when this one began (collect --continues on the same results twice): this "
+            "campaign carries none, so no look on it can promote; it can still keep arms off"
+        )
+    elif plan.handed_to and plan.exhausted:
+        out.append(
+            f"the campaign's remaining alpha went to {plan.handed_to}, which continues it (collect "
+            "--continues): no further look on this results directory can promote; decide that "
+            "campaign instead. This one can still keep arms off"
+        )
+    elif plan.exhausted and plan.continued and plan.carried + plan.spent_before >= policy_alpha - SPENT:
         out.append(
             f"the alpha is spent: {plan.continued} spent {plan.carried:.4g} and this campaign's "
             f"{look.look - 1} earlier look(s) {plan.spent_before:.4g} of {policy_alpha:.4g}, so no look on "

@@ -123,7 +123,7 @@ def run_family(
         higher_is_better=HIGHER_IS_BETTER[metric],
         history=usable,
         lend_history=policy.floor.lend_history,
-        futility_alpha=policy.futility_alpha,
+        keep_off_alpha=policy.keep_off_alpha,
     )
     outcome = _with_fallbacks(outcome, policy, values, controls, metric)
     return FamilyRun(family, metric, design, outcome)

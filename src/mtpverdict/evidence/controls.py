@@ -40,7 +40,7 @@ DUPLICATE_MIN_RUNS = 3  # shared runs needed before agreement means anything
 def void_reason(evidence: Evidence, arm: Arm) -> str | None:
     """Positive control (a): an arm whose acceptance is ~0 measured a broken head, not speculation."""
     controls = evidence.policy.controls
-    acc = evidence.acceptance.get(arm.name)
+    acc = (evidence.void_acceptance or evidence.acceptance).get(arm.name)
     if acc is None or acc.primary is None:
         return None
     p = acc.primary
@@ -242,12 +242,15 @@ def drift_checks(evidence: Evidence) -> list[ControlResult]:
             for cell, vals in controls.items()
         }
         found = control_drift(
-            plain, alpha=evidence.policy.alpha, max_drift=evidence.policy.controls.max_drift, floor=floor
+            plain,
+            alpha=evidence.policy.keep_off_level,
+            max_drift=evidence.policy.controls.max_drift,
+            floor=floor,
         )
         devices = {v.device for values in controls.values() for v in values}
         if len(devices) > 1:
             ends = _device_ends(evidence)
-            out.append(_device_drift(label, controls, ends, found.bound, evidence.policy.alpha))
+            out.append(_device_drift(label, controls, ends, found.bound, evidence.policy.keep_off_level))
         else:
             out.append(_drift_result(label, found))
     return out

@@ -151,6 +151,7 @@ def gather(results: Results, policy: Policy, history: Sequence[NoiseHistory] = (
         comparisons=comparisons,
         floors=floors,
         acceptance=windows.acceptance,
+        void_acceptance=windows.void,
         kv=_kv(campaign, boot_info),
         history=tuple(history),
         hashes=outputs.hashes,
@@ -362,6 +363,7 @@ class _Windows:
     cold: dict[str, list[tuple[int, str, int, int]]]
     alpha: float  # two-sided: the intervals are 1 - 2 alpha, as the comparisons'
     acceptance: dict[str, ArmAcceptance]
+    void: dict[str, ArmAcceptance]  # at 1 - 2 keep_off_level (the void check only keeps arms off)
 
     @classmethod
     def of(cls, results: Results, policy: Policy, runs: pd.DataFrame) -> _Windows:
@@ -383,7 +385,13 @@ class _Windows:
         acceptance = {
             name: arm_acceptance(rows, name, alpha, cold.get(name, ())) for name, rows in by_arm.items()
         }
-        return cls(by_arm, cold, alpha, acceptance)
+        off = 2 * policy.keep_off_level
+        void = (
+            acceptance
+            if off == alpha
+            else {name: arm_acceptance(rows, name, off, cold.get(name, ())) for name, rows in by_arm.items()}
+        )
+        return cls(by_arm, cold, alpha, acceptance, void)
 
     def cell_surface(self, arm: str, workload: str, concurrency: int) -> Surface | None:
         """The primary surface of the windows that name the cell, else its workload's, else the arm's:

@@ -170,6 +170,9 @@ class Evidence:
     latency: Latencies = field(default_factory=lambda: Latencies({}, {}, None))
     # (arm, workload) -> prompt index -> output hashes, for dataset workloads (several prompts each)
     prompt_hashes: Mapping[tuple[str, str], Mapping[int, frozenset[str]]] = field(default_factory=dict)
+    # the acceptance at the level of outcomes that only keep arms off (Policy.keep_off_level), for
+    # the void check: a look that splits alpha for promotions does not widen it; empty: `acceptance`
+    void_acceptance: Mapping[str, ArmAcceptance] = field(default_factory=dict)
     cache: dict[tuple[object, ...], FamilyRun | None] = field(default_factory=dict, compare=False)
 
     def cell(self, arm: str, workload: str, concurrency: int, metric: str) -> CellSummary | None:

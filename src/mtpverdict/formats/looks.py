@@ -1,13 +1,20 @@
 """The looks file (raw/looks.jsonl): every decision taken on a results directory, and every resume.
 
 One JSON object a line, appended, never rewritten:
-- a look: {"kind": "look", "look": k, "boot_records": n, "records_sha256": s, "alpha": a,
-  "planned": L, "chain": c} — the k-th decision on the directory, taken on its n boot records
-  (records.jsonl's hash s), at alpha a of the planned L looks. `mtpverdict decide` writes one when it
-  decides on data no recorded look has seen, and so does `collect --until-resolved` before each round;
+- a look: {"kind": "look", "look": k, "boot_records": n, "records_sha256": s, "policy_sha256": p,
+  "history_sha256": h, "alpha": a, "planned": L, "chain": c} — the k-th decision on the directory,
+  taken on its n boot records (records.jsonl's hash s) under the policy whose hash is p and the noise
+  histories whose digest is h (`history_digest`), at alpha a of the planned L looks. A decision is
+  that look again only when all three match: the same records under another policy or history are
+  another look (lines written before p and h were recorded load with them empty, matching nothing).
+  `mtpverdict decide` writes one when it decides on data no recorded look has seen, and so does
+  `collect --until-resolved` before each round;
 - a resume: {"kind": "resume", "boot_records": n, "chain": c} — collect raised `boots` and continued
   a directory holding n boot records (a look on those records is counted even when no decision on
-  them was recorded: decide/looks.py).
+  them was recorded: decide/looks.py);
+- a handover: {"kind": "handover", "campaign": id, "chain": c} — campaign id began as this one's
+  continuation (`collect --continues`) and took the alpha its looks left: no later look here can
+  promote, and a second continuation carries nothing.
 
 The lines are a hash chain: c is the SHA-256 of the previous line's c (CHAIN_START for the first
 line) followed by the line's canonical JSON without c. An edited, reordered or removed line breaks
@@ -22,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,8 @@ LOOKS_FILE = "raw/looks.jsonl"
 CHAIN_KEY = "chain"
 CHAIN_START = "mtpverdict.looks/1"  # what the first line's chain hashes in front of its record
 _LOOK_KEYS = {"kind", "look", "boot_records", "records_sha256", "alpha", "planned"}
+_DIGEST_KEYS = {"policy_sha256", "history_sha256"}  # absent from lines written before them
+_HANDOVER_KEYS = {"kind", "campaign"}
 _RESUME_KEYS = {"kind", "boot_records"}
 MAX_LOOKS_BYTES = 1 << 20  # a look is ~220 bytes: thousands of looks, never a reason to read more
 
@@ -45,6 +55,8 @@ class Look:
     records_sha256: str
     alpha: float
     planned: int
+    policy_sha256: str = ""  # empty: recorded before policies were (matches no decision)
+    history_sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,9 +64,21 @@ class Look:
             "look": self.look,
             "boot_records": self.boot_records,
             "records_sha256": self.records_sha256,
+            "policy_sha256": self.policy_sha256,
+            "history_sha256": self.history_sha256,
             "alpha": self.alpha,
             "planned": self.planned,
         }
+
+    @property
+    def seen(self) -> tuple[str, str, str]:
+        """What makes a decision this look again: its records, policy and histories."""
+        return (self.records_sha256, self.policy_sha256, self.history_sha256)
+
+
+def history_digest(sha256s: Sequence[str]) -> str:
+    """One digest of the noise histories a decision used (their records' hashes, in any order)."""
+    return hashlib.sha256("\n".join(sorted(sha256s)).encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +91,7 @@ class LookLog:
 
     looks: tuple[Look, ...] = ()
     resumes: tuple[int, ...] = ()  # boot records present when collect resumed
+    handovers: tuple[str, ...] = ()  # campaigns that continue this one (collect --continues)
     tampered: str = ""
     head: str = CHAIN_START  # the last line's chain (what the next line hashes in front of its record)
 
@@ -82,12 +107,26 @@ def _bad(path: Path, line: int, message: str) -> ResultsError:
     return ResultsError([Problem(str(path), f"{message}; fix or delete the line", line=line)])
 
 
-def _parse(obj: Any, path: Path, line: int) -> Look | int:
-    if not isinstance(obj, dict) or obj.get("kind") not in ("look", "resume"):
-        raise _bad(path, line, "not a look or resume record")
+def _handover(obj: dict[str, Any], path: Path, line: int) -> str:
+    if set(obj) - {CHAIN_KEY} != _HANDOVER_KEYS:
+        raise _bad(path, line, f"handover record keys must be {sorted(_HANDOVER_KEYS)}, not {sorted(obj)}")
+    if not isinstance(obj["campaign"], str) or not obj["campaign"]:
+        raise _bad(path, line, "campaign must be a non-empty string")
+    if CHAIN_KEY in obj and not isinstance(obj[CHAIN_KEY], str):
+        raise _bad(path, line, f"{CHAIN_KEY} must be a string")
+    return str(obj["campaign"])
+
+
+def _parse(obj: Any, path: Path, line: int) -> Look | int | str:
+    if not isinstance(obj, dict) or obj.get("kind") not in ("look", "resume", "handover"):
+        raise _bad(path, line, "not a look, resume or handover record")
+    if obj["kind"] == "handover":
+        return _handover(obj, path, line)
     keys = _LOOK_KEYS if obj["kind"] == "look" else _RESUME_KEYS
-    if set(obj) - {CHAIN_KEY} != keys:
-        raise _bad(path, line, f"{obj['kind']} record keys must be {sorted(keys)}, not {sorted(obj)}")
+    found = set(obj) - {CHAIN_KEY}
+    if found != keys and (obj["kind"] != "look" or found != keys | _DIGEST_KEYS):
+        allowed = sorted(keys | _DIGEST_KEYS) if obj["kind"] == "look" else sorted(keys)
+        raise _bad(path, line, f"{obj['kind']} record keys must be {allowed}, not {sorted(obj)}")
     if CHAIN_KEY in obj and not isinstance(obj[CHAIN_KEY], str):
         raise _bad(path, line, f"{CHAIN_KEY} must be a string")
     ints = ("look", "boot_records", "planned") if obj["kind"] == "look" else ("boot_records",)
@@ -98,9 +137,18 @@ def _parse(obj: Any, path: Path, line: int) -> Look | int:
     alpha = obj["alpha"]
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0.0 <= float(alpha) < 1.0:
         raise _bad(path, line, "alpha must be a number in [0, 1)")
-    if not isinstance(obj["records_sha256"], str):
-        raise _bad(path, line, "records_sha256 must be a string")
-    return Look(obj["look"], obj["boot_records"], obj["records_sha256"], float(alpha), obj["planned"])
+    digests = ("records_sha256", *sorted(_DIGEST_KEYS & set(obj)))
+    if any(not isinstance(obj[k], str) for k in digests):
+        raise _bad(path, line, f"{', '.join(digests)} must be strings")
+    return Look(
+        obj["look"],
+        obj["boot_records"],
+        obj["records_sha256"],
+        float(alpha),
+        obj["planned"],
+        obj.get("policy_sha256", ""),
+        obj.get("history_sha256", ""),
+    )
 
 
 def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
@@ -112,6 +160,7 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
         raise ResultsError([Problem(str(path), f"larger than {MAX_LOOKS_BYTES} bytes; not a looks file")])
     looks: list[Look] = []
     resumes: list[int] = []
+    handovers: list[str] = []
     head, tampered = CHAIN_START, ""
     for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
@@ -123,6 +172,8 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
         found = _parse(obj, path, i)
         if isinstance(found, Look):
             looks.append(found)
+        elif isinstance(found, str):
+            handovers.append(found)
         else:
             resumes.append(found)
         expected = chain_of(head, obj)
@@ -134,7 +185,7 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
                 "a line removed)"
             )
         head = str(obj.get(CHAIN_KEY, expected))
-    return LookLog(tuple(looks), tuple(resumes), tampered, head)
+    return LookLog(tuple(looks), tuple(resumes), tuple(handovers), tampered, head)
 
 
 def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
@@ -148,10 +199,26 @@ def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
 
 
 def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
-    """Record a look, unless a recorded look already saw the same records (then it is that look)."""
-    if any(x.records_sha256 == look.records_sha256 for x in read_looks(results_dir).looks):
+    """Record a look, unless a recorded look already saw the same records under the same policy and
+    histories (then it is that look)."""
+    if any(x.seen == look.seen for x in read_looks(results_dir).looks):
         return
     _append(results_dir, look.as_dict())
+
+
+def hand_over(source: str, campaign: str) -> dict[str, Any]:
+    """Begin campaign `campaign` as a continuation of `source`: its `continues` (continuation), and,
+    when `source` is a results directory whose alpha no campaign took yet, a handover line there, so
+    what it left is spent once: later looks on `source`, and a second continuation of it, carry
+    nothing (decide/looks.py). Raises OSError when the line cannot be written."""
+    found = continuation(source, campaign)
+    directory = Path(source)
+    if "handed_over" in found or _campaign_of(directory) is None:
+        return found
+    if campaign in read_looks(directory).handovers:
+        return found  # recorded already (another shard of this campaign, or its start again)
+    _append(directory, {"kind": "handover", "campaign": campaign})
+    return found
 
 
 def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
@@ -173,10 +240,11 @@ def _campaign_of(directory: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("id"), str) else None
 
 
-def continuation(source: str) -> dict[str, Any]:
-    """campaign.json's `continues` for a new campaign continuing `source`: a results directory (its
-    campaign id, and the alpha its recorded looks spent, with any campaign it continued in turn), or a
-    campaign id whose directory is not at hand (its looks not available)."""
+def continuation(source: str, campaign_id: str | None = None) -> dict[str, Any]:
+    """campaign.json's `continues` for a new campaign `campaign_id` continuing `source`: a results
+    directory (its campaign id, and the alpha its recorded looks spent, with any campaign it continued
+    in turn, and `handed_over` when another campaign took what it left), or a campaign id whose
+    directory is not at hand (its looks not available)."""
     directory = Path(source)
     campaign = _campaign_of(directory) if directory.is_dir() else None
     if campaign is None:
@@ -190,6 +258,10 @@ def continuation(source: str) -> dict[str, Any]:
     before = campaign.get("continues") if isinstance(campaign.get("continues"), dict) else {}
     carried = before.get("spent_alpha", 0.0) if before else 0.0
     out: dict[str, Any] = {"campaign": campaign["id"], "looks": len(log.looks), "looks_chain": None}
+    # the first campaign to continue it took what it left (this one again: another shard, a restart)
+    gone = log.handovers[0] if log.handovers else before.get("handed_over") if before else None
+    if isinstance(gone, str) and gone and gone != campaign_id:
+        out["handed_over"] = gone  # what it left is that campaign's: this one carries nothing
     unseen = [r for r in log.resumes if r > 0 and all(x.boot_records != r for x in log.looks)]
     why = ""
     if log.tampered:

@@ -320,13 +320,14 @@ class Policy:
     gate: Gate = Gate()
     workloads: Workloads = Workloads()
     shipped: bool = False  # its text is the shipped policy of its name, however it was named
-    # the futility decision's level when a look split alpha: the policy's own alpha, since futility only
-    # keeps arms off (docs/statistics.md, Settling); None: alpha
-    futility_alpha: float | None = None
+    # the level of what only keeps arms off when a look split alpha for promotions: the policy's own
+    # alpha (the controls' checks, equivalent, worse, below min_effect and futility, a void head, a
+    # TTFT limit exceeded; docs/statistics.md, Settling); None: alpha
+    keep_off_alpha: float | None = None
 
     @property
-    def futility_level(self) -> float:
-        return self.alpha if self.futility_alpha is None else self.futility_alpha
+    def keep_off_level(self) -> float:
+        return self.alpha if self.keep_off_alpha is None else self.keep_off_alpha
 
     @property
     def include_cold(self) -> bool:

@@ -102,6 +102,14 @@ class Continues(Struct, frozen=True, forbid_unknown_fields=True):
     unavailable: Annotated[
         str | None, Meta(description="Why its looks could not be counted; null when they were.")
     ] = None
+    handed_over: Annotated[
+        str | None,
+        Meta(
+            description="The campaign that had already taken what the continued campaign's looks left "
+            "(an earlier continuation of it): this campaign carries no alpha and cannot promote; null "
+            "when it carries what was left."
+        ),
+    ] = None
 
 
 class Spec(Struct, frozen=True, forbid_unknown_fields=True):

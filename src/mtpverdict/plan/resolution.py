@@ -72,15 +72,15 @@ def settle_probability(
     shift: float,
     margin: float,
     family_size: int,
-    futility_alpha: float | None = None,
+    keep_off_alpha: float | None = None,
 ) -> dict[str, float]:
     """Probability that each outcome is shown at n_arm boots per arm (noncentral t, Holm's first step).
 
     The levels are decide's (stats/procedure.py): better and equivalent must hold at every cell (their
     product: a lower bound, as design_power); worse at some cell at alpha / (family x cells), Holm's
     first step; below_min_effect, the futility decision, at some cell at alpha unadjusted (the upper
-    bound of the 1 - 2 alpha interval below log(1 + min_effect); `futility_alpha` when the family
-    takes it at another level, FamilyOutcome.futility_level). "At some cell" is the largest
+    bound of the 1 - 2 alpha interval below log(1 + min_effect); `keep_off_alpha` when the family
+    takes it at another level, FamilyOutcome.keep_off_level). "At some cell" is the largest
     per-cell probability: a lower bound, exact with one cell. Equivalence uses the normal-shift
     approximation of TOST power with t quantiles.
     """
@@ -94,7 +94,7 @@ def settle_probability(
     t_all = float(tdist.t_ppf(1 - alpha / m, df))
     t_any = float(tdist.t_ppf(1 - alpha / (m * cells), df))
     # futility only keeps an arm off: no correction
-    t_futile = float(tdist.t_ppf(1 - (alpha if futility_alpha is None else futility_alpha), df))
+    t_futile = float(tdist.t_ppf(1 - (alpha if keep_off_alpha is None else keep_off_alpha), df))
     better = equivalent = 1.0
     worse = short = 0.0
     for d in effects:
@@ -148,7 +148,7 @@ def resolution(
                 shift=math.log1p(family.min_effect),
                 margin=math.log1p(family.equivalence_margin),
                 family_size=len(family.arms),
-                futility_alpha=family.futility_level,
+                keep_off_alpha=family.keep_off_level,
             )
             best = max(probs, key=lambda k: probs[k])
             if probs[best] >= power:

@@ -170,31 +170,55 @@ def _variances(
     return s2_a, df_a, s2_c, df_c, (df_a > 0) & (s2_a >= min_sd**2), (df_c > 0) & (s2_c >= min_sd**2)
 
 
+def _device_ends(arm_pos: Array, ctrl_pos: Array) -> tuple[Array, Array]:
+    """1.0 where a boot is the first or last of its device over every arm and control of the cell
+    (arm_pos (B, A, C, D, Na), ctrl_pos (B, C, D, Nc)), else 0.0; NaN positions are no boot."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo = np.fmin(np.nanmin(arm_pos, axis=(1, -1)), np.nanmin(ctrl_pos, axis=-1))[..., None]
+        hi = np.fmax(np.nanmax(arm_pos, axis=(1, -1)), np.nanmax(ctrl_pos, axis=-1))[..., None]
+    arm_end = (arm_pos == lo[:, None]) | (arm_pos == hi[:, None])
+    return arm_end.astype(float), ((ctrl_pos == lo) | (ctrl_pos == hi)).astype(float)
+
+
+def _weighted_gap(arm: Array, control: Array, arm_x: Array, ctrl_x: Array) -> Array:
+    """Per (B, A, C): the device-weighted mean of x over the arm's boots less over the controls'."""
+    n_a, _, _, _ = _groups(arm)
+    n_c, _, _, _ = _groups(control)
+    sum_a = np.where(np.isnan(arm), 0.0, arm_x).sum(-1)
+    sum_c = np.where(np.isnan(control), 0.0, ctrl_x).sum(-1)[:, None]
+    w, w_gap = _terms(n_a, sum_a, n_c[:, None], sum_c)[:2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(w.sum(-1) > 0, w_gap.sum(-1) / w.sum(-1), 0.0)
+
+
 def _adjusted(
     arm: Array, control: Array, positions: tuple[Array, Array] | None
-) -> tuple[Array, Array, Array, Array, Array]:
-    """Values less the controls' within-device drift line (stats/positions.drift_line), and per
-    (B, A, C) the weighted mean position gap of arm and controls, the line's slope variance and df.
-    Without positions: the values as given, no gap."""
+) -> tuple[Array, Array, Array, Array]:
+    """Values less the controls' within-device drift line (stats/positions.drift_line: a slope and
+    a device's ends against its middle), and per (B, A, C) the variance the line's error adds to the
+    arm's comparison (g' V g, g the arm's gaps to the controls in mean position and share of ends)
+    and the line's df. Without positions: the values as given, nothing added."""
     n_shape = arm.shape[:3]
     if positions is None:
-        zero = np.zeros(n_shape)
-        return arm, control, zero, zero, np.full(n_shape, np.nan)
+        return arm, control, np.zeros(n_shape), np.full(n_shape, np.nan)
     arm_pos = np.asarray(positions[0], dtype=float)
     ctrl_pos = np.asarray(positions[1], dtype=float)
     arm_pos = arm_pos[:, :, None] if arm_pos.ndim == 4 else arm_pos  # (B, A, C or 1, D, Na)
     ctrl_pos = ctrl_pos[:, None] if ctrl_pos.ndim == 3 else ctrl_pos  # (B, C or 1, D, Nc)
-    line = drift_line(control, positions[1])
-    arm_adj = arm - line.slope[:, None, :, None, None] * arm_pos
-    control_adj = control - line.slope[..., None, None] * ctrl_pos
-    n_a, _, _, _ = _groups(arm)
-    n_c, _, _, _ = _groups(control)
-    sum_pa = np.where(np.isnan(arm), 0.0, arm_pos).sum(-1)
-    sum_pc = np.where(np.isnan(control), 0.0, ctrl_pos).sum(-1)[:, None]
-    w, w_gap = _terms(n_a, sum_pa, n_c[:, None], sum_pc)[:2]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        gap = np.where(w.sum(-1) > 0, w_gap.sum(-1) / w.sum(-1), 0.0)
-    return arm_adj, control_adj, gap, np.broadcast_to(line.var[:, None], n_shape), line.df[:, None]
+    cells = max(arm_pos.shape[2], ctrl_pos.shape[1])
+    arm_pos = np.broadcast_to(arm_pos, (*arm_pos.shape[:2], cells, *arm_pos.shape[3:]))
+    ctrl_pos = np.broadcast_to(ctrl_pos, (ctrl_pos.shape[0], cells, *ctrl_pos.shape[2:]))
+    arm_end, ctrl_end = _device_ends(arm_pos, ctrl_pos)
+    line = drift_line(control, ctrl_pos, ctrl_end)
+    slope, bend = line.slope[:, None, :, None, None], line.ends[:, None, :, None, None]
+    arm_adj = arm - slope * arm_pos - bend * arm_end
+    control_adj = control - line.slope[..., None, None] * ctrl_pos - line.ends[..., None, None] * ctrl_end
+    g = np.stack(
+        [_weighted_gap(arm, control, arm_pos, ctrl_pos), _weighted_gap(arm, control, arm_end, ctrl_end)], -1
+    )
+    extra = np.einsum("baci,bcij,bacj->bac", g, line.var, g)
+    return arm_adj, control_adj, extra, np.broadcast_to(line.df[:, None], n_shape)
 
 
 def blocked_cell_tests(
@@ -205,8 +229,7 @@ def blocked_cell_tests(
     `positions` (arm (B, A, D, Na), controls (B, D, Nc), or per cell (B, A, C, D, Na), (B, C, D, Nc):
     each boot's place on its device, any unit linear in it) compares
     each arm with the controls' drift line at the arm's own positions (module docstring)."""
-    arm, control, gap, var_line, df_line = _adjusted(arm, control, positions)
-    extra = gap**2 * var_line  # the line's slope error, carried by the arm's position gap
+    arm, control, extra, df_line = _adjusted(arm, control, positions)  # extra: the line's error
     n_a, sum_a, _, ss_a = _groups(arm)
     n_c, sum_c, _, ss_c = _groups(control)
     n_cb, sum_cb = n_c[:, None], sum_c[:, None]
@@ -364,10 +387,10 @@ def blocked_batch(
     min_effect: float | None = None,
     higher_is_better: bool = True,
     positions: tuple[Array, Array] | None = None,
-    futility_alpha: float | None = None,
+    keep_off_alpha: float | None = None,
 ) -> tuple[BlockedTests, ArmArrays]:
     """The blocked procedure over many campaigns at once (arm (B, A, C, D, Na), control (B, C, D, Nc));
-    `positions` as blocked_cell_tests, `futility_alpha` as procedure.combine."""
+    `positions` as blocked_cell_tests, `keep_off_alpha` as procedure.combine."""
     if (
         arm.ndim != 5
         or control.ndim != 4
@@ -377,7 +400,7 @@ def blocked_batch(
         raise ValueError(f"shapes do not match: arm {arm.shape}, control {control.shape}")
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, arm.shape[1])
     found = blocked_cell_tests(arm, control, th, positions)
-    return found, combine(found.tests, alpha, futility_alpha)
+    return found, combine(found.tests, alpha, keep_off_alpha)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -433,7 +456,7 @@ def blocked_family_procedure(
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
     lend_history: bool = False,
-    futility_alpha: float | None = None,
+    keep_off_alpha: float | None = None,
 ) -> BlockedFamilyOutcome:
     """Each candidate against the controls of its own device at every design cell, combined once.
 
@@ -453,7 +476,7 @@ def blocked_family_procedure(
         higher_is_better=higher_is_better,
         history=history if one else None,
         lend_history=lend_history,
-        futility_alpha=futility_alpha,
+        keep_off_alpha=keep_off_alpha,
     )
     if one:
         return BlockedFamilyOutcome(plain, devices, False, (), None, ())
@@ -470,7 +493,7 @@ def blocked_family_procedure(
         min_effect=min_effect,
         higher_is_better=higher_is_better,
         positions=positions,
-        futility_alpha=futility_alpha,
+        keep_off_alpha=keep_off_alpha,
     )
     arms = tuple(_arm_outcome(i, name, design, found, arrays, slots[i]) for i, name in enumerate(candidates))
     effects = _effects(list(candidates), design, devices, found, arm[0], control[0])

@@ -158,30 +158,60 @@ def position_beyond(found: DevicePosition, bound: float) -> Bools:
 
 @dataclass(frozen=True, slots=True)
 class DriftLine:
-    """Per (row, cell): the controls' within-device slope against position, its variance and df."""
+    """Per (row, cell): the controls' within-device slope and ends-vs-middle, their covariance and df.
+
+    `ends` is 0 with zero variance where the controls cannot tell ends from middle (every control at
+    an end of its device, or none): the line is then a slope alone, as a layout without that contrast
+    has nothing to correct by it."""
 
     slope: Array  # log per position unit; 0 where it cannot be fitted
-    var: Array  # its sampling variance; 0 where it cannot be fitted
-    df: Array  # control boots - devices with a control - 1; NaN where it cannot be fitted
+    ends: Array  # log, a device's first and last boots minus its middle ones; 0 where not fitted
+    var: Array  # (..., 2, 2) sampling covariance of (slope, ends); 0 where not fitted
+    df: Array  # control boots - devices with a control - terms fitted; NaN where it cannot be fitted
 
 
-def drift_line(control: Array, position: Array) -> DriftLine:
-    """The controls' common within-device slope per cell: control (B, C, D, m), position (B, D, m)
-    or (B, C, D, m).
+def _centred(values: Array, present: Bools) -> Array:
+    """values less their mean over the present boots of each (row, cell, device); 0 where absent."""
+    n = present.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(present, values, 0.0).sum(-1, keepdims=True) / n
+    return np.where(present, values - mean, 0.0)
+
+
+def drift_line(control: Array, position: Array, end: Array | None = None) -> DriftLine:
+    """The controls' common within-device slope and ends-vs-middle per cell: control (B, C, D, m),
+    position and end (1.0 for a device's first or last boot) (B, D, m) or (B, C, D, m).
 
     Each device keeps its own level (the within estimator, as device_position), so device levels
-    cannot look like a slope; the controls are one configuration, so no arm effect enters it.
+    cannot look like a shape; the controls are one configuration, so no arm effect enters it. The
+    two terms are fitted jointly where the controls hold both ends and middle boots of some device,
+    else the slope alone (its df then counts one term).
     """
     pos = np.asarray(position, dtype=float)
     pos = np.broadcast_to(pos[:, None] if pos.ndim == control.ndim - 1 else pos, control.shape)
+    ends = np.zeros(control.shape) if end is None else np.asarray(end, dtype=float)
+    ends = np.broadcast_to(ends[:, None] if ends.ndim == control.ndim - 1 else ends, control.shape)
     present = ~np.isnan(control) & ~np.isnan(pos)
-    n = present.sum(-1, keepdims=True)
+    xc, ec, yc = _centred(pos, present), _centred(ends, present), _centred(control, present)
+    sxx, see, sxe = (xc**2).sum((-2, -1)), (ec**2).sum((-2, -1)), (xc * ec).sum((-2, -1))
+    sxy, sey = (xc * yc).sum((-2, -1)), (ec * yc).sum((-2, -1))
+    det = sxx * see - sxe**2
+    joint = det > 1e-9 * np.maximum(sxx * see, 1e-300)
+    groups = (present.sum(-1) > 0).sum(-1)
+    df = present.sum((-2, -1)) - groups - np.where(joint, 2.0, 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        xc = np.where(present, pos - np.where(present, pos, 0.0).sum(-1, keepdims=True) / n, 0.0)
-        yc = np.where(present, control - np.where(present, control, 0.0).sum(-1, keepdims=True) / n, 0.0)
-        sxx, sxy = (xc**2).sum((-2, -1)), (xc * yc).sum((-2, -1))
-        slope = sxy / sxx
-        df = present.sum((-2, -1)) - (n[..., 0] > 0).sum(-1) - 1.0
-        var = ((yc - slope[..., None, None] * xc) ** 2 * present).sum((-2, -1)) / df / sxx
-    ok = (sxx > 0) & (df >= 1) & np.isfinite(var)
-    return DriftLine(np.where(ok, slope, 0.0), np.where(ok, var, 0.0), np.where(ok, df, np.nan))
+        slope = np.where(joint, (see * sxy - sxe * sey) / det, sxy / sxx)
+        bend = np.where(joint, (sxx * sey - sxe * sxy) / det, 0.0)
+        fitted = slope[..., None, None] * xc + bend[..., None, None] * ec
+        s2 = ((yc - fitted) ** 2 * present).sum((-2, -1)) / df
+        v_slope = np.where(joint, s2 * see / det, s2 / sxx)
+        v_cross = np.where(joint, -s2 * sxe / det, 0.0)
+        v_ends = np.where(joint, s2 * sxx / det, 0.0)
+        var = np.stack([np.stack([v_slope, v_cross], -1), np.stack([v_cross, v_ends], -1)], -2)
+    ok = (sxx > 0) & (df >= 1) & np.isfinite(s2)
+    return DriftLine(
+        np.where(ok, slope, 0.0),
+        np.where(ok, bend, 0.0),
+        np.where(ok[..., None, None], var, 0.0),
+        np.where(ok, df, np.nan),
+    )

@@ -195,11 +195,11 @@ class FamilyOutcome:
     min_effect: float  # as applied (the margin when none was given)
     higher_is_better: bool
     control_boots: int  # distinct control boots over every cell
-    futility_alpha: float | None = None  # the futility decision's level; None: alpha
+    keep_off_alpha: float | None = None  # the level of outcomes that only keep arms off; None: alpha
 
     @property
-    def futility_level(self) -> float:
-        return self.alpha if self.futility_alpha is None else self.futility_alpha
+    def keep_off_level(self) -> float:
+        return self.alpha if self.keep_off_alpha is None else self.keep_off_alpha
 
     def arm(self, name: str) -> ArmOutcome:
         for a in self.arms:
@@ -259,20 +259,30 @@ def _union(p: Array, known: npt.NDArray[np.bool_]) -> Array:
 
 
 def _decide(
-    p_eq: Array, p_better: Array, loo_ok: npt.NDArray[np.bool_], p_worse: Array, p_short: Array, alpha: float
+    p_eq: Array,
+    p_better: Array,
+    loo_ok: npt.NDArray[np.bool_],
+    p_worse: Array,
+    p_short: Array,
+    alpha: float,
+    keep_off: float | None = None,
 ) -> npt.NDArray[np.int64]:
-    """Outcome codes with the stated precedence: equivalent, better, worse, below min_effect."""
+    """Outcome codes with the stated precedence: equivalent, better, worse, below min_effect.
+
+    Better is tested at alpha; the outcomes that only keep an arm off (equivalent, worse, below
+    min_effect) at keep_off (None: alpha)."""
+    off = alpha if keep_off is None else keep_off
     return np.where(
-        p_eq < alpha,
+        p_eq < off,
         OUTCOMES.index(Outcome.EQUIVALENT),
         np.where(
             (p_better < alpha) & loo_ok,
             OUTCOMES.index(Outcome.BETTER),
             np.where(
-                p_worse < alpha,
+                p_worse < off,
                 OUTCOMES.index(Outcome.WORSE),
                 np.where(
-                    p_short < alpha,
+                    p_short < off,
                     OUTCOMES.index(Outcome.BELOW_MIN_EFFECT),
                     OUTCOMES.index(Outcome.INCONCLUSIVE),
                 ),
@@ -281,10 +291,12 @@ def _decide(
     ).astype(np.int64)
 
 
-def combine(tests: CellTests, alpha: float, futility_alpha: float | None = None) -> ArmArrays:
+def combine(tests: CellTests, alpha: float, keep_off_alpha: float | None = None) -> ArmArrays:
     """Intersection-union over cells, then Holm across arms; per-cell outcomes beside it.
 
-    futility_alpha: the level of the futility decision (below_min_effect unadjusted); None is alpha."""
+    keep_off_alpha: the level of the outcomes that only keep an arm off (equivalent, worse, below
+    min_effect, its futility unadjusted): a look that splits alpha for promotions keeps the policy's
+    alpha for them, since a false keep-off is no false promotion; None is alpha."""
     known = tests.method <= Method.HISTORY
     missing = tests.method == Method.MISSING
     unknown = tests.method == Method.UNKNOWN
@@ -302,10 +314,9 @@ def combine(tests: CellTests, alpha: float, futility_alpha: float | None = None)
     loo_cell = np.argmax(np.where(np.isnan(loo), -1.0, loo), axis=-1)
     loo_ok = ~(loo_p >= alpha)  # NaN: no boot could be left out (an arm and controls of one boot each)
     holm = {name: holm_along(p) for name, p in (("b", p_better), ("e", p_eq), ("w", p_worse), ("s", p_short))}
-    futile = alpha if futility_alpha is None else futility_alpha
-    # on alpha's scale: a futility p-value below futility_alpha is one below alpha
-    p_keep_off = np.minimum(holm["s"], np.where(p_futile < futile, 0.0, 1.0))
-    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], p_keep_off, alpha)
+    off = alpha if keep_off_alpha is None else keep_off_alpha
+    p_keep_off = np.minimum(holm["s"], np.where(p_futile < off, 0.0, 1.0))
+    outcome = _decide(holm["e"], holm["b"], loo_ok, holm["w"], p_keep_off, alpha, off)
     inconclusive = outcome == OUTCOMES.index(Outcome.INCONCLUSIVE)
     why = np.where(
         ~inconclusive,
@@ -368,7 +379,7 @@ def batch_procedure(
     hist_s2: Array | None = None,
     hist_df: Array | None = None,
     lend_history: bool = False,
-    futility_alpha: float | None = None,
+    keep_off_alpha: float | None = None,
 ) -> tuple[CellTests, ArmArrays]:
     """The procedure over many campaigns at once (arm (B, A, C, Na), control (B, C, Nc), NaN = absent).
 
@@ -386,7 +397,7 @@ def batch_procedure(
     s2 = np.full(cells, np.nan) if hist_s2 is None else np.asarray(hist_s2, dtype=float)
     df = np.zeros(cells) if hist_df is None else np.asarray(hist_df, dtype=float)
     tests = cell_tests(arm, control, s2, df, th, lend_history=lend_history)
-    return tests, combine(tests, alpha, futility_alpha)
+    return tests, combine(tests, alpha, keep_off_alpha)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -434,12 +445,12 @@ def family_procedure(
     higher_is_better: bool = True,
     history: Mapping[Cell, ArchivedVariance] | None = None,
     lend_history: bool = False,
-    futility_alpha: float | None = None,
+    keep_off_alpha: float | None = None,
 ) -> FamilyOutcome:
     """Compare each candidate arm with the controls at every design cell and combine (module docstring).
 
     `history` pools into the controls' variance; it is lent to an arm booted once only with
-    `lend_history` (a policy's explicit choice). `futility_alpha` is the futility decision's level
+    `lend_history` (a policy's explicit choice). `keep_off_alpha` is the futility decision's level
     (None: alpha); under looks it may be the policy's alpha, above the look's (docs/statistics.md).
 
     `candidates` is the whole Holm family in its order, including arms that measured nothing.
@@ -469,7 +480,7 @@ def family_procedure(
         hist_s2=hist_s2,
         hist_df=hist_df,
         lend_history=lend_history,
-        futility_alpha=futility_alpha,
+        keep_off_alpha=keep_off_alpha,
     )
     th = thresholds(alpha, equivalence_margin, min_effect, higher_is_better, len(names))
     arms = tuple(
@@ -484,7 +495,7 @@ def family_procedure(
         min_effect=math.expm1(th.shift),
         higher_is_better=higher_is_better,
         control_boots=len({(v.arm, v.boot) for rows in ctrl_rows for v in rows}),
-        futility_alpha=futility_alpha,
+        keep_off_alpha=keep_off_alpha,
     )
 
 

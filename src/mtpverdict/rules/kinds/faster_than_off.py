@@ -39,7 +39,7 @@ class FasterFinding(Finding):
     outcome: ArmOutcome | None
     min_effect: float
     futility: bool = False  # below_min_effect by the futility interval alone (not the corrected test)
-    futility_level: float = 0.05  # that interval's one-sided level (the policy's alpha)
+    keep_off_level: float = 0.05  # that interval's one-sided level (the policy's alpha)
 
 
 class FasterThanOff(RuleKind[Params, FasterFinding]):
@@ -79,7 +79,7 @@ class FasterThanOff(RuleKind[Params, FasterFinding]):
             found.outcome is Outcome.BELOW_MIN_EFFECT
             and not found.p_below_min_effect_holm < evidence.policy.alpha
         )
-        level = evidence.policy.futility_level
+        level = evidence.policy.keep_off_level
         return FasterFinding(status, math.exp(worst), bar, metric, found, min_effect, futility, level)
 
     def render(self, finding: FasterFinding, arm: Arm) -> str:
@@ -111,11 +111,11 @@ def _futility(found: ArmOutcome, finding: FasterFinding) -> str:
     below = []
     for c in found.cells:
         # the upper bound of the gain at the futility level, then shown in the metric's own sign
-        gain = sign * c.estimate + float(t_ppf(1 - finding.futility_level, c.df)) * c.se
+        gain = sign * c.estimate + float(t_ppf(1 - finding.keep_off_level, c.df)) * c.se
         if math.isfinite(gain) and gain < shift:
             below.append((c, sign * gain))
     where = ", ".join(f"{cell_label(c.cell[0], c.cell[1])} {pct(bound)}" for c, bound in below)
-    interval = f"{1 - 2 * finding.futility_level:.0%} interval"
+    interval = f"{1 - 2 * finding.keep_off_level:.0%} interval"
     return (
         f"not better by +{finding.min_effect:.1%}: the {interval}'s upper bound is below it at some cell "
         f"({where}); a futility decision that keeps the arm off and never promotes one"

@@ -5,7 +5,8 @@ By default the ratio judged is the comparison's point estimate over boot medians
 family's controls' boots (stats/percentiles.py percentile_ratio), so a tail a median hides is bounded. A
 cell passes when the ratio's upper one-sided 1 - alpha bound is within the limit, fails when its lower
 bound is beyond it, and is inconclusive between them or when a boot has too few streams for the
-percentile.
+percentile. Failing only keeps an arm off, so its bound is at the policy's own alpha at every look
+(Policy.keep_off_level); passing, a step towards a promotion, is at the look's alpha.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Ttft(RuleKind[Params, TtftFinding]):
         ratios: list[tuple[str, int, float]] = []
         bounds: list[tuple[str, int, float, float]] = []
         unjudged: list[tuple[str, int, str]] = []
+        failed = False
         for w, c in cells:
             mine = evidence.latency.arms.get((arm.name, w, c, METRIC))
             off = evidence.latency.controls.get((arm.family, w, c, METRIC))
@@ -86,9 +88,12 @@ class Ttft(RuleKind[Params, TtftFinding]):
                 continue
             ratios.append((w, c, found.ratio))
             bounds.append((w, c, found.low, found.high))
+            over = percentile_ratio(mine, off, q, evidence.policy.keep_off_level)
+            if not isinstance(over, str) and over.low > limit:
+                failed = True  # above the limit only keeps the arm off: the policy's alpha, every look
         if not ratios and not unjudged:
             return TtftFinding(RuleStatus.MISSING, None, limit, (), q)
-        if any(low > limit for _, _, low, _ in bounds):
+        if failed or any(low > limit for _, _, low, _ in bounds):
             status = RuleStatus.FAIL
         elif unjudged or any(high > limit for _, _, _, high in bounds):
             status = RuleStatus.INCONCLUSIVE
