@@ -149,3 +149,19 @@ def test_no_arm_is_settled_while_a_control_fails(tmp_path: Path) -> None:
     run = decide_directory(results, "default")
     assert {a.name for a in run.decision.arms if str(a.verdict) == "eligible"} == {"k1", "k2", "k3"}
     assert settled_arms(results, load_policy("default")) == {}
+
+
+def test_a_void_head_stays_settled_while_a_control_fails(tmp_path: Path) -> None:
+    """Before: a failing drift check (fake-server timings under load) unsettled every arm, so a head
+    that accepts nothing was booted again each round; void is read from acceptance counts, not from
+    the timings a failing control puts in doubt."""
+    from mtpverdict.decide import settled_arms
+    from mtpverdict.rules.registry import load_policy
+
+    results = _planned(tmp_path, "synthetic-void-arm", 10)
+    rules = tmp_path / "tight.toml"
+    shipped = (Path(__file__).resolve().parents[2] / "rules" / "default.toml").read_text()
+    rules.write_text(shipped.replace("max_drift = 0.05", "max_drift = 0.0001"))
+    run = decide_directory(results, rules)
+    assert any(c.name == "drift" and c.status.value == "fail" for c in run.decision.controls)
+    assert settled_arms(results, load_policy(rules)) == {"k2": "void"}  # k1, k3 are booted again

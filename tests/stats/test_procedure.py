@@ -520,8 +520,9 @@ def test_bad_input_is_an_error_not_a_verdict(
 
 
 def test_a_keep_off_level_above_alpha_only_keeps_more_arms_off() -> None:
-    """A look's futility decision at the policy's alpha, above the look's: arms that were inconclusive
-    may become below_min_effect, and nothing else moves (no promotion gained or lost at that look)."""
+    """A look's keep-off outcomes at the policy's alpha, above the look's: arms that were inconclusive
+    may become below_min_effect, worse or equivalent, and nothing else moves (no promotion gained or
+    lost at that look, min_effect at the margin or 0)."""
     from mtpverdict.stats.procedure import OUTCOMES, Outcome, batch_procedure
 
     rng = np.random.default_rng(26)
@@ -529,11 +530,15 @@ def test_a_keep_off_level_above_alpha_only_keeps_more_arms_off() -> None:
     effects = np.array([0.0, 0.02, 0.06])[None, :, None, None]  # null, below and above min_effect
     arm = rng.normal(0.0, sd, (3000, 3, 2, 3)) + effects  # (campaigns, arms, cells, boots)
     control = rng.normal(0.0, sd, (3000, 2, 6))
-    kwargs = {"alpha": look, "equivalence_margin": 0.03}
-    _, at_look = batch_procedure(arm, control, **kwargs)  # type: ignore[arg-type]
-    _, wider = batch_procedure(arm, control, keep_off_alpha=0.05, **kwargs)  # type: ignore[arg-type]
-    moved = at_look.outcome != wider.outcome
-    assert moved.any()  # the wider level does settle arms the look's could not
-    assert (at_look.outcome[moved] == OUTCOMES.index(Outcome.INCONCLUSIVE)).all()
-    assert (wider.outcome[moved] == OUTCOMES.index(Outcome.BELOW_MIN_EFFECT)).all()
-    assert (wider.outcome[moved] != OUTCOMES.index(Outcome.BETTER)).all()
+    keep_off = [OUTCOMES.index(o) for o in (Outcome.BELOW_MIN_EFFECT, Outcome.WORSE, Outcome.EQUIVALENT)]
+    for min_effect in (None, 0.0):
+        kwargs = {"alpha": look, "equivalence_margin": 0.03, "min_effect": min_effect}
+        _, at_look = batch_procedure(arm, control, **kwargs)  # type: ignore[arg-type]
+        _, wider = batch_procedure(arm, control, keep_off_alpha=0.05, **kwargs)  # type: ignore[arg-type]
+        moved = at_look.outcome != wider.outcome
+        assert moved.any()  # the wider level does settle arms the look's could not
+        # inconclusive arms settle; a kept-off arm may be kept off for a stronger reason (worse
+        # before below min_effect); no arm moves into or out of better
+        assert np.isin(at_look.outcome[moved], [*keep_off, OUTCOMES.index(Outcome.INCONCLUSIVE)]).all()
+        assert np.isin(wider.outcome[moved], keep_off).all()
+        assert (at_look.outcome[moved] == OUTCOMES.index(Outcome.INCONCLUSIVE)).sum() > moved.sum() / 2

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from mtpverdict.decide import assemble, envelope, regime, schedule
-from mtpverdict.decide.looks import look_lines, plan_look
+from mtpverdict.decide.looks import LookPlan, look_lines, plan_look
 from mtpverdict.decide.reasons import Outcome, reasons
 from mtpverdict.decide.select import select
 from mtpverdict.evidence import controls as ctl
@@ -35,6 +35,24 @@ MIN_FIRM_DF = 3  # below this many degrees of freedom for the boot variance a de
 SPENT_ALPHA = 1e-9  # the comparisons' alpha once a campaign's alpha is spent (the decision is inconclusive)
 
 
+def _look_policy(
+    results: Results, policy: Policy, history: Sequence[NoiseHistory], looks: LookLog | None
+) -> tuple[LookPlan | None, Policy]:
+    """This decision's look and the policy it decides under: promotions at the look's alpha, what
+    only keeps arms off at the policy's own (Policy.keep_off_alpha), a spent look's too."""
+    if looks is None and results.campaign.continues is not None:
+        looks = LookLog()  # what the continued campaign spent counts without a directory too
+    if looks is not None:
+        digest = history_digest([h.sha256 for h in history])
+        look = plan_look(results, policy.alpha, looks, policy_sha256=policy.sha256, history_sha256=digest)
+        alpha = max(look.look.alpha, SPENT_ALPHA)
+        return look, dataclasses.replace(policy, alpha=alpha, keep_off_alpha=policy.alpha)
+    if results.campaign.sequential_looks > 1:  # Bonferroni over the planned looks
+        alpha = policy.alpha / results.campaign.sequential_looks
+        return None, dataclasses.replace(policy, alpha=alpha, keep_off_alpha=policy.alpha)
+    return None, policy
+
+
 def decide(
     results: Results, policy: Policy, history: Sequence[NoiseHistory] = (), looks: LookLog | None = None
 ) -> Decision:
@@ -44,27 +62,7 @@ def decide(
     spends what stats/looks.py allows. None (no directory) keeps Bonferroni over the planned looks.
     """
     policy_alpha = policy.alpha
-    if looks is None and results.campaign.continues is not None:
-        looks = LookLog()  # what the continued campaign spent counts without a directory too
-    look = (
-        None
-        if looks is None
-        else plan_look(
-            results,
-            policy.alpha,
-            looks,
-            policy_sha256=policy.sha256,
-            history_sha256=history_digest([h.sha256 for h in history]),
-        )
-    )
-    # futility only keeps arms off: at a look it keeps the policy's alpha, a spent one's too
-    if look is not None:
-        policy = dataclasses.replace(
-            policy, alpha=max(look.look.alpha, SPENT_ALPHA), keep_off_alpha=policy_alpha
-        )
-    elif results.campaign.sequential_looks > 1:  # Bonferroni over the planned looks
-        looks_alpha = policy.alpha / results.campaign.sequential_looks
-        policy = dataclasses.replace(policy, alpha=looks_alpha, keep_off_alpha=policy_alpha)
+    look, policy = _look_policy(results, policy, history, looks)
     evidence = gather(results, policy, history)
     controls = campaign_controls(evidence)
     arms = tuple(_arm_decision(evidence, arm) for arm in evidence.campaign.arms)

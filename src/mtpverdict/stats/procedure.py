@@ -270,21 +270,26 @@ def _decide(
     """Outcome codes with the stated precedence: equivalent, better, worse, below min_effect.
 
     Better is tested at alpha; the outcomes that only keep an arm off (equivalent, worse, below
-    min_effect) at keep_off (None: alpha)."""
+    min_effect) at keep_off (None: alpha), after better, so a wider keep_off takes no promotion away."""
     off = alpha if keep_off is None else keep_off
+    equivalent = OUTCOMES.index(Outcome.EQUIVALENT)
     return np.where(
-        p_eq < off,
-        OUTCOMES.index(Outcome.EQUIVALENT),
+        p_eq < alpha,
+        equivalent,
         np.where(
             (p_better < alpha) & loo_ok,
             OUTCOMES.index(Outcome.BETTER),
             np.where(
-                p_worse < off,
-                OUTCOMES.index(Outcome.WORSE),
+                p_eq < off,
+                equivalent,
                 np.where(
-                    p_short < off,
-                    OUTCOMES.index(Outcome.BELOW_MIN_EFFECT),
-                    OUTCOMES.index(Outcome.INCONCLUSIVE),
+                    p_worse < off,
+                    OUTCOMES.index(Outcome.WORSE),
+                    np.where(
+                        p_short < off,
+                        OUTCOMES.index(Outcome.BELOW_MIN_EFFECT),
+                        OUTCOMES.index(Outcome.INCONCLUSIVE),
+                    ),
                 ),
             ),
         ),
