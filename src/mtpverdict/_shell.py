@@ -1,10 +1,12 @@
 """Shell and Compose text, read without running it: interpolation, shell characters, word splitting.
 
-Each function scans its input once (no regular expression, no backtracking), so a hostile serve
-config costs no more than its length.
+Each function scans its input once (shell_split finds quotes and backslashes with single
+character classes, which cannot backtrack), so a hostile serve config costs no more than its length.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = ["comment_start", "interpolation", "shell_metacharacter", "shell_split"]
 
@@ -84,41 +86,75 @@ def _escaped(text: str, i: int, quote: str) -> tuple[str, int]:
     return text[i], i + 1
 
 
+_SPECIAL = re.compile(r"['\"\\]")  # what ends a stretch of plain words outside quotes
+_IN_DOUBLE = re.compile(r'[^"\\]+')  # a run of characters inside double quotes that stand for themselves
+
+
+class _Words:
+    """The words read so far and the one being read (`started`: begun, possibly empty: '')."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.word: list[str] = []
+        self.started = False
+
+    def end(self) -> None:
+        if self.started or self.word:
+            self.words.append("".join(self.word))
+        self.word, self.started = [], False
+
+    def plain(self, chunk: str) -> None:
+        """Text outside quotes without quotes or backslashes: split where it is blank (str.split's
+        whitespace is str.isspace's, a shell's blanks here as before)."""
+        parts = chunk.split()
+        if chunk[0].isspace():
+            self.end()
+        if parts:
+            self.word.append(parts[0])
+            if len(parts) > 1:
+                self.end()
+                self.words.extend(parts[1:-1])
+                self.word = [parts[-1]]
+            if chunk[-1].isspace():
+                self.end()
+
+
 def shell_split(text: str) -> list[str]:
     """Words of a command line as a POSIX shell splits them (quotes and backslashes; no expansion),
-    in time linear in the line (shlex joins a word a character at a time). ValueError for an
-    unclosed quote or a trailing backslash."""
-    words: list[str] = []
-    word: list[str] = []
-    started = False  # a word has begun (it may be empty: '')
-    quote = ""
+    in time linear in the line (shlex joins a word a character at a time; stretches without quotes
+    or backslashes are split whole here). ValueError for an unclosed quote or a trailing backslash."""
+    out = _Words()
+    in_double = False
     i = 0
     while i < len(text):
+        if in_double:
+            run = _IN_DOUBLE.match(text, i)
+            if run:
+                out.word.append(run.group())
+                i = run.end()
+                continue
+        else:
+            special = _SPECIAL.search(text, i)
+            j = len(text) if special is None else special.start()
+            if j > i:
+                out.plain(text[i:j])
+                i = j
+                continue
         c = text[i]
         i += 1
-        if quote == "'":
-            end = text.find("'", i - 1)
+        if c == "\\":
+            piece, i = _escaped(text, i, '"' if in_double else "")
+            out.word.append(piece)
+            out.started = True
+        elif c == '"':
+            in_double, out.started = not in_double, True
+        else:  # a single quote outside double quotes
+            end = text.find("'", i)
             if end < 0:
                 raise ValueError("No closing quotation")
-            word.append(text[i - 1 : end])
-            i, quote = end + 1, ""
-        elif c == "\\":
-            piece, i = _escaped(text, i, quote)
-            word.append(piece)
-            started = True
-        elif quote == '"':
-            quote = "" if c == '"' else quote
-            word.append("" if c == '"' else c)
-        elif c in "'\"":
-            quote, started = c, True
-        elif c.isspace():
-            if started or word:
-                words.append("".join(word))
-            word, started = [], False
-        else:
-            word.append(c)
-    if quote:
+            out.word.append(text[i:end])
+            i, out.started = end + 1, True
+    if in_double:
         raise ValueError("No closing quotation")
-    if started or word:
-        words.append("".join(word))
-    return words
+    out.end()
+    return out.words

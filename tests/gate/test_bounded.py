@@ -26,7 +26,10 @@ from mtpverdict.serveconfig import MAX_BYTES, read_serve_config, shell_split
 
 SIZE = 100_000  # characters of adversarial text per input
 PATTERN_SECONDS = 0.5  # CPU seconds per pattern and input; a linear pattern takes milliseconds
-GATE_SECONDS = 2.0  # CPU seconds (the gate's and its Compose's) for a serve config of MAX_BYTES
+GATE_SECONDS = 2.0  # CPU seconds (the gate's and its Compose's) for a compose file of its size limit
+SHRINK = 8  # the serve config beside the full one, 1/SHRINK of its size
+LINEAR = 3.0  # how far above SHRINK the full one's CPU time may be against the small one's
+CEILING = 30.0  # CPU seconds no serve config of the size limit may take on any machine
 
 
 def _modules() -> Iterator[ModuleType]:
@@ -97,13 +100,19 @@ def _cpu() -> float:
 def test_the_gate_answers_a_serve_config_of_its_size_limit_at_once(
     body: object, tmp_path: Path, seat: GateEvidence
 ) -> None:
+    """Linear, measured against a serve config 1/SHRINK as big beside it (a ratio, not a wall-clock
+    margin a loaded machine beats): quadratic work would take SHRINK times longer again."""
     assert callable(body)
-    path = tmp_path / "serve.argv"
-    path.write_text(str(body(MAX_BYTES - 100)))
-    assert path.stat().st_size <= MAX_BYTES
-    start = _cpu()
-    evaluate(seat, None, read_serve_config(path))
-    assert _cpu() - start < GATE_SECONDS
+    spent = []
+    for size in ((MAX_BYTES - 100) // SHRINK, MAX_BYTES - 100):
+        path = tmp_path / f"serve-{size}.argv"
+        path.write_text(str(body(size)))
+        assert path.stat().st_size <= MAX_BYTES
+        start = _cpu()
+        evaluate(seat, None, read_serve_config(path))
+        spent.append(_cpu() - start)
+    small, full = spent
+    assert full < CEILING and full <= SHRINK * LINEAR * max(small, 0.01), spent
 
 
 def test_the_gate_answers_a_compose_file_of_its_size_limit_at_once(
