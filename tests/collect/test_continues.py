@@ -65,10 +65,12 @@ def test_continuing_a_campaign_twice_hands_over_what_it_left_once(tmp_path: Path
     first, second = tmp_path / "first", tmp_path / "second"
     assert run_cli("collect", campaign, "--out", first, "--continues", earlier).returncode == 0
     handed = json.loads((first / "campaign.json").read_text())
-    assert read_looks(earlier).handovers == (handed["id"],)
+    assert [h.campaign for h in read_looks(earlier).handovers] == [handed["id"]]
     assert "handed_over" not in handed["continues"] and handed["continues"]["spent_alpha"] == 0.0125
+    # the chain after the handover line: removing that line shows against it
+    assert handed["continues"]["looks_chain"] == read_looks(earlier).head
     assert run_cli("collect", campaign, "--out", first, "--resume").returncode == 0
-    assert read_looks(earlier).handovers == (handed["id"],)  # a resume hands nothing over again
+    assert len(read_looks(earlier).handovers) == 1  # a resume hands nothing over again
     # the earlier campaign's own next look (here under an edited policy) can no longer promote
     edited = tmp_path / "edited.toml"
     edited.write_text((Path(__file__).resolve().parents[2] / "rules" / "default.toml").read_text() + "#\n")
@@ -106,3 +108,49 @@ def test_a_continuation_that_cannot_record_its_handover_is_refused(
     assert "cannot record that" in ran.stderr and "continues this campaign (Permission denied)" in ran.stderr
     assert "looks.jsonl" in ran.stderr
     assert not (tmp_path / "later" / "campaign.json").exists()
+
+
+def test_the_same_campaign_file_collected_twice_hands_over_once(tmp_path: Path, port: int) -> None:
+    """Before (found in review): the handover exempted a campaign of the same id, so one campaign
+    file collected into two results directories, each continuing the same campaign, carried what
+    it left twice."""
+    earlier = _decided_earlier(tmp_path, 4)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port))
+    for out in ("first", "second"):
+        ran = run_cli("collect", campaign, "--out", tmp_path / out, "--continues", earlier)
+        assert ran.returncode == 0, ran.output
+    first = json.loads((tmp_path / "first" / "campaign.json").read_text())["continues"]
+    second = json.loads((tmp_path / "second" / "campaign.json").read_text())["continues"]
+    assert "handed_over" not in first
+    assert second["handed_over"] == json.loads((tmp_path / "first" / "campaign.json").read_text())["id"]
+
+
+def test_a_handover_holds_the_earlier_looks_file_while_it_reads_and_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before (found in review): two continuations begun at once both read 'no handover' and both
+    appended one, each carrying what the earlier campaign left."""
+    import fcntl
+
+    from mtpverdict.formats import looks
+
+    earlier = _decided_earlier(tmp_path, 4)
+    held: list[bool] = []
+    read = looks.continuation
+
+    def while_reading(source: str, taker: str | None = None) -> dict[str, object]:
+        with (earlier / "raw" / "looks.jsonl").open("a") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+        return read(source, taker)
+
+    monkeypatch.setattr(looks, "continuation", while_reading)
+    looks.hand_over(str(earlier), "later", "results:/somewhere")
+    assert held == [True]
+    assert [h.taker for h in looks.read_looks(earlier).handovers] == ["results:/somewhere"]
+    again = looks.hand_over(str(earlier), "other", "results:/elsewhere")
+    assert again["handed_over"] == "later" and len(looks.read_looks(earlier).handovers) == 1

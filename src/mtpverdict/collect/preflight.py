@@ -232,7 +232,7 @@ def _continued(campaign: dict[str, Any], existing: Path | None, continues: str |
     """Set campaign.json's `continues`: a resume keeps what the campaign recorded when it began."""
     if existing is None:
         if continues is not None:
-            campaign["continues"] = continuation(continues, str(campaign.get("id", "")))
+            campaign["continues"] = continuation(continues)
         return
     try:
         before = loads_strict(

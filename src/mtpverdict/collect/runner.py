@@ -91,7 +91,12 @@ class Collector:
         self._lock = lock_results(self.results)  # held until run() ends (or this process does)
         try:
             if continues is not None and not (self.results / CAMPAIGN_FILE).exists():
-                checked.campaign["continues"] = _hand_over(continues, str(checked.campaign["id"]))
+                taker = (
+                    f"shards:{checked.campaign.get('source')}"
+                    if shard is not None
+                    else f"results:{self.results.resolve()}"
+                )
+                checked.campaign["continues"] = _hand_over(continues, str(checked.campaign["id"]), taker)
             if shard is not None:
                 write_shard_file(self.results, shard_document(plan, shard, content_sha256(checked.campaign)))
             self.writer = ResultsWriter(self.results, checked.campaign)
@@ -204,11 +209,11 @@ class Collector:
         BootSession(self.ctx, planned).run()
 
 
-def _hand_over(source: str, campaign: str) -> dict[str, object]:
+def _hand_over(source: str, campaign: str, taker: str) -> dict[str, object]:
     """campaign.json's `continues`, the handover recorded in `source` first (formats/looks.hand_over);
     a source that cannot take the line refuses the campaign before anything of it is written."""
     try:
-        return hand_over(source, campaign)
+        return hand_over(source, campaign, taker)
     except OSError as exc:
         raise CollectError(
             f"{Path(source) / LOOKS_FILE}: cannot record that {campaign} continues this campaign "

@@ -93,7 +93,7 @@ def plan_look(
     continued = "" if earlier is None else earlier.campaign
     unavailable = "" if earlier is None or earlier.spent_alpha is not None else earlier.unavailable or "?"
     taken = "" if earlier is None else earlier.handed_over or ""
-    handed = log.handovers[0] if log.handovers else ""
+    handed = log.handovers[0].campaign if log.handovers else ""
     budget = 0.0 if taken or handed else alpha - carried
     counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)

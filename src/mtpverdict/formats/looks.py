@@ -12,9 +12,10 @@ One JSON object a line, appended, never rewritten:
 - a resume: {"kind": "resume", "boot_records": n, "chain": c} — collect raised `boots` and continued
   a directory holding n boot records (a look on those records is counted even when no decision on
   them was recorded: decide/looks.py);
-- a handover: {"kind": "handover", "campaign": id, "chain": c} — campaign id began as this one's
-  continuation (`collect --continues`) and took the alpha its looks left: no later look here can
-  promote, and a second continuation carries nothing.
+- a handover: {"kind": "handover", "campaign": id, "taker": t, "chain": c} — campaign id began as
+  this one's continuation (`collect --continues`; t: the results directory it was collected into,
+  or `shards:` and the campaign file its shards share) and took the alpha its looks left: no later
+  look here can promote, and a continuation by any other collect carries nothing.
 
 The lines are a hash chain: c is the SHA-256 of the previous line's c (CHAIN_START for the first
 line) followed by the line's canonical JSON without c. An edited, reordered or removed line breaks
@@ -26,6 +27,7 @@ A line that does not parse, or holds an unknown key, is refused with the file an
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -41,7 +43,7 @@ CHAIN_KEY = "chain"
 CHAIN_START = "mtpverdict.looks/1"  # what the first line's chain hashes in front of its record
 _LOOK_KEYS = {"kind", "look", "boot_records", "records_sha256", "alpha", "planned"}
 _DIGEST_KEYS = {"policy_sha256", "history_sha256"}  # absent from lines written before them
-_HANDOVER_KEYS = {"kind", "campaign"}
+_HANDOVER_KEYS = {"kind", "campaign", "taker"}
 _RESUME_KEYS = {"kind", "boot_records"}
 MAX_LOOKS_BYTES = 1 << 20  # a look is ~220 bytes: thousands of looks, never a reason to read more
 
@@ -91,7 +93,7 @@ class LookLog:
 
     looks: tuple[Look, ...] = ()
     resumes: tuple[int, ...] = ()  # boot records present when collect resumed
-    handovers: tuple[str, ...] = ()  # campaigns that continue this one (collect --continues)
+    handovers: tuple[Handover, ...] = ()  # campaigns that continue this one (collect --continues)
     tampered: str = ""
     head: str = CHAIN_START  # the last line's chain (what the next line hashes in front of its record)
 
@@ -107,17 +109,26 @@ def _bad(path: Path, line: int, message: str) -> ResultsError:
     return ResultsError([Problem(str(path), f"{message}; fix or delete the line", line=line)])
 
 
-def _handover(obj: dict[str, Any], path: Path, line: int) -> str:
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """A campaign that began as this one's continuation and took what its looks left; `taker` says
+    which collect it was (its results directory, or the campaign file its shards share)."""
+
+    campaign: str
+    taker: str
+
+
+def _handover(obj: dict[str, Any], path: Path, line: int) -> Handover:
     if set(obj) - {CHAIN_KEY} != _HANDOVER_KEYS:
         raise _bad(path, line, f"handover record keys must be {sorted(_HANDOVER_KEYS)}, not {sorted(obj)}")
-    if not isinstance(obj["campaign"], str) or not obj["campaign"]:
-        raise _bad(path, line, "campaign must be a non-empty string")
+    if any(not isinstance(obj[k], str) or not obj[k] for k in ("campaign", "taker")):
+        raise _bad(path, line, "campaign and taker must be non-empty strings")
     if CHAIN_KEY in obj and not isinstance(obj[CHAIN_KEY], str):
         raise _bad(path, line, f"{CHAIN_KEY} must be a string")
-    return str(obj["campaign"])
+    return Handover(str(obj["campaign"]), str(obj["taker"]))
 
 
-def _parse(obj: Any, path: Path, line: int) -> Look | int | str:
+def _parse(obj: Any, path: Path, line: int) -> Look | int | Handover:
     if not isinstance(obj, dict) or obj.get("kind") not in ("look", "resume", "handover"):
         raise _bad(path, line, "not a look, resume or handover record")
     if obj["kind"] == "handover":
@@ -160,7 +171,7 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
         raise ResultsError([Problem(str(path), f"larger than {MAX_LOOKS_BYTES} bytes; not a looks file")])
     looks: list[Look] = []
     resumes: list[int] = []
-    handovers: list[str] = []
+    handovers: list[Handover] = []
     head, tampered = CHAIN_START, ""
     for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
@@ -172,7 +183,7 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
         found = _parse(obj, path, i)
         if isinstance(found, Look):
             looks.append(found)
-        elif isinstance(found, str):
+        elif isinstance(found, Handover):
             handovers.append(found)
         else:
             resumes.append(found)
@@ -206,19 +217,27 @@ def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
     _append(results_dir, look.as_dict())
 
 
-def hand_over(source: str, campaign: str) -> dict[str, Any]:
-    """Begin campaign `campaign` as a continuation of `source`: its `continues` (continuation), and,
-    when `source` is a results directory whose alpha no campaign took yet, a handover line there, so
-    what it left is spent once: later looks on `source`, and a second continuation of it, carry
-    nothing (decide/looks.py). Raises OSError when the line cannot be written."""
-    found = continuation(source, campaign)
+def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
+    """Begin campaign `campaign` (collected by `taker`: its results directory, or the campaign file
+    its shards share) as a continuation of `source`: its `continues` (continuation), and, when
+    `source` is a results directory whose alpha no collect took yet, a handover line there, so what
+    it left is spent once: later looks on `source`, and a second continuation of it, carry nothing
+    (decide/looks.py). The read and the append hold an exclusive lock on the looks file, so two
+    continuations begun at once cannot both take it. `looks_chain` is the chain after the handover
+    line, so a reviewer can tell the line was removed. Raises OSError when it cannot be written."""
     directory = Path(source)
-    if "handed_over" in found or _campaign_of(directory) is None:
-        return found
-    if campaign in read_looks(directory).handovers:
-        return found  # recorded already (another shard of this campaign, or its start again)
-    _append(directory, {"kind": "handover", "campaign": campaign})
-    return found
+    if _campaign_of(directory) is None:
+        return continuation(source, taker)
+    path = directory / LOOKS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        found = continuation(source, taker)
+        log = read_looks(directory)
+        if "handed_over" in found or any(h.taker == taker for h in log.handovers):
+            return found  # taken by another collect, or by this one already (a restart, a shard)
+        _append(directory, {"kind": "handover", "campaign": campaign, "taker": taker})
+        return {**found, "looks_chain": read_looks(directory).head} if found.get("looks_chain") else found
 
 
 def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
@@ -240,11 +259,11 @@ def _campaign_of(directory: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("id"), str) else None
 
 
-def continuation(source: str, campaign_id: str | None = None) -> dict[str, Any]:
-    """campaign.json's `continues` for a new campaign `campaign_id` continuing `source`: a results
-    directory (its campaign id, and the alpha its recorded looks spent, with any campaign it continued
-    in turn, and `handed_over` when another campaign took what it left), or a campaign id whose
-    directory is not at hand (its looks not available)."""
+def continuation(source: str, taker: str | None = None) -> dict[str, Any]:
+    """campaign.json's `continues` for a new campaign continuing `source`, begun by `taker`
+    (hand_over): a results directory (its campaign id, and the alpha its recorded looks spent, with
+    any campaign it continued in turn, and `handed_over` when another collect took what it left), or
+    a campaign id whose directory is not at hand (its looks not available)."""
     directory = Path(source)
     campaign = _campaign_of(directory) if directory.is_dir() else None
     if campaign is None:
@@ -258,9 +277,16 @@ def continuation(source: str, campaign_id: str | None = None) -> dict[str, Any]:
     before = campaign.get("continues") if isinstance(campaign.get("continues"), dict) else {}
     carried = before.get("spent_alpha", 0.0) if before else 0.0
     out: dict[str, Any] = {"campaign": campaign["id"], "looks": len(log.looks), "looks_chain": None}
-    # the first campaign to continue it took what it left (this one again: another shard, a restart)
-    gone = log.handovers[0] if log.handovers else before.get("handed_over") if before else None
-    if isinstance(gone, str) and gone and gone != campaign_id:
+    # the first collect to continue it took what it left (the same one again: a restart, a shard)
+    first = log.handovers[0] if log.handovers else None
+    gone = (
+        (None if first.taker == taker else first.campaign)
+        if first is not None
+        else before.get("handed_over")
+        if before
+        else None
+    )
+    if isinstance(gone, str) and gone:
         out["handed_over"] = gone  # what it left is that campaign's: this one carries nothing
     unseen = [r for r in log.resumes if r > 0 and all(x.boot_records != r for x in log.looks)]
     why = ""
