@@ -19,9 +19,9 @@ is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `
   alpha / 5: stats/looks.py).
 
 Nuisances (simulate.BootScenario): device levels 5x the boot noise, first and last boot 5% slow,
-first boot 5% slow, linear drift 5%, hump 5% (middle boots fast), candidates 2x noisier, heavy tails
-(t with 3 df), AR(1) boot state (rho 0.7), a cell missing not at random (slow candidate runs lost half
-the time), off_B's records duplicated from off_A's.
+first boot 5% slow, linear drift 5%, hump 5% (middle boots fast) and its reverse (middle boots 5%
+slow), candidates 2x noisier, heavy tails (t with 3 df), AR(1) boot state (rho 0.7), a cell missing
+not at random (slow candidate runs lost half the time), off_B's records duplicated from off_A's.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ NUISANCES: dict[str, dict[str, object]] = {
     "slow first boot 5%": {"first_slow": -0.05},
     "linear drift 5%": {"drift_total": 0.05},
     "hump 5%": {"hump_total": 0.05},
+    "middle slow 5%": {"hump_total": -0.05},  # the hump the other way: a fixed order's middle controls slow
     "heavy tails (t3)": {"boot_tail_df": 3.0},
     "AR(1) 0.7": {"ar1": 0.7},
     "missing not at random": {"keep_slow": 0.5},
