@@ -334,3 +334,62 @@ def test_the_drift_check_runs_at_the_policys_alpha_at_every_look(tmp_path: Path)
     drift = next(c for c in run.decision.controls if c.name == "drift")
     assert drift.status.value == "fail", drift.detail
     assert "p=0.022" in drift.detail
+
+
+def _planned_boots(results: Path, planned: int) -> None:
+    path = results / "campaign.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "planned_boots": planned}, indent=1))
+
+
+def test_a_fixed_campaign_decided_before_its_planned_boots_is_an_interim_look(tmp_path: Path) -> None:
+    """Before: deciding a fixed campaign while it was still collecting (3 of 4 planned boots per arm)
+    was its one look, at the whole alpha, so the decision on the complete data could promote nothing.
+    An interim look spends no alpha and promotes nothing; the complete campaign keeps its look."""
+    results = _copy(tmp_path)
+    _planned_boots(results, 4)  # collect planned 4 boots per arm; 3 are in
+    assert run_cli("decide", results, "-q").returncode == 0
+    interim = read_looks(results).looks
+    assert [(x.look, x.alpha) for x in interim] == [(1, 0.0)]
+    run = decide_directory(results, "default")
+    assert run.decision.decision is DecisionKind.INCONCLUSIVE  # complete, it promotes k2
+    assert any(
+        "interim: the campaign is not complete (off_A 3 of 4, k1 3 of 4" in r for r in run.decision.reasons
+    )
+    assert (
+        run.decision.next_step is not None and "finish the campaign's planned boots" in run.decision.next_step
+    )
+    _planned_boots(results, 3)  # the campaign file's boots lowered to what was collected, resumed
+    complete = decide_directory(results, "default")
+    assert complete.look is not None and complete.look.alpha == ALPHA and complete.look.look == 2
+    assert complete.decision.decision is DecisionKind.PROMOTE
+    assert run_cli("decide", results, "-q").returncode == 0  # recorded, once
+    assert [(x.look, x.alpha) for x in read_looks(results).looks] == [(1, 0.0), (2, ALPHA)]
+    assert decide_directory(results, "default").look is None  # the complete look again
+
+
+def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before (found in review): a continuation handing over between decide planning its look and
+    recording it left a look spending alpha after the handover. decide holds the lock across both."""
+    import fcntl
+    import importlib
+
+    decide_module = importlib.import_module("mtpverdict.decide")
+    results = _copy(tmp_path)
+    (results / "raw").mkdir(exist_ok=True)
+    held: list[bool] = []
+    real = decide_module.decide_results
+
+    def checking(*args: object, **kwargs: object) -> object:
+        with (results / LOOKS_FILE).open("a") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decide_module, "decide_results", checking)
+    assert run_cli("decide", results, "-q").returncode == 0
+    assert held == [True] and len(read_looks(results).looks) == 1

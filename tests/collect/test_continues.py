@@ -154,3 +154,33 @@ def test_a_handover_holds_the_earlier_looks_file_while_it_reads_and_appends(
     assert [h.taker for h in looks.read_looks(earlier).handovers] == ["results:/somewhere"]
     again = looks.hand_over(str(earlier), "other", "results:/elsewhere")
     assert again["handed_over"] == "later" and len(looks.read_looks(earlier).handovers) == 1
+
+
+def test_a_results_path_used_again_is_a_new_continuation(tmp_path: Path, port: int) -> None:
+    """Before (found in review): the handover was keyed on the new directory's path, so removing or
+    moving the first continuation and collecting into the same path again carried the earlier
+    campaign's alpha a second time. A start writes its own token before it hands over."""
+    earlier = _decided_earlier(tmp_path, 4)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port))
+    out = tmp_path / "later"
+    assert run_cli("collect", campaign, "--out", out, "--continues", earlier).returncode == 0
+    assert "handed_over" not in json.loads((out / "campaign.json").read_text())["continues"]
+    shutil.move(out, tmp_path / "moved")
+    assert run_cli("collect", campaign, "--out", out, "--continues", earlier).returncode == 0
+    assert "handed_over" in json.loads((out / "campaign.json").read_text())["continues"]
+
+
+def test_a_start_that_failed_before_its_campaign_json_takes_its_own_handover_again(tmp_path: Path) -> None:
+    """A collect refused or killed after the handover line and before campaign.json: the retry into
+    the same directory finds its token and is the same start (it carries what was left, once)."""
+    from mtpverdict.collect.runner import _start_token
+    from mtpverdict.formats import looks
+
+    earlier = _decided_earlier(tmp_path, 4)
+    new = tmp_path / "later"
+    taker = f"results:{new.resolve()}:{_start_token(new)}"
+    first = looks.hand_over(str(earlier), "small", taker)
+    retry = looks.hand_over(str(earlier), "small", f"results:{new.resolve()}:{_start_token(new)}")
+    assert "handed_over" not in first and "handed_over" not in retry
+    assert len(looks.read_looks(earlier).handovers) == 1

@@ -85,6 +85,7 @@ def decide(
     from mtpverdict._jsonio import atomic_write
     from mtpverdict.decide import decide_results
     from mtpverdict.errors import Problem
+    from mtpverdict.formats.looks import append_look, held_looks
     from mtpverdict.formats.results_io import load_results
     from mtpverdict.report.terminal import render_summary
     from mtpverdict.rules import load_policy
@@ -94,20 +95,22 @@ def decide(
         problem = policy.veto_problem()
         if problem is not None and strict:
             raise InputError([Problem(policy.source, f"{problem}; --strict refuses such a policy")])
-        run = decide_results(load_results(results), policy, noise_history or [], any_seat=any_seat)
     except InputError as exc:
         fail_input(exc)
+    target = out if out is not None else results / "decision.json"
+    with held_looks(results):  # the look planned and recorded with no handover in between
+        try:
+            run = decide_results(load_results(results), policy, noise_history or [], any_seat=any_seat)
+        except InputError as exc:
+            fail_input(exc)
+        try:
+            atomic_write(target, run.json_text)
+            if run.look is not None and target.resolve().is_relative_to(results.resolve()):
+                append_look(results, run.look)  # a decision kept in the directory counts as its look
+        except OSError as exc:
+            fail(f"{target}: cannot write the decision: {exc.strerror}")
     if problem is not None:
         echo(f"warning: {terminal_safe(policy.source)}: {problem}", err=True)
-    target = out if out is not None else results / "decision.json"
-    try:
-        atomic_write(target, run.json_text)
-        if run.look is not None and target.resolve().is_relative_to(results.resolve()):
-            from mtpverdict.formats.looks import append_look
-
-            append_look(results, run.look)  # a decision kept in the directory counts as its look
-    except OSError as exc:
-        fail(f"{target}: cannot write the decision: {exc.strerror}")
     d = run.decision
     code = EXIT_INCONCLUSIVE if strict and d.decision == "inconclusive" else 0
     if quiet:

@@ -223,6 +223,7 @@ def _campaign_object(
             (campaign.get("notes") or "") + " Harness parity not held (recorded by "
             "--allow-argv-mismatch): " + "; ".join(mismatch)
         ).strip()
+    campaign["planned_boots"] = plan.boots * plan.device_count  # a decision before them is interim
     if until_resolved:
         campaign["sequential_looks"] = plan.boots  # decide spends alpha over this many looks
     return campaign

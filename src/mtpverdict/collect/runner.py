@@ -11,6 +11,7 @@ collect/dry_run.py (`--dry-run`).
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from mtpverdict.collect.signals import signal_number, stop_signals
 from mtpverdict.collect.started import record_interrupted, rederived, stop_left_over_servers
 from mtpverdict.errors import CollectError
 from mtpverdict.formats.looks import LOOKS_FILE, hand_over
-from mtpverdict.formats.results_io import CAMPAIGN_FILE, ResultsWriter, content_sha256
+from mtpverdict.formats.results_io import CAMPAIGN_FILE, RAW_DIR, ResultsWriter, content_sha256
 
 __all__ = [
     "CollectOutcome",
@@ -94,7 +95,7 @@ class Collector:
                 taker = (
                     f"shards:{checked.campaign.get('source')}"
                     if shard is not None
-                    else f"results:{self.results.resolve()}"
+                    else f"results:{self.results.resolve()}:{_start_token(self.results)}"
                 )
                 checked.campaign["continues"] = _hand_over(continues, str(checked.campaign["id"]), taker)
             if shard is not None:
@@ -218,5 +219,22 @@ def _hand_over(source: str, campaign: str, taker: str) -> dict[str, object]:
         raise CollectError(
             f"{Path(source) / LOOKS_FILE}: cannot record that {campaign} continues this campaign "
             f"({exc.strerror or exc}); without it the alpha its looks left could be spent twice. "
-            "Make it writable, or continue a copy that is"
+            "Make it writable (a copy of it would hand over what it left once more)"
         ) from None
+
+
+START_TOKEN = "continues-token"  # raw/: this collect's start, so a retry of it is told from a new one
+
+
+def _start_token(results: Path) -> str:
+    """A token written once into the new results directory before it hands over: a retry of the same
+    start (campaign.json not yet written) finds it, a later collect into the same path (the first
+    directory moved or removed) does not."""
+    path = results / RAW_DIR / START_TOKEN
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = secrets.token_hex(16)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(token + "\n", encoding="utf-8")
+        return token

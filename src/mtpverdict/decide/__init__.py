@@ -14,7 +14,7 @@ from mtpverdict.errors import InputError, Problem, ResultsError
 from mtpverdict.evidence.gather import history_from, seat_differences
 from mtpverdict.evidence.model import NoiseHistory
 from mtpverdict.formats.decision import ControlStatus, Decision, decision_json, load_decision
-from mtpverdict.formats.looks import Look, LookLog, append_look, history_digest, read_looks
+from mtpverdict.formats.looks import Look, LookLog, append_look, held_looks, history_digest, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.rules.registry import load_policy
@@ -138,9 +138,10 @@ def settled_arms(results_dir: str | os.PathLike[str], policy: Policy) -> dict[st
         return {}
     if results.requests.empty and results.summaries.empty:
         return {}
-    run = decide_results(results, policy)
-    if run.look is not None:  # append_look keeps one look per records
-        append_look(results_dir, run.look)
+    with held_looks(results_dir):  # planned and recorded with no handover in between
+        run = decide_results(results, policy)
+        if run.look is not None:  # append_look keeps one look per records
+            append_look(results_dir, run.look)
     decision = run.decision
     # while the comparisons are not to be trusted no verdict they make is settled; a void head is
     # read from its acceptance counts, not from timings, and stays settled

@@ -385,6 +385,7 @@ def next_step(
     blockers: Sequence[str] = (),
     *,
     resumable: bool = True,
+    interim: bool = False,
 ) -> str:
     """What to run next when the decision is inconclusive: always a command, whatever the reason.
 
@@ -393,7 +394,8 @@ def next_step(
     quieter client); more boots, as many as the planning model says would settle the unresolved arms,
     else a round more; a schedule's confirmation arm (decide in schedule mode); every arm void.
     resumable: the campaign was collected with --until-resolved and has alpha left after this look
-    (decide/looks.py); otherwise more boots are a new campaign. Paths are placeholders (RESULTS,
+    (decide/looks.py); otherwise more boots are a new campaign. interim: a fixed campaign decided
+    before every arm has its planned boots (decide/looks.py): finish it. Paths are placeholders (RESULTS,
     NEW_RESULTS, RULES.toml) so the decision does not depend on how a path was typed.
     """
     results_dir = RESULTS_PLACEHOLDER
@@ -403,8 +405,9 @@ def next_step(
     failing = {c.name for c in controls if c.status is ControlStatus.FAIL and c.detail in blockers}
     metric = str(evidence.policy.selection.metric)
     candidates = [a for a in evidence.campaign.arms if not a.is_control]
-    if not evidence.tables.results.measured_records:
-        return "collect the campaign's measurements: " + shlex.join(
+    if not evidence.tables.results.measured_records or interim:
+        what = "finish the campaign's planned boots" if interim else "collect the campaign's measurements"
+        return f"{what}: " + shlex.join(
             ["mtpverdict", "collect", "CAMPAIGN.toml", "--out", results_dir, "--resume"]
         )
     if "drift" in failing:

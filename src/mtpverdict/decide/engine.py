@@ -80,8 +80,11 @@ def decide(
     resumable = results.campaign.sequential_looks > 0 and (
         look is None or (look.look.look < look.look.planned and not look.exhausted)
     )
+    interim = look is not None and bool(look.interim)
     next_step = (
-        assemble.next_step(evidence, arm_outcomes, controls, outcome.blockers, resumable=resumable)
+        assemble.next_step(
+            evidence, arm_outcomes, controls, outcome.blockers, resumable=resumable, interim=interim
+        )
         if undecided
         else None
     )

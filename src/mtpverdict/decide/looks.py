@@ -22,6 +22,7 @@ not available, what they spent cannot be counted and every decision on the campa
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from mtpverdict.formats.looks import Look, LookLog
@@ -43,6 +44,7 @@ class LookPlan:
     unavailable: str = ""  # why the continued campaign's looks could not be counted
     handed_to: str = ""  # the campaign that continues this one and took what its looks left
     carries_nothing: str = ""  # the campaign that took what the continued one left before this began
+    interim: str = ""  # a fixed campaign decided before every arm has its planned boots: which fall short
 
     @property
     def exhausted(self) -> bool:
@@ -81,6 +83,18 @@ def anchored(log: LookLog, results: Results, kept: str) -> LookLog:
     )
 
 
+def interim_arms(results: Results) -> str:
+    """On a fixed campaign whose planned boots are known, the arms with fewer boots (any status) than
+    planned, as "k2 2 of 3, off_B 2 of 3"; empty when complete, adaptive or not known."""
+    planned = results.campaign.planned_boots
+    if planned is None or results.campaign.sequential_looks > 1:
+        return ""
+    boots = results.boots
+    counts = boots.groupby("arm")["boot"].nunique().to_dict() if len(boots) else {}
+    short = [(a.name, int(counts.get(a.name, 0))) for a in results.campaign.arms]
+    return ", ".join(f"{name} {n} of {planned}" for name, n in short if n < planned)
+
+
 def plan_look(
     results: Results, alpha: float, log: LookLog, *, policy_sha256: str, history_sha256: str
 ) -> LookPlan:
@@ -97,21 +111,36 @@ def plan_look(
     budget = 0.0 if taken or handed else alpha - carried
     counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
-    tampered = log.tampered
     seen = (results.records_sha256, policy_sha256, history_sha256)
-    for look in log.looks:
-        if look.seen == seen:
-            at = (look.boot_records, look.look)
-            before = sum(x.alpha for x in counted if (x.boot_records, x.look) < at)
-            return LookPlan(
-                look, False, before, unrecorded, tampered, continued, carried, unavailable, handed, taken
-            )
-    spent = [x.alpha for x in counted]
-    alpha_here = _alpha(budget, planned, spent)
-    look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:])
-    return LookPlan(
-        look, True, sum(spent), unrecorded, tampered, continued, carried, unavailable, handed, taken
+    interim = interim_arms(results)
+    plan = functools.partial(
+        LookPlan,
+        unrecorded=unrecorded,
+        tampered=log.tampered,
+        continued=continued,
+        carried=carried,
+        unavailable=unavailable,
+        handed_to=handed,
+        carries_nothing=taken,
+        interim=interim,
     )
+    spent = [x.alpha for x in counted]
+    alpha_here = 0.0 if interim else _alpha(budget, planned, spent)
+    again = _same_look([x for x in log.looks if x.seen == seen], alpha_here)
+    if again is not None:
+        at = (again.boot_records, again.look)
+        return plan(again, False, sum(x.alpha for x in counted if (x.boot_records, x.look) < at))
+    look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:])
+    return plan(look, True, sum(spent))
+
+
+def _same_look(recorded: list[Look], alpha_here: float) -> Look | None:
+    """The recorded look this decision is again: one that spent alpha, else one that spent none
+    (an interim look) while this one would spend none either; None: a new look."""
+    spending = [x for x in recorded if x.alpha > 0.0]
+    if spending:
+        return spending[0]
+    return recorded[0] if recorded and alpha_here <= 0.0 else None
 
 
 def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
@@ -148,7 +177,14 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
             "recorded look there (a decision written elsewhere or taken through the API): each such "
             "resume is counted as the look it followed, at the alpha that look spent"
         )
-    if plan.carries_nothing:
+    if plan.interim and plan.exhausted:
+        out.append(
+            f"interim: the campaign is not complete ({plan.interim} planned boots), so this look spends "
+            "no alpha and promotes nothing; its one look is kept for the complete data (collect --resume "
+            "finishes it; to decide on fewer boots, lower boots in the campaign file and resume). It can "
+            "still keep arms off"
+        )
+    elif plan.carries_nothing:
         out.append(
             f"this campaign continues {plan.continued}, whose remaining alpha {plan.carries_nothing} had "
             "already taken when this one began (collect --continues on the same results twice): this "

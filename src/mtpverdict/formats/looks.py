@@ -27,11 +27,12 @@ A line that does not parse, or holds an unknown key, is refused with the file an
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,9 +213,31 @@ def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
 def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
     """Record a look, unless a recorded look already saw the same records under the same policy and
     histories (then it is that look)."""
-    if any(x.seen == look.seen for x in read_looks(results_dir).looks):
+    # an interim look spent nothing: the same records decided again when complete spend, and count
+    if any(
+        x.seen == look.seen and (x.alpha > 0.0 or look.alpha <= 0.0) for x in read_looks(results_dir).looks
+    ):
         return
     _append(results_dir, look.as_dict())
+
+
+@contextlib.contextmanager
+def held_looks(results_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on the directory's looks file: a decision planning and recording its
+    look, and a continuation reading and handing over what is left, take it, so neither happens in
+    the middle of the other. A directory that cannot take the file (read-only) is not locked: nothing
+    can be recorded in it either."""
+    path = Path(results_dir) / LOOKS_FILE
+    try:
+        if not path.parent.is_dir():
+            raise FileNotFoundError(path.parent)
+        held = path.open("a", encoding="utf-8")
+    except OSError:
+        yield
+        return
+    with held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
@@ -228,10 +251,8 @@ def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
     directory = Path(source)
     if _campaign_of(directory) is None:
         return continuation(source, taker)
-    path = directory / LOOKS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    (directory / LOOKS_FILE).parent.mkdir(parents=True, exist_ok=True)
+    with held_looks(directory):
         found = continuation(source, taker)
         log = read_looks(directory)
         if "handed_over" in found or any(h.taker == taker for h in log.handovers):

@@ -199,6 +199,15 @@ class Campaign(Struct, frozen=True, forbid_unknown_fields=True, dict=True):
             "cell of the design an arm did not measure is missing evidence for that arm."
         ),
     ] = None
+    planned_boots: Annotated[
+        PositiveInt | None,
+        Meta(
+            description="Boots collect planned for every arm (boots per device x devices; written by "
+            "collect, raised with boots on a resume). A fixed campaign decided before every arm has them "
+            "is an interim look: it spends no alpha and promotes nothing, so its one look stays for "
+            "the complete data. Null: not known (records collected or imported without it)."
+        ),
+    ] = None
     sequential_looks: Annotated[
         PositiveInt,
         Meta(

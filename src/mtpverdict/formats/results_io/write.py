@@ -89,7 +89,7 @@ def _utf8(value: Any) -> Any:
 
 # campaign.json keys a resume may change: the campaign file's hash (`source`) and, under --until-resolved,
 # the planned looks, both of which follow `boots` when it is raised to take a decision's next step
-RESUMABLE_KEYS = ("source", "sequential_looks")
+RESUMABLE_KEYS = ("source", "sequential_looks", "planned_boots")
 
 
 def resume_problem(existing: dict[str, Any], new: dict[str, Any]) -> str | None:
