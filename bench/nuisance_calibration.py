@@ -5,7 +5,8 @@ a small one with fixed seeds and fails when any cell's Clopper-Pearson lower bou
 promotions exceeds 5%. Every depth is null (truth 0; the default policy's margin mode, where min_effect
 is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `decide` decides:
 
-- `one device` (3 rounds, the arms' order each round): stats.procedure.batch_procedure with the control
+- `one device` (3 rounds, the arms' order each round; `one device drawn`: each round's order drawn
+  per campaign as collect draws it, controls included): stats.procedure.batch_procedure with the control
   check (stats.drift: slope and curvature at alpha / 2, or beyond max_drift), control boots recorded
   twice refused (evidence/controls.py's duplicates: off_B identical to off_A run for run);
 - `devices` (8 devices x 1 round, every round's order drawn, controls included), `devices x rounds`
@@ -183,6 +184,13 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
     elif design == "looks":
         batch = simulate_boots(_scenario(settings, LOOK_ROUNDS, arms=arms), rng, campaigns)
         hits = _looks(batch, LOOK_ROUNDS, min_effect)
+    elif design == "one device drawn":
+        drawn = simulate_boots(
+            replace(_scenario(settings, 3, arms=arms), draw_one_device=True), rng, campaigns
+        )
+        if nuisance == "duplicated off_B":
+            drawn = _duplicate(drawn, 3)
+        hits = _one_device(drawn, 3, min_effect)
     else:
         batch = simulate_boots(_scenario(settings, 3, arms=arms), rng, campaigns)
         if nuisance == "duplicated off_B":
@@ -194,7 +202,8 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
 # blocked designs: (devices, rounds per device, order drawn); "fixed order" is records laid out off_A
 # first and off_B last on every round (written before collect drew the order), which decide still reads
 BLOCKED = {"devices": (8, 1, True), "devices x rounds": (4, 2, True), "fixed order": (4, 2, False)}
-DESIGNS = ("one device", "devices", "devices x rounds", "fixed order", "history", "looks")
+# appended last: a design's index seeds its cells, so the earlier designs keep their draws
+DESIGNS = ("one device", "devices", "devices x rounds", "fixed order", "history", "looks", "one device drawn")
 ALL_NUISANCES = (*NUISANCES, "noisy candidates 2x", "duplicated off_B")
 
 
@@ -203,7 +212,7 @@ def matrix(campaigns: int, modes: tuple[str, ...] = ("margin", "zero")) -> list[
     out: list[Cell] = []
     for design in DESIGNS:
         for nuisance in ALL_NUISANCES:
-            if nuisance == "duplicated off_B" and design != "one device":
+            if nuisance == "duplicated off_B" and not design.startswith("one device"):
                 continue
             if nuisance == "device levels" and design not in BLOCKED:
                 continue

@@ -75,3 +75,22 @@ def test_the_new_nuisances_shape_the_boots(nuisance: str) -> None:
     else:  # neighbouring boots share the AR(1) state
         corr = float(np.corrcoef(at[5][:, 0], at[6][:, 0])[0, 1])
         assert corr > 0.2
+
+
+def test_campaigns_over_devices_draw_heavy_tailed_boots_when_asked() -> None:
+    """Before: the devices simulator drew every boot normal, so the matrix's heavy-tails rows for the
+    designs over devices measured normal boots."""
+    from scipy.stats import kurtosis
+
+    sc = BootScenario("tails", pc.sweep(), boots=2, devices=4, boot_tail_df=3.0, cell_sd=1e-4)
+    batch = simulate_boots(sc, np.random.default_rng(3), 4000)
+    excess = float(kurtosis(batch.control[:, 0, :].ravel()))
+    assert excess > 2.0  # t with 3 df has infinite kurtosis; a normal's excess is 0
+
+
+def test_one_device_drawn_lays_out_each_campaign_afresh() -> None:
+    sc = BootScenario("drawn", pc.sweep(), boots=3, draw_one_device=True)
+    batch = simulate_boots(sc, np.random.default_rng(4), 200)
+    order = np.asarray(batch.control_order)
+    assert order.shape == (200, 6) and len({tuple(row) for row in order}) > 100
+    assert sorted(set(order.ravel().astype(int))) == list(range(1, 16))

@@ -58,6 +58,9 @@ class BootScenario:
     # drawn with a layout_seed: the one layout collect draws from that order_seed (stats/layout.py),
     # the same for every campaign (the measurements vary, the layout does not)
     layout_seed: int | None = None
+    # one device, its rounds' order drawn as collect draws it (controls included): laid out by the
+    # devices code with one device, so control_order is (B, Nc)
+    draw_one_device: bool = False
 
     def arm_boots(self, arm: BootArm) -> int:
         return self.boots if arm.boots is None else arm.boots
@@ -137,7 +140,7 @@ def simulate_boots(scenario: BootScenario, rng: np.random.Generator, campaigns: 
     """Draw `campaigns` campaigns of per-boot log statistics at once."""
     import numpy as np
 
-    if scenario.devices > 1:
+    if scenario.devices > 1 or (scenario.draw_one_device and scenario.drawn):
         return _simulate_devices(scenario, rng, campaigns)
     orders = boot_orders(scenario)
     last = max(orders.values())
@@ -235,7 +238,11 @@ def _simulate_devices(scenario: BootScenario, rng: np.random.Generator, campaign
     values: dict[str, Any] = {}
     for arm in scenario.arms:
         n = scenario.arm_boots(arm)
-        shift = rng.normal(0.0, 1.0, (campaigns, devices, n)) * scenario.boot_sd * arm.sd_scale
+        size = (campaigns, devices, n)
+        tail = scenario.boot_tail_df
+        shift = (rng.normal(0.0, 1.0, size) if tail is None else rng.standard_t(tail, size)) * (
+            scenario.boot_sd * arm.sd_scale
+        )
         pos = where[arm.name]  # (B, D, n)
         trend = _position_terms(scenario, pos, last, state)
         effects = np.asarray(arm.effects if arm.effects else (0.0,) * cells, dtype=float)
