@@ -184,3 +184,14 @@ def test_a_start_that_failed_before_its_campaign_json_takes_its_own_handover_aga
     retry = looks.hand_over(str(earlier), "small", f"results:{new.resolve()}:{_start_token(new)}")
     assert "handed_over" not in first and "handed_over" not in retry
     assert len(looks.read_looks(earlier).handovers) == 1
+
+
+def test_a_dry_run_refuses_a_continuation_the_real_run_refuses(tmp_path: Path, port: int) -> None:
+    """Before (found in review): --dry-run did not pass --continues to the checks, so it accepted
+    --resume --continues on a campaign collected without it, which the real run refuses."""
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(small_campaign(port))
+    out = tmp_path / "results"
+    assert run_cli("collect", campaign, "--out", out).returncode == 0
+    ran = run_cli("collect", campaign, "--out", out, "--resume", "--continues", "old", "--dry-run")
+    assert ran.returncode == 2 and "was collected without --continues" in ran.stderr

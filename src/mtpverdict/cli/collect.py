@@ -110,6 +110,7 @@ def collect(
                 until_resolved=until_resolved,
                 stream_tps=assume_tps,
                 boot_seconds=assume_boot,
+                continues=continues,
             )
             echo("\n".join(terminal_safe(line) for line in lines))
             return

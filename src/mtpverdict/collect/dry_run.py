@@ -80,6 +80,7 @@ def dry_run_report(
     until_resolved: bool,
     stream_tps: float = 50.0,
     boot_seconds: float = 120.0,
+    continues: str | None = None,
 ) -> list[str]:
     """What `collect --dry-run` prints: the plan and its cost, then a `warning:` line for each thing
     a real run would do that the user may not expect. Every check of a real run is made first (the
@@ -91,6 +92,7 @@ def dry_run_report(
         resume=resume,
         allow_argv_mismatch=allow_argv_mismatch,
         until_resolved=until_resolved,
+        continues=continues,
     )
     lines = dry_run_plan(checked.plan or plan, stream_tps=stream_tps, boot_seconds=boot_seconds)
     clock = [f"note: {checked.clock}"] if checked.clock else []
