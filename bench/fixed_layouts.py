@@ -16,6 +16,8 @@ every depth null at min_effect 0. Rates carry two-sided 95% Clopper-Pearson inte
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from nuisance_calibration import promoted_by_arm as promoted
@@ -88,11 +90,18 @@ def fixed_order_rows(campaigns: int) -> list[str]:
         "| devices x rounds | nuisance | mean of the controls | drift line (slope and ends) |",
         "|---|---|---|---|",
     ]
-    nuisances = (("none", {}), ("ends 3% slow", {"ends_slow": -0.03}), ("ends 5% slow", {"ends_slow": -0.05}))
-    nuisances += (("drift 5%", {"drift_total": 0.05}), ("first boot 5% slow", {"first_slow": -0.05}))
+    nuisances: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("none", {}),
+        ("ends 3% slow", {"ends_slow": -0.03}),
+        ("ends 5% slow", {"ends_slow": -0.05}),
+        ("drift 5%", {"drift_total": 0.05}),
+        ("first boot 5% slow", {"first_slow": -0.05}),
+    )
     for devices, rounds in ((4, 2), (8, 2), (4, 3)):
         for i, (name, settings) in enumerate(nuisances):
-            sc = BootScenario("order", sweep(), boots=rounds, devices=devices, drawn=False, **settings)  # type: ignore[arg-type]
+            sc = replace(
+                BootScenario("order", sweep(), boots=rounds, devices=devices, drawn=False), **settings
+            )
             batch = simulate_boots(sc, np.random.default_rng([SEED, 2000 + devices, rounds, i]), campaigns)
             found = [int(promoted(batch, 0.0, line).any(axis=1).sum()) for line in (False, True)]
             rates = " | ".join(_rate(n, campaigns) for n in found)

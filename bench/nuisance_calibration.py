@@ -185,12 +185,12 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
         batch = simulate_boots(_scenario(settings, LOOK_ROUNDS, arms=arms), rng, campaigns)
         hits = _looks(batch, LOOK_ROUNDS, min_effect)
     elif design == "one device drawn":
-        drawn = simulate_boots(
+        laid = simulate_boots(
             replace(_scenario(settings, 3, arms=arms), draw_one_device=True), rng, campaigns
         )
         if nuisance == "duplicated off_B":
-            drawn = _duplicate(drawn, 3)
-        hits = _one_device(drawn, 3, min_effect)
+            laid = _duplicate(laid, 3)
+        hits = _one_device(laid, 3, min_effect)
     else:
         batch = simulate_boots(_scenario(settings, 3, arms=arms), rng, campaigns)
         if nuisance == "duplicated off_B":

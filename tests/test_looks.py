@@ -388,7 +388,7 @@ def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
                 held.append(False)
             except BlockingIOError:
                 held.append(True)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(decide_module, "decide_results", checking)
     assert run_cli("decide", results, "-q").returncode == 0
