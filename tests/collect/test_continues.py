@@ -137,9 +137,9 @@ def test_a_handover_holds_the_earlier_looks_file_while_it_reads_and_appends(
 
     earlier = _decided_earlier(tmp_path, 4)
     held: list[bool] = []
-    read = looks.continuation
+    read = looks._continuation
 
-    def while_reading(source: str, taker: str | None = None) -> dict[str, object]:
+    def while_reading(source: str, taker: str | None) -> tuple[dict[str, object], looks.LookLog | None]:
         with (earlier / "raw" / "looks.jsonl").open("a") as other:
             try:
                 fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -148,7 +148,7 @@ def test_a_handover_holds_the_earlier_looks_file_while_it_reads_and_appends(
                 held.append(True)
         return read(source, taker)
 
-    monkeypatch.setattr(looks, "continuation", while_reading)
+    monkeypatch.setattr(looks, "_continuation", while_reading)
     looks.hand_over(str(earlier), "later", "results:/somewhere")
     assert held == [True]
     assert [h.taker for h in looks.read_looks(earlier).handovers] == ["results:/somewhere"]

@@ -200,14 +200,16 @@ def read_looks(results_dir: str | os.PathLike[str]) -> LookLog:
     return LookLog(tuple(looks), tuple(resumes), tuple(handovers), tampered, head)
 
 
-def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> None:
+def _append(results_dir: str | os.PathLike[str], obj: dict[str, Any]) -> str:
+    """Append one line holding `obj` and return its chain value (the file's new head)."""
     path = Path(results_dir) / LOOKS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = read_looks(results_dir).head
+    chain = chain_of(read_looks(results_dir).head, obj)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({**obj, CHAIN_KEY: chain_of(head, obj)}, sort_keys=True) + "\n")
+        fh.write(json.dumps({**obj, CHAIN_KEY: chain}, sort_keys=True) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+    return chain
 
 
 def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
@@ -229,10 +231,10 @@ def held_looks(results_dir: str | os.PathLike[str]) -> Iterator[None]:
     can be recorded in it either."""
     path = Path(results_dir) / LOOKS_FILE
     try:
-        if not path.parent.is_dir():
-            raise FileNotFoundError(path.parent)
-        held = path.open("a", encoding="utf-8")
+        held = path.open("a", encoding="utf-8") if path.parent.is_dir() else None
     except OSError:
+        held = None
+    if held is None:
         yield
         return
     with held:
@@ -253,12 +255,11 @@ def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
         return continuation(source, taker)
     (directory / LOOKS_FILE).parent.mkdir(parents=True, exist_ok=True)
     with held_looks(directory):
-        found = continuation(source, taker)
-        log = read_looks(directory)
-        if "handed_over" in found or any(h.taker == taker for h in log.handovers):
+        found, log = _continuation(source, taker)
+        if "handed_over" in found or (log is not None and log.handovers):
             return found  # taken by another collect, or by this one already (a restart, a shard)
-        _append(directory, {"kind": "handover", "campaign": campaign, "taker": taker})
-        return {**found, "looks_chain": read_looks(directory).head} if found.get("looks_chain") else found
+        head = _append(directory, {"kind": "handover", "campaign": campaign, "taker": taker})
+        return {**found, "looks_chain": head} if found.get("looks_chain") else found
 
 
 def append_resume(results_dir: str | os.PathLike[str], boot_records: int) -> None:
@@ -285,6 +286,11 @@ def continuation(source: str, taker: str | None = None) -> dict[str, Any]:
     (hand_over): a results directory (its campaign id, and the alpha its recorded looks spent, with
     any campaign it continued in turn, and `handed_over` when another collect took what it left), or
     a campaign id whose directory is not at hand (its looks not available)."""
+    return _continuation(source, taker)[0]
+
+
+def _continuation(source: str, taker: str | None) -> tuple[dict[str, Any], LookLog | None]:
+    """continuation, and the looks it read (None: no results directory with a campaign there)."""
     directory = Path(source)
     campaign = _campaign_of(directory) if directory.is_dir() else None
     if campaign is None:
@@ -293,20 +299,17 @@ def continuation(source: str, taker: str | None = None) -> dict[str, Any]:
             if directory.is_dir()
             else f"no results directory {source} here: its looks were not available when this campaign began"
         )
-        return {"campaign": directory.name or source, "spent_alpha": None, "unavailable": why}
+        return {"campaign": directory.name or source, "spent_alpha": None, "unavailable": why}, None
     log = read_looks(directory)
     before = campaign.get("continues") if isinstance(campaign.get("continues"), dict) else {}
     carried = before.get("spent_alpha", 0.0) if before else 0.0
     out: dict[str, Any] = {"campaign": campaign["id"], "looks": len(log.looks), "looks_chain": None}
     # the first collect to continue it took what it left (the same one again: a restart, a shard)
-    first = log.handovers[0] if log.handovers else None
-    gone = (
-        (None if first.taker == taker else first.campaign)
-        if first is not None
-        else before.get("handed_over")
-        if before
-        else None
-    )
+    if log.handovers:
+        first = log.handovers[0]
+        gone = None if first.taker == taker else first.campaign
+    else:
+        gone = before.get("handed_over") if before else None
     if isinstance(gone, str) and gone:
         out["handed_over"] = gone  # what it left is that campaign's: this one carries nothing
     unseen = [r for r in log.resumes if r > 0 and all(x.boot_records != r for x in log.looks)]
@@ -320,6 +323,6 @@ def continuation(source: str, taker: str | None = None) -> dict[str, Any]:
     elif before and carried is None:
         why = f"{source} continues {before.get('campaign')}, whose looks were not available"
     if why:
-        return {**out, "spent_alpha": None, "unavailable": why}
+        return {**out, "spent_alpha": None, "unavailable": why}, log
     spent = float(carried) + sum(x.alpha for x in log.looks)
-    return {**out, "spent_alpha": spent, "looks_chain": log.head}
+    return {**out, "spent_alpha": spent, "looks_chain": log.head}, log

@@ -181,10 +181,12 @@ def _device_ends(arm_pos: Array, ctrl_pos: Array) -> tuple[Array, Array]:
     return arm_end.astype(float), ((ctrl_pos == lo) | (ctrl_pos == hi)).astype(float)
 
 
-def _weighted_gap(arm: Array, control: Array, arm_x: Array, ctrl_x: Array) -> Array:
-    """Per (B, A, C): the device-weighted mean of x over the arm's boots less over the controls'."""
-    n_a, _, _, _ = _groups(arm)
-    n_c, _, _, _ = _groups(control)
+def _weighted_gap(
+    arm: Array, control: Array, counts: tuple[Array, Array], arm_x: Array, ctrl_x: Array
+) -> Array:
+    """Per (B, A, C): the device-weighted mean of x over the arm's boots less over the controls'
+    (`counts`: the arm's and the controls' boots per device, _groups)."""
+    n_a, n_c = counts
     sum_a = np.where(np.isnan(arm), 0.0, arm_x).sum(-1)
     sum_c = np.where(np.isnan(control), 0.0, ctrl_x).sum(-1)[:, None]
     w, w_gap = _terms(n_a, sum_a, n_c[:, None], sum_c)[:2]
@@ -214,8 +216,13 @@ def _adjusted(
     slope, bend = line.slope[:, None, :, None, None], line.ends[:, None, :, None, None]
     arm_adj = arm - slope * arm_pos - bend * arm_end
     control_adj = control - line.slope[..., None, None] * ctrl_pos - line.ends[..., None, None] * ctrl_end
+    counts = (_groups(arm)[0], _groups(control)[0])
     g = np.stack(
-        [_weighted_gap(arm, control, arm_pos, ctrl_pos), _weighted_gap(arm, control, arm_end, ctrl_end)], -1
+        [
+            _weighted_gap(arm, control, counts, arm_pos, ctrl_pos),
+            _weighted_gap(arm, control, counts, arm_end, ctrl_end),
+        ],
+        -1,
     )
     extra = np.einsum("baci,bcij,bacj->bac", g, line.var, g)
     return arm_adj, control_adj, extra, np.broadcast_to(line.df[:, None], n_shape)

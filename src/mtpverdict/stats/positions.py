@@ -178,7 +178,7 @@ def _centred(values: Array, present: Bools) -> Array:
     return np.where(present, values - mean, 0.0)
 
 
-def drift_line(control: Array, position: Array, end: Array | None = None) -> DriftLine:
+def drift_line(control: Array, position: Array, end: Array) -> DriftLine:
     """The controls' common within-device slope and ends-vs-middle per cell: control (B, C, D, m),
     position and end (1.0 for a device's first or last boot) (B, D, m) or (B, C, D, m).
 
@@ -189,7 +189,7 @@ def drift_line(control: Array, position: Array, end: Array | None = None) -> Dri
     """
     pos = np.asarray(position, dtype=float)
     pos = np.broadcast_to(pos[:, None] if pos.ndim == control.ndim - 1 else pos, control.shape)
-    ends = np.zeros(control.shape) if end is None else np.asarray(end, dtype=float)
+    ends = np.asarray(end, dtype=float)
     ends = np.broadcast_to(ends[:, None] if ends.ndim == control.ndim - 1 else ends, control.shape)
     present = ~np.isnan(control) & ~np.isnan(pos)
     xc, ec, yc = _centred(pos, present), _centred(ends, present), _centred(control, present)

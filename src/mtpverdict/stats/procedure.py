@@ -455,8 +455,9 @@ def family_procedure(
     """Compare each candidate arm with the controls at every design cell and combine (module docstring).
 
     `history` pools into the controls' variance; it is lent to an arm booted once only with
-    `lend_history` (a policy's explicit choice). `keep_off_alpha` is the futility decision's level
-    (None: alpha); under looks it may be the policy's alpha, above the look's (docs/statistics.md).
+    `lend_history` (a policy's explicit choice). `keep_off_alpha` is the level of the outcomes that only
+    keep an arm off (combine; None: alpha); under looks it is the policy's alpha, above the look's
+    (docs/statistics.md).
 
     `candidates` is the whole Holm family in its order, including arms that measured nothing.
     Raises ValueError on a cell outside the design, a non-finite value or a boot listed twice.
