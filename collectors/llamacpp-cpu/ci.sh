@@ -40,5 +40,5 @@ export MTPVERDICT_GGUF="$work/gguf"
 export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_llamacpp.py \
+"$target" -m pytest -m real_server -q -p no:cacheprovider --durations=8 tests/test_real_llamacpp.py \
     tests/test_real_llamacpp_collect.py

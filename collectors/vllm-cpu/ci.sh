@@ -40,9 +40,9 @@ export MTPVERDICT_MODELS="$work/models"
 export MTPVERDICT_CI_WORK="$work"
 export MTPVERDICT_REQUIRE_REAL_SERVER=1
 cd "$root"
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_server.py tests/test_client_real_server.py \
+"$target" -m pytest -m real_server -q -p no:cacheprovider --durations=8 tests/test_real_server.py tests/test_client_real_server.py \
     tests/test_real_watch.py
 MTPVERDICT_SCHEDULE_PHASE1="$root/tests/data/real/schedule-phase1" MTPVERDICT_SCHEDULE_BOOTS=1 \
-    "$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_schedule.py
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_load.py
-"$target" -m pytest -m real_server -q -p no:cacheprovider tests/test_real_compose.py
+    "$target" -m pytest -m real_server -q -p no:cacheprovider --durations=8 tests/test_real_schedule.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider --durations=8 tests/test_real_load.py
+"$target" -m pytest -m real_server -q -p no:cacheprovider --durations=8 tests/test_real_compose.py
