@@ -4,6 +4,7 @@ alpha already spent is never spent again (stats/looks.py, formats/looks.py, deci
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def test_a_decision_written_elsewhere_is_counted_when_collect_resumes(tmp_path: 
     assert run.look is not None and run.look.look == 2 and run.look.alpha == 0.0
     assert run.decision.decision is DecisionKind.INCONCLUSIVE
     assert any("counted as the look it followed" in r for r in run.decision.reasons)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(f.relative_to(directory)): f.read_bytes() for f in sorted(directory.rglob("*")) if f.is_file()
+    }
+
+
+def test_a_decision_written_elsewhere_leaves_the_results_directory_as_it_was(tmp_path: Path) -> None:
+    """Before: decide --out elsewhere left an empty raw/looks.jsonl behind (the lock opened the file to
+    hold it), so deciding a bundled example dirtied the checkout."""
+    results = _copy(tmp_path)
+    before = _files(results)
+    assert run_cli("decide", results, "--out", tmp_path / "a.json", "-q").returncode == 0
+    assert _files(results) == before
+    assert run_cli("decide", results, "-q").returncode == 0  # kept in the directory: its look
+    assert set(_files(results)) - set(before) == {"decision.json", LOOKS_FILE}
 
 
 def test_an_unrecorded_look_of_an_adaptive_campaign_spends_what_a_recorded_one_would(tmp_path: Path) -> None:
@@ -382,12 +400,14 @@ def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
     real = decide_module.decide_results
 
     def checking(*args: object, **kwargs: object) -> object:
-        with (results / LOOKS_FILE).open("a") as other:
-            try:
-                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held.append(False)
-            except BlockingIOError:
-                held.append(True)
+        other = os.open(results, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(other)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(decide_module, "decide_results", checking)
