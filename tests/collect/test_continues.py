@@ -30,6 +30,13 @@ def test_a_new_campaign_records_the_campaign_it_continues_and_a_resume_keeps_it(
     again = run_cli("collect", campaign, "--out", out, "--resume")  # keeps what it began with
     assert again.returncode == 0, again.output
     assert json.loads((out / "campaign.json").read_text())["continues"] == found
+    same = run_cli("collect", campaign, "--out", out, "--resume", "--continues", earlier)
+    assert same.returncode == 0, same.output
+    # before: a resume naming another campaign kept the first in silence, exit 0
+    other = run_cli("collect", campaign, "--out", out, "--resume", "--continues", "another-campaign")
+    assert other.returncode == 2, other.output
+    assert "continues campaign 'synthetic-null', and --continues names 'another-campaign'" in other.stderr
+    assert json.loads((out / "campaign.json").read_text())["continues"] == found
 
 
 def test_a_collected_campaign_cannot_be_made_to_continue_another(tmp_path: Path, port: int) -> None:

@@ -248,7 +248,22 @@ def _continued(campaign: dict[str, Any], existing: Path | None, continues: str |
             "it begins (a new results directory)"
         )
     if kept is not None:
+        _same_continuation(existing, kept, continues)
         campaign["continues"] = kept
+
+
+def _same_continuation(existing: Path, kept: object, continues: str | None) -> None:
+    """Refuse a resume whose --continues names another campaign than the one it began continuing
+    (it would otherwise keep the first in silence, and the user believe the second counted)."""
+    if continues is None or not isinstance(kept, dict):
+        return
+    named = continuation(continues).get("campaign")
+    if named != kept.get("campaign"):
+        raise CollectError(
+            f"{existing}: continues campaign {kept.get('campaign')!r}, and --continues names {named!r}: "
+            "a resume keeps the campaign it began continuing (resume without --continues, or collect "
+            "a new results directory)"
+        )
 
 
 def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:
