@@ -4,7 +4,6 @@ alpha already spent is never spent again (stats/looks.py, formats/looks.py, deci
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -109,11 +108,16 @@ def test_a_decision_written_elsewhere_leaves_the_results_directory_as_it_was(tmp
     """Before: decide --out elsewhere left an empty raw/looks.jsonl behind (the lock opened the file to
     hold it), so deciding a bundled example dirtied the checkout."""
     results = _copy(tmp_path)
-    before = _files(results)
-    assert run_cli("decide", results, "--out", tmp_path / "a.json", "-q").returncode == 0
-    assert _files(results) == before
+    bare = _copy(tmp_path, "synthetic-null")
+    shutil.rmtree(bare / "raw")  # a directory without raw/ gets none
+    for directory in (results, bare):
+        before = sorted(directory.rglob("*"))
+        content = _files(directory)
+        assert run_cli("decide", directory, "--out", tmp_path / "a.json", "-q").returncode == 0
+        assert sorted(directory.rglob("*")) == before and _files(directory) == content
+    kept = _files(results)
     assert run_cli("decide", results, "-q").returncode == 0  # kept in the directory: its look
-    assert set(_files(results)) - set(before) == {"decision.json", LOOKS_FILE}
+    assert set(_files(results)) - set(kept) == {"decision.json", LOOKS_FILE}
 
 
 def test_an_unrecorded_look_of_an_adaptive_campaign_spends_what_a_recorded_one_would(tmp_path: Path) -> None:
@@ -400,14 +404,12 @@ def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
     real = decide_module.decide_results
 
     def checking(*args: object, **kwargs: object) -> object:
-        other = os.open(results, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held.append(False)
-        except BlockingIOError:
-            held.append(True)
-        finally:
-            os.close(other)
+        with (results / LOOKS_FILE).open("a") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(decide_module, "decide_results", checking)

@@ -136,17 +136,21 @@ def _prompt() -> str:
     return str(workloads[0]["prompt"])
 
 
+QUIET = {"holds", "above_evidence", "idle", "reset"}  # the statuses that are no failure (live/watch.py)
+
+
 def _assert_held(code: int, lines: list[dict[str, Any]]) -> None:
-    """Every window the watch judged held, and the watch ended holding, or on one unconfirmed
-    unreachable last window: a loaded CI machine once took over 16 s to answer /metrics there, and a
-    scrape the scheduler delayed is no departure from the evidence (the unit tests hold that the watch
-    reports it, exit 9)."""
-    statuses = [line["status"] for line in lines if "status" in line]
-    assert "holds" in statuses and set(statuses) <= {"holds", "unreachable"}, lines
+    """No window failed and one at least held, and the watch ended holding, or on an unconfirmed last
+    window whose scrape outlived it. A loaded CI machine once took over 16 s to answer /metrics, and
+    a scrape the scheduler delayed is no departure from the evidence (the unit tests hold that the
+    watch reports it, exit 9); a refused connection or a bad answer still fails."""
+    windows = [line for line in lines if "status" in line]
+    late = [w for w in windows if w["status"] == "unreachable" and "took longer than" in (w["note"] or "")]
+    judged = [w["status"] for w in windows if w not in late]
+    assert "holds" in judged and set(judged) <= QUIET, lines
     end = lines[-1]
     if end["outcome"] == "unreachable":
-        late = (code, end["confirmed"], statuses[-1], statuses[:-1].count("unreachable"))
-        assert late == (9, False, "unreachable", 0), lines
+        assert (code, end["confirmed"], windows[-1] in late) == (9, False, True), lines
     else:
         assert (code, end["outcome"]) == (0, "holds"), lines
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -148,14 +147,12 @@ def test_a_handover_holds_the_earlier_looks_file_while_it_reads_and_appends(
     read = looks._continuation
 
     def while_reading(source: str, taker: str | None) -> tuple[dict[str, object], looks.LookLog | None]:
-        other = os.open(earlier, os.O_RDONLY | os.O_DIRECTORY)  # the lock is on the directory
-        try:
-            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held.append(False)
-        except BlockingIOError:
-            held.append(True)
-        finally:
-            os.close(other)
+        with (earlier / "raw" / "looks.jsonl").open("a") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
         return read(source, taker)
 
     monkeypatch.setattr(looks, "_continuation", while_reading)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -98,14 +99,17 @@ def decide(
     except InputError as exc:
         fail_input(exc)
     target = out if out is not None else results / "decision.json"
-    with held_looks(results):  # the look planned and recorded with no handover in between
+    kept = target.resolve().is_relative_to(results.resolve())
+    # a decision kept in the directory plans and records its look with no handover in between; one
+    # written elsewhere records nothing there, so it takes no lock and creates nothing
+    with held_looks(results) if kept else contextlib.nullcontext():
         try:
             run = decide_results(load_results(results), policy, noise_history or [], any_seat=any_seat)
         except InputError as exc:
             fail_input(exc)
         try:
             atomic_write(target, run.json_text)
-            if run.look is not None and target.resolve().is_relative_to(results.resolve()):
+            if run.look is not None and kept:
                 append_look(results, run.look)  # a decision kept in the directory counts as its look
         except OSError as exc:
             fail(f"{target}: cannot write the decision: {exc.strerror}")

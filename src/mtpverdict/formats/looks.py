@@ -7,8 +7,8 @@ One JSON object a line, appended, never rewritten:
   histories whose digest is h (`history_digest`), at alpha a of the planned L looks. A decision is
   that look again only when all three match: the same records under another policy or history are
   another look (lines written before p and h were recorded load with them empty, matching nothing).
-  `mtpverdict decide` writes one (wherever its decision goes) when it decides on data no recorded
-  look has seen, and so does `collect --until-resolved` before each round;
+  `mtpverdict decide` writes one when it decides on data no recorded look has seen, and so does
+  `collect --until-resolved` before each round;
 - a resume: {"kind": "resume", "boot_records": n, "chain": c} — collect raised `boots` and continued
   a directory holding n boot records (a look on those records is counted even when no decision on
   them was recorded: decide/looks.py);
@@ -225,21 +225,21 @@ def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
 
 @contextlib.contextmanager
 def held_looks(results_dir: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive lock on the results directory itself (flock on its descriptor): a decision
-    planning and recording its look, and a continuation reading and handing over what is left, take
-    it, so neither happens in the middle of the other. Holding it creates nothing; a directory that
-    cannot be opened is not locked (nothing can be recorded in it either)."""
-    folder = Path(results_dir)
+    """Hold an exclusive lock on the directory's looks file: a decision planning and recording its
+    look, and a continuation reading and handing over what is left, take it, so neither happens in
+    the middle of the other. A directory that cannot take the file (read-only) is not locked: nothing
+    can be recorded in it either."""
+    path = Path(results_dir) / LOOKS_FILE
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        held = path.open("a", encoding="utf-8") if path.parent.is_dir() else None
     except OSError:
+        held = None
+    if held is None:
         yield
         return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
 
 
 def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
