@@ -71,6 +71,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
         with collect_running(proc, out, keep_servers=True):  # the orphan is the resume's to stop
             wait_for_request(out, "ngram_k2", timed=True, proc=proc, timeout=600)
             server = json.loads((out / "raw" / "boots" / "ngram_k2-boot1.json").read_text())
+            _in_flight(load_campaign_file(CAMPAIGN).server.port)  # the kill cuts a request
             os.kill(server["pid"], signal.SIGKILL)
             wait_for_request(out, "draft_copy_k2", timed=True, proc=proc, timeout=600)
             proc.kill()
@@ -79,6 +80,26 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run_collect([*argv, "--resume", "--retry-failed"], out, expect=0, timeout=1500)
     sys.stdout.write(done.stdout[-3000:])
     return out
+
+
+def _in_flight(port: int | None, timeout: float = 120.0) -> None:
+    """Block until the server on `port` is running a request (its vllm:num_requests_running gauge),
+    so a kill then cuts one. Killed between two runs instead (a loaded CI machine once did, as the
+    run before the next request was being closed), the boot records no request error at all."""
+    import re
+    import time
+
+    import httpx
+
+    running = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})? ([0-9.e+]+)$", re.MULTILINE)
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=10.0) as client:
+        while time.monotonic() < deadline:
+            text = client.get(f"http://127.0.0.1:{port}/metrics").text
+            if any(float(found) >= 1 for found in running.findall(text)):
+                return
+            time.sleep(0.005)
+    pytest.fail(f"the server on port {port} ran no request within {timeout} s")
 
 
 def _ready(results: Results) -> pd.DataFrame:
