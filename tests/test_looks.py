@@ -120,6 +120,27 @@ def test_a_decision_written_elsewhere_leaves_the_results_directory_as_it_was(tmp
     assert set(_files(results)) - set(kept) == {"decision.json", LOOKS_FILE}
 
 
+def test_a_decision_is_kept_where_its_path_is_written_and_never_over_the_directorys_own_files(
+    tmp_path: Path,
+) -> None:
+    """Found in review: a symlink at --out was followed (a look recorded for a decision written
+    elsewhere), and --out RESULTS/raw/looks.jsonl replaced the looks file with the decision."""
+    results = _copy(tmp_path)
+    link = tmp_path / "link.json"
+    link.symlink_to(results / "decision.json")
+    assert run_cli("decide", results, "--out", link, "-q").returncode == 0
+    assert not read_looks(results).looks and not (results / "decision.json").exists()
+    outside = tmp_path / "outside.json"
+    (results / "decision.json").symlink_to(outside)
+    assert run_cli("decide", results, "-q").returncode == 0  # written in the directory: its look
+    assert len(read_looks(results).looks) == 1 and not outside.exists()
+    for own in ("raw/looks.jsonl", "records.jsonl", "campaign.json", "raw/x.json"):
+        kept = (results / own).read_bytes() if (results / own).exists() else None
+        ran = run_cli("decide", results, "--out", results / own, "-q")
+        assert ran.returncode == 2 and "results directory's own" in ran.stderr, (own, ran.output)
+        assert ((results / own).read_bytes() if (results / own).exists() else None) == kept
+
+
 def test_an_unrecorded_look_of_an_adaptive_campaign_spends_what_a_recorded_one_would(tmp_path: Path) -> None:
     results = _copy(tmp_path)
     campaign = json.loads((results / "campaign.json").read_text())

@@ -34,8 +34,22 @@ def test_a_new_campaign_records_the_campaign_it_continues_and_a_resume_keeps_it(
     # before: a resume naming another campaign kept the first in silence, exit 0
     other = run_cli("collect", campaign, "--out", out, "--resume", "--continues", "another-campaign")
     assert other.returncode == 2, other.output
-    assert "continues campaign 'synthetic-null', and --continues names 'another-campaign'" in other.stderr
+    assert (
+        "continues campaign 'synthetic-null', and --continues names campaign 'another-campaign'"
+        in other.stderr
+    )
     assert json.loads((out / "campaign.json").read_text())["continues"] == found
+    # another directory of the same campaign id (found in review: the ids alone matched)
+    twin = tmp_path / "twin"
+    shutil.copytree(FIXTURES / "synthetic-null", twin)
+    (twin / "decision.json").unlink(missing_ok=True)
+    assert run_cli("decide", twin, "-q").returncode == 0
+    again = run_cli("collect", campaign, "--out", out, "--resume", "--continues", twin)
+    assert again.returncode == 2 and "another directory of it" in again.stderr, again.output
+    # the earlier directory moved away: the original command with --resume still resumes
+    earlier.rename(tmp_path / "moved")
+    moved = run_cli("collect", campaign, "--out", out, "--resume", "--continues", earlier)
+    assert moved.returncode == 0, moved.output
 
 
 def test_a_collected_campaign_cannot_be_made_to_continue_another(tmp_path: Path, port: int) -> None:

@@ -99,7 +99,10 @@ def decide(
     except InputError as exc:
         fail_input(exc)
     target = out if out is not None else results / "decision.json"
-    kept = target.resolve().is_relative_to(results.resolve())
+    kept = _kept(results, target)
+    if kept and results.is_dir():
+        with contextlib.suppress(OSError):  # so the lock below has its file to hold from the start
+            (results / "raw").mkdir(exist_ok=True)
     # a decision kept in the directory plans and records its look with no handover in between; one
     # written elsewhere records nothing there, so it takes no lock and creates nothing
     with held_looks(results) if kept else contextlib.nullcontext():
@@ -133,6 +136,23 @@ def decide(
         echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
     if code:
         raise typer.Exit(code)
+
+
+def _kept(results: Path, target: Path) -> bool:
+    """Whether the decision goes into the results directory (a look recorded there), where the path
+    is written, not where a symlink at it points (the write replaces the link). Refuses a target
+    that is one of the directory's own files (records.jsonl, campaign.json, anything under raw/):
+    the decision would replace it."""
+    from mtpverdict.formats.results_io.common import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
+
+    where = target.parent.resolve() / target.name
+    root = results.resolve()
+    if not where.is_relative_to(root):
+        return False
+    inside = where.relative_to(root).parts
+    if inside[:1] == (RAW_DIR,) or inside in ((CAMPAIGN_FILE,), (RECORDS_FILE,)):
+        fail(f"{target}: is the results directory's own {'/'.join(inside)}; write the decision elsewhere")
+    return True
 
 
 def verify(

@@ -257,13 +257,34 @@ def _same_continuation(existing: Path, kept: object, continues: str | None) -> N
     (it would otherwise keep the first in silence, and the user believe the second counted)."""
     if continues is None or not isinstance(kept, dict):
         return
-    named = continuation(continues).get("campaign")
-    if named != kept.get("campaign"):
+    other = _another_continuation(kept, continues)
+    if other is not None:
         raise CollectError(
-            f"{existing}: continues campaign {kept.get('campaign')!r}, and --continues names {named!r}: "
+            f"{existing}: continues campaign {kept.get('campaign')!r}, and --continues names {other}: "
             "a resume keeps the campaign it began continuing (resume without --continues, or collect "
             "a new results directory)"
         )
+
+
+def _another_continuation(kept: dict[str, Any], continues: str) -> str | None:
+    """What --continues names when it provably is not the campaign `kept` records: a results
+    directory of another campaign, or another directory of the same one (its looks file lacks the
+    handover line whose chain `kept` holds), or another campaign id. A path with nothing there
+    cannot be compared (the directory moved), and is not refused."""
+    from mtpverdict.formats.looks import LOOKS_FILE, holds_chain
+
+    directory = Path(continues)
+    if directory.is_dir() and (directory / CAMPAIGN_FILE).is_file():
+        named = continuation(continues).get("campaign")
+        if named != kept.get("campaign"):
+            return f"campaign {named!r} ({continues})"
+        chain = kept.get("looks_chain")
+        if isinstance(chain, str) and holds_chain(directory / LOOKS_FILE, chain) is False:
+            return f"another directory of it ({continues}), not the one whose alpha it took"
+        return None
+    if directory.exists() or os.sep in continues:
+        return None
+    return f"campaign {continues!r}" if continues != kept.get("campaign") else None
 
 
 def _same_campaign(path: Path, campaign: dict[str, Any]) -> None:

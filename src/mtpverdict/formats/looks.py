@@ -223,6 +223,23 @@ def append_look(results_dir: str | os.PathLike[str], look: Look) -> None:
     _append(results_dir, look.as_dict())
 
 
+def holds_chain(path: Path, chain: str) -> bool | None:
+    """Whether the looks file at `path` has a line whose chain value is `chain`; None when it cannot
+    be read (a line that does not parse is passed over: this only tells one directory from another)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    found = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(found, dict) and found.get(CHAIN_KEY) == chain:
+                    return True
+    except OSError:
+        return None
+    return False
+
+
 @contextlib.contextmanager
 def held_looks(results_dir: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive lock on the directory's looks file: a decision planning and recording its
