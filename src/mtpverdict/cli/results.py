@@ -100,9 +100,6 @@ def decide(
         fail_input(exc)
     target = out if out is not None else results / "decision.json"
     kept = _kept(results, target)
-    if kept and results.is_dir():
-        with contextlib.suppress(OSError):  # so the lock below has its file to hold from the start
-            (results / "raw").mkdir(exist_ok=True)
     # a decision kept in the directory plans and records its look with no handover in between; one
     # written elsewhere records nothing there, so it takes no lock and creates nothing
     with held_looks(results) if kept else contextlib.nullcontext():

@@ -248,6 +248,8 @@ def held_looks(results_dir: str | os.PathLike[str]) -> Iterator[None]:
     can be recorded in it either."""
     path = Path(results_dir) / LOOKS_FILE
     try:
+        if path.parent.parent.is_dir():
+            path.parent.mkdir(exist_ok=True)  # a directory without raw/ is locked from the start too
         held = path.open("a", encoding="utf-8") if path.parent.is_dir() else None
     except OSError:
         held = None
@@ -270,7 +272,6 @@ def hand_over(source: str, campaign: str, taker: str) -> dict[str, Any]:
     directory = Path(source)
     if _campaign_of(directory) is None:
         return continuation(source, taker)
-    (directory / LOOKS_FILE).parent.mkdir(parents=True, exist_ok=True)
     with held_looks(directory):
         found, log = _continuation(source, taker)
         if "handed_over" in found or (log is not None and log.handovers):
