@@ -209,6 +209,35 @@ def no_leaks() -> Iterator[None]:
         pytest.fail("the test left behind: " + "; ".join(left), pytrace=False)
 
 
+def _fixture_looks() -> dict[str, tuple[int, int]]:
+    """The looks files in the checkout's fixtures (size, mtime), by path."""
+    found = {}
+    for path in sorted(FIXTURES.glob("*/raw/looks.jsonl")):
+        stat = path.stat()
+        found[str(path.relative_to(ROOT))] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def fixtures_as_shipped() -> Iterator[None]:
+    """Fail a test that takes a look on a bundled fixture in the checkout: every decide records its
+    look in the directory it decides, so a second test would decide at an alpha the first spent (a
+    test decides a copy: tests/conftest.py copy_fixture)."""
+    before = _fixture_looks()
+    yield
+    after = _fixture_looks()
+    if after != before:
+        changed = sorted(k for k in after.keys() | before.keys() if after.get(k) != before.get(k))
+        pytest.fail("a test recorded a look in the checkout's fixtures: " + ", ".join(changed), pytrace=False)
+
+
+def copy_fixture(name: str, into: Path) -> Path:
+    """A copy of the bundled fixture `name` under `into` (into/name), to decide as a user would."""
+    import shutil
+
+    return Path(shutil.copytree(FIXTURES / name, into / name))
+
+
 @pytest.fixture(scope="session")
 def resolver() -> Resolver:
     """The Compose v2 resolver collect and the gate use: required where CI is set (the dev extra

@@ -11,7 +11,7 @@ import pytest
 
 from mtpverdict.cli import app
 
-from .conftest import DATA, FIXTURES, ROOT, Ran, run_cli
+from .conftest import DATA, FIXTURES, ROOT, Ran, copy_fixture, run_cli
 
 
 def _commands() -> list[str]:
@@ -35,7 +35,7 @@ def test_readme_opens_with_the_two_commands_ci_runs() -> None:
     readme = (ROOT / "README.md").read_text().splitlines()
     block = readme[readme.index("```sh") + 1 : readme.index("```sh") + 3]
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "decide fixtures/" in block[0] and "pytest" in block[1]
+    assert " fixtures/" in block[0] and "mtpverdict decide " in block[0] and "pytest" in block[1]
     for line in block:
         assert line in ci, f"README command not run verbatim by .ci/run: {line}"
 
@@ -53,11 +53,13 @@ def test_validate_and_decide_exit_codes(tmp_path: Path) -> None:
     ok = _run("validate", str(FIXTURES / "thor-qwen36-35b-a3b"))
     assert ok.returncode == 0 and "valid" in ok.stdout and "k7" in ok.stdout
     out = tmp_path / "d.json"
-    decided = _run("decide", str(FIXTURES / "thor-qwen36-35b-a3b"), "--out", str(out))
+    thor = str(copy_fixture("thor-qwen36-35b-a3b", tmp_path))
+    decided = _run("decide", thor, "--out", str(out))
     assert decided.returncode == 0 and json.loads(out.read_text())["decision"] == "inconclusive"
-    strict = _run("decide", str(FIXTURES / "thor-qwen36-35b-a3b"), "--out", str(out), "--strict", "-q")
+    strict = _run("decide", thor, "--out", str(out), "--strict", "-q")  # the same look again
     assert strict.returncode == 3 and strict.stdout.strip() == "inconclusive"
-    promote = _run("decide", str(FIXTURES / "synthetic-clean-win"), "--out", str(out), "--strict", "-q")
+    win = str(copy_fixture("synthetic-clean-win", tmp_path))
+    promote = _run("decide", win, "--out", str(out), "--strict", "-q")
     assert promote.returncode == 0 and promote.stdout.strip() == "promote k2"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mtpverdict import UnknownArmError, load_decision
 
-from .conftest import DATA, FIXTURES, GOLDEN, ROOT, run_cli
+from .conftest import DATA, FIXTURES, GOLDEN, ROOT, copy_fixture, run_cli
 
 
 def test_decision_arm_names_the_arms_that_exist() -> None:
@@ -66,7 +66,7 @@ def test_rules_check_warns_of_a_policy_that_cannot_veto(tmp_path: Path, empty: b
 @pytest.mark.parametrize("empty", [False, True], ids=["warnings-only", "no-rules"])
 def test_decide_strict_refuses_a_policy_that_cannot_veto(tmp_path: Path, empty: bool) -> None:
     policy = _warn_only(tmp_path, empty)
-    null = str(FIXTURES / "synthetic-null")  # no depth is faster than off
+    null = str(copy_fixture("synthetic-null", tmp_path))  # no depth is faster than off
     loose = run_cli("decide", null, "--rules", policy, "--out", tmp_path / "d.json")
     assert loose.returncode == 0 and "cannot veto a promotion" in loose.stderr
     out = tmp_path / "strict.json"
@@ -108,22 +108,33 @@ def test_a_campaign_file_given_as_the_policy_is_one_error(tmp_path: Path) -> Non
     assert "rules/default.toml" in done.stderr and "mtpverdict collect" in done.stderr
 
 
-def test_a_crossover_points_to_schedule_mode_with_the_command(tmp_path: Path) -> None:
-    crossover = FIXTURES / "synthetic-crossover"
+def test_a_crossover_points_to_a_schedule_reading_that_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the hint said `decide RESULTS --rules default-schedule`, which after the first look is
+    one more look at the alpha that look spent, so it could promote nothing (inconclusive)."""
+    monkeypatch.chdir(tmp_path)
+    crossover = copy_fixture("synthetic-crossover", tmp_path).relative_to(tmp_path)
     out = tmp_path / "d.json"
     done = run_cli("decide", crossover, "--out", out, env={"COLUMNS": "120"})
     assert done.returncode == 0
     reasons = json.loads(out.read_text())["reasons"]
     assert any(
         "the best depth depends on load" in r
-        and r.endswith("mtpverdict decide RESULTS --rules default-schedule")
+        and r.endswith("mtpverdict decide RESULTS --rules default-schedule --what-if")
         for r in reasons
     ), reasons
-    assert f"  mtpverdict decide {crossover} --rules default-schedule" in done.stdout.splitlines()
-    schedule = run_cli("decide", crossover, "--rules", "default-schedule", "--out", out)
-    assert schedule.returncode == 0
-    assert 'serve: vLLM --speculative-config \'{"method":"mtp"' in schedule.stdout
-    assert json.loads(out.read_text())["schedule"]["speculative_config"] is not None
+    hint = f"  mtpverdict decide {crossover} --rules default-schedule --what-if"
+    assert hint in done.stdout.splitlines()
+    reading = run_cli(*hint.split()[1:], "--out", tmp_path / "what-if.json")
+    assert reading.returncode == 0
+    assert 'serve: vLLM --speculative-config \'{"method":"mtp"' in reading.stdout
+    assert "what-if: read as the campaign's first look" in reading.stdout
+    looks = (crossover / "raw" / "looks.jsonl").read_text().splitlines()
+    assert len(looks) == 1  # the reading took no look
+    schedule = run_cli("decide", crossover, "--rules", "default-schedule", "--out", out, "-q")
+    assert schedule.stdout.strip() == "inconclusive"  # a decision is one more look: alpha spent
+    assert json.loads((tmp_path / "what-if.json").read_text())["schedule"]["speculative_config"] is not None
 
 
 def test_the_schedule_policy_is_the_default_policy_in_schedule_mode() -> None:

@@ -20,7 +20,7 @@ from mtpverdict.formats.results_io import load_results
 from mtpverdict.gate import read_serve_config
 from mtpverdict.rules import parse_rules as parse_policy
 
-from .conftest import DATA, FIXTURES, ROOT, run_cli
+from .conftest import DATA, FIXTURES, ROOT, copy_fixture, run_cli
 
 INVALID = DATA / "invalid"
 CAMPAIGN_FILE_CASES: dict[str, tuple[str | None, str]] = {
@@ -169,7 +169,7 @@ def _decide_text(fixture: Path, env: dict[str, str], out: Path) -> bytes:
 
 @pytest.mark.slow
 def test_decisions_are_byte_identical_across_reruns_hash_seeds_and_locales(tmp_path: Path) -> None:
-    fixture = FIXTURES / "synthetic-clean-win"
+    fixture = copy_fixture("synthetic-clean-win", tmp_path)  # the first run records its look there
     envs = [{"PYTHONHASHSEED": str(seed)} for seed in (0, 1, 12345)]
     envs += [{"LC_ALL": "C", "LANG": "C"}, {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}, {"TZ": "Asia/Kolkata"}]
     outputs = {_decide_text(fixture, env, tmp_path / f"d{i}.json") for i, env in enumerate(envs)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtpverdict.decide import decide_directory
+from mtpverdict.decide import WHAT_IF_REASON, decide_directory
 from mtpverdict.errors import ResultsError
 from mtpverdict.formats.decision import DecisionKind
 from mtpverdict.formats.looks import LOOKS_FILE, Look, append_look, append_resume, read_looks
@@ -104,32 +104,68 @@ def _files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def test_a_decision_written_elsewhere_leaves_the_results_directory_as_it_was(tmp_path: Path) -> None:
-    """Before: decide --out elsewhere left an empty raw/looks.jsonl behind (the lock opened the file to
-    hold it), so deciding a bundled example dirtied the checkout."""
-    results = _copy(tmp_path)
+def test_a_decision_written_elsewhere_is_a_look_recorded_in_the_results_directory(tmp_path: Path) -> None:
+    """Before: decide --out elsewhere recorded no look, so a campaign decided under one policy, then
+    under another, each written elsewhere, spent a fresh alpha every time."""
+    win = _copy(tmp_path)
+    first = run_cli("decide", win, "--out", tmp_path / "a.json", "-q")
+    assert first.stdout.strip() == "promote k2" and not (win / "decision.json").exists()
+    assert [x.alpha for x in read_looks(win).looks] == [ALPHA]
+    again = run_cli("decide", win, "--out", tmp_path / "b.json", "-q")  # the same records and policy
+    assert again.stdout.strip() == "promote k2" and len(read_looks(win).looks) == 1
+    other = run_cli("decide", win, "--rules", "strict-ci", "--out", tmp_path / "c.json", "-q")
+    assert other.stdout.strip() == "inconclusive", other.output  # one more look: nothing left to spend
+    assert [x.alpha for x in read_looks(win).looks] == [ALPHA, 0.0]
+
+
+def test_a_what_if_reads_as_a_first_look_and_leaves_the_results_directory_as_it_was(tmp_path: Path) -> None:
+    win = _copy(tmp_path)
     bare = _copy(tmp_path, "synthetic-null")
     shutil.rmtree(bare / "raw")  # a directory without raw/ gets none
-    for directory in (results, bare):
+    assert run_cli("decide", win, "-q").returncode == 0  # look 1 spends alpha
+    for directory in (win, bare):
         before = sorted(directory.rglob("*"))
         content = _files(directory)
-        assert run_cli("decide", directory, "--out", tmp_path / "a.json", "-q").returncode == 0
+        ran = run_cli("decide", directory, "--rules", "strict-ci", "--what-if", "--out", tmp_path / "w.json")
+        assert ran.returncode == 0, ran.output
         assert sorted(directory.rglob("*")) == before and _files(directory) == content
-    kept = _files(results)
-    assert run_cli("decide", results, "-q").returncode == 0  # kept in the directory: its look
-    assert set(_files(results)) - set(kept) == {"decision.json", LOOKS_FILE}
+    reasons = json.loads((tmp_path / "w.json").read_text())["reasons"]
+    assert reasons[-1] == WHAT_IF_REASON
+    quiet = run_cli("decide", win, "--rules", "strict-ci", "--what-if", "-q")  # writes nothing
+    assert quiet.stdout.strip() == "what-if promote k2"  # read as a first look, at the full alpha
+    kept = run_cli("decide", win, "--what-if", "--out", win / "decision.json", "-q")
+    assert kept.returncode == 2 and "a what-if records no look" in kept.stderr
+    verified = run_cli("verify", tmp_path / "w.json", bare)
+    assert verified.returncode == 1 and "NOT A DECISION" in verified.stdout, verified.output
+
+
+def test_a_look_that_cannot_be_recorded_writes_no_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mtpverdict.formats import looks
+
+    def read_only(directory: object, obj: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    win = _copy(tmp_path)
+    monkeypatch.setattr(looks, "_append", read_only)
+    ran = run_cli("decide", win, "--out", tmp_path / "d.json")
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1, ran.output
+    assert f"{win / LOOKS_FILE}: cannot record this look: Permission denied" in ran.stderr
+    assert "--what-if" in ran.stderr and not (tmp_path / "d.json").exists()
+    assert run_cli("decide", win, "--what-if", "--out", tmp_path / "d.json").returncode == 0
 
 
 def test_a_decision_is_kept_where_its_path_is_written_and_never_over_the_directorys_own_files(
     tmp_path: Path,
 ) -> None:
-    """Found in review: a symlink at --out was followed (a look recorded for a decision written
-    elsewhere), and --out RESULTS/raw/looks.jsonl replaced the looks file with the decision."""
+    """Found in review: a symlink at --out was followed (the decision written where it points, inside
+    the directory), and --out RESULTS/raw/looks.jsonl replaced the looks file with the decision."""
     results = _copy(tmp_path)
     link = tmp_path / "link.json"
     link.symlink_to(results / "decision.json")
     assert run_cli("decide", results, "--out", link, "-q").returncode == 0
-    assert not read_looks(results).looks and not (results / "decision.json").exists()
+    assert len(read_looks(results).looks) == 1 and not (results / "decision.json").exists()
     outside = tmp_path / "outside.json"
     (results / "decision.json").symlink_to(outside)
     assert run_cli("decide", results, "-q").returncode == 0  # written in the directory: its look
@@ -422,7 +458,7 @@ def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
     results = _copy(tmp_path)
     (results / "raw").mkdir(exist_ok=True)
     held: list[bool] = []
-    real = decide_module.decide_results
+    real = decide_module.decide_with
 
     def checking(*args: object, **kwargs: object) -> object:
         with (results / LOOKS_FILE).open("a") as other:
@@ -433,6 +469,20 @@ def test_decide_holds_the_looks_file_while_it_plans_and_records_its_look(
                 held.append(True)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(decide_module, "decide_results", checking)
+    monkeypatch.setattr(decide_module, "decide_with", checking)
     assert run_cli("decide", results, "-q").returncode == 0
     assert held == [True] and len(read_looks(results).looks) == 1
+
+
+def test_a_refused_decision_leaves_the_results_directory_as_it_was(tmp_path: Path) -> None:
+    """Before: the lock opened raw/looks.jsonl before the inputs were read, so a decision refused for
+    a foreign --noise-history left an empty looks file behind."""
+    win = _copy(tmp_path)
+    foreign = _copy(tmp_path / "other", "synthetic-null")
+    campaign = json.loads((foreign / "campaign.json").read_text())
+    campaign["scope"]["device"] = "another card"
+    (foreign / "campaign.json").write_text(json.dumps(campaign))
+    content = _files(win)
+    ran = run_cli("decide", win, "--noise-history", foreign)
+    assert ran.returncode == 2 and "not this campaign's seat" in ran.stderr, ran.output
+    assert _files(win) == content and not (win / LOOKS_FILE).exists()

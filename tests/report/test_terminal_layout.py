@@ -27,7 +27,7 @@ ARMS_ONLY = re.compile(r"[\w.-]+(, [\w.-]+)*")
 @pytest.fixture
 def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # the fixtures named as a user in the checkout names them, the decision written beside
-    (tmp_path / "fixtures").symlink_to(FIXTURES, target_is_directory=True)
+    shutil.copytree(FIXTURES, tmp_path / "fixtures")  # a copy: each decide records its look there
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

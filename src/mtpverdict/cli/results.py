@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,7 +21,10 @@ from mtpverdict.cli._common import (
     fail_input,
     terminal_width,
 )
-from mtpverdict.errors import InputError
+from mtpverdict.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from mtpverdict.decide import DecisionRun
 
 
 def register(app: typer.Typer) -> None:
@@ -72,6 +75,14 @@ def decide(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when the decision is inconclusive.")
     ] = False,
+    what_if: Annotated[
+        bool,
+        typer.Option(
+            "--what-if",
+            help="Read the campaign under the policy as its first look, counting and recording no "
+            "look: a reading, not a decision (its JSON, written only with --out outside RESULTS, says so).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the decision line.")] = False,
     verbose: Annotated[
         bool,
@@ -82,13 +93,14 @@ def decide(
         ),
     ] = False,
 ) -> None:
-    """Decide whether to run speculative decoding and at which depth; write the decision JSON."""
-    from mtpverdict._jsonio import atomic_write
-    from mtpverdict.decide import decide_results
-    from mtpverdict.errors import Problem
-    from mtpverdict.formats.looks import append_look, held_looks
+    """Decide whether to run speculative decoding and at which depth; write the decision JSON.
+
+    Every decision on RESULTS is a look recorded in RESULTS/raw/looks.jsonl, wherever its JSON goes;
+    --what-if records none (its JSON, written only with --out outside RESULTS, says so).
+    """
+    from mtpverdict.decide import decide_with, load_histories
+    from mtpverdict.formats.looks import held_looks
     from mtpverdict.formats.results_io import load_results
-    from mtpverdict.report.terminal import render_summary
     from mtpverdict.rules import load_policy
 
     try:
@@ -98,48 +110,90 @@ def decide(
             raise InputError([Problem(policy.source, f"{problem}; --strict refuses such a policy")])
     except InputError as exc:
         fail_input(exc)
-    target = out if out is not None else results / "decision.json"
-    kept = _kept(results, target)
-    # a decision kept in the directory plans and records its look with no handover in between; one
-    # written elsewhere records nothing there, so it takes no lock and creates nothing
-    with held_looks(results) if kept else contextlib.nullcontext():
+    target = out if out is not None else None if what_if else results / "decision.json"
+    if target is not None and _inside(results, target) and what_if:
+        fail(f"{target}: a what-if records no look, so it is not kept in the results directory")
+    try:  # read before the lock: a refused input leaves the directory as it was
+        loaded = load_results(results)
+        histories = load_histories(loaded, policy, noise_history or [], any_seat=any_seat)
+    except InputError as exc:
+        fail_input(exc)
+    # a decision plans and records its look with no handover in between; a what-if records nothing
+    with contextlib.nullcontext() if what_if else held_looks(results):
         try:
-            run = decide_results(load_results(results), policy, noise_history or [], any_seat=any_seat)
+            run = decide_with(loaded, policy, histories, what_if=what_if)
         except InputError as exc:
             fail_input(exc)
-        try:
-            atomic_write(target, run.json_text)
-            if run.look is not None and kept:
-                append_look(results, run.look)  # a decision kept in the directory counts as its look
-        except OSError as exc:
-            fail(f"{target}: cannot write the decision: {exc.strerror}")
+        _record(results, run)
+        _write(target, run.json_text)
     if problem is not None:
         echo(f"warning: {terminal_safe(policy.source)}: {problem}", err=True)
-    d = run.decision
-    code = EXIT_INCONCLUSIVE if strict and d.decision == "inconclusive" else 0
-    if quiet:
-        echo(f"{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
-    else:
-        why = " (--strict: the decision is inconclusive)" if code else ""
-        text = render_summary(
-            d,
-            str(run.policy.selection.metric),
-            [w.id for w in run.results.campaign.workloads],
-            width=terminal_width(),
-            verbose=verbose,
-            paths=(str(results), run.policy.source),
-            footer=[f"exit {code}{why}; decision JSON written to {target}"],
-        )
-        echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
+    code = EXIT_INCONCLUSIVE if strict and run.decision.decision == "inconclusive" else 0
+    _print(run, results, target, code, quiet=quiet, verbose=verbose)
     if code:
         raise typer.Exit(code)
 
 
-def _kept(results: Path, target: Path) -> bool:
-    """Whether the decision goes into the results directory (a look recorded there), where the path
-    is written, not where a symlink at it points (the write replaces the link). Refuses a target
-    that is one of the directory's own files (records.jsonl, campaign.json, anything under raw/):
-    the decision would replace it."""
+def _record(results: Path, run: DecisionRun) -> None:
+    """Record the decision's look in the results directory before its JSON is written anywhere (a
+    write that fails then leaves the look spent, and deciding again is that look again)."""
+    from mtpverdict.formats.looks import LOOKS_FILE, append_look
+
+    if run.look is None:
+        return
+    try:
+        append_look(results, run.look)
+    except OSError as exc:
+        fail(
+            f"{results / LOOKS_FILE}: cannot record this look: {exc.strerror}; decide where the results "
+            "directory can be written, or read it with --what-if (no look, not a decision)"
+        )
+
+
+def _write(target: Path | None, text: str) -> None:
+    from mtpverdict._jsonio import atomic_write
+
+    if target is None:
+        return
+    try:
+        atomic_write(target, text)
+    except OSError as exc:
+        fail(f"{target}: cannot write the decision: {exc.strerror}")
+
+
+def _print(
+    run: DecisionRun, results: Path, target: Path | None, code: int, *, quiet: bool, verbose: bool
+) -> None:
+    from mtpverdict.decide import WHAT_IF_REASON
+    from mtpverdict.report.terminal import render_summary
+
+    d = run.decision
+    what = "what-if " if run.is_what_if else ""
+    if quiet:
+        echo(f"{what}{d.decision}{f' {d.selected_arm}' if d.selected_arm else ''}")
+        return
+    why = " (--strict: the decision is inconclusive)" if code else ""
+    where = "nothing written" if target is None else f"{what}decision JSON written to {target}"
+    footer = [f"exit {code}{why}; {where}"]
+    if run.is_what_if:
+        footer.insert(0, WHAT_IF_REASON)
+    text = render_summary(
+        d,
+        str(run.policy.selection.metric),
+        [w.id for w in run.results.campaign.workloads],
+        width=terminal_width(),
+        verbose=verbose,
+        paths=(str(results), run.policy.source),
+        footer=footer,
+    )
+    echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
+
+
+def _inside(results: Path, target: Path) -> bool:
+    """Whether the decision goes into the results directory, where the path is written, not where a
+    symlink at it points (the write replaces the link). Refuses a target that is one of the
+    directory's own files (records.jsonl, campaign.json, anything under raw/): the decision would
+    replace it."""
     from mtpverdict.formats.results_io.common import CAMPAIGN_FILE, RAW_DIR, RECORDS_FILE
 
     where = target.parent.resolve() / target.name
@@ -159,7 +213,8 @@ def verify(
         str | None, typer.Option("--rules", "-r", help="Policy file (default: the shipped policy it names).")
     ] = None,
 ) -> None:
-    """Recompute the input hashes and the decision; exit 0 when both match, 1 when not."""
+    """Recompute the input hashes and the decision; exit 0 when both match, 1 when not (or the file
+    is a what-if)."""
     from mtpverdict.decide.verify import verify as run_verify
 
     try:
@@ -168,6 +223,9 @@ def verify(
         fail_input(exc)
     for line in result.lines:
         echo(terminal_safe(line))
-    echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
+    if result.what_if:
+        echo("NOT A DECISION: a what-if is a reading; decide without --what-if takes the look")
+    else:
+        echo("verified" if result.matches else "MISMATCH: the decision does not follow from these inputs")
     if not result.matches:
         raise typer.Exit(EXIT_REFUSED)

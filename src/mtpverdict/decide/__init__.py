@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from mtpverdict.decide.engine import decide
 from mtpverdict.decide.looks import anchored, plan_look
 from mtpverdict.errors import InputError, Problem, ResultsError
@@ -19,7 +21,16 @@ from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
 from mtpverdict.rules.registry import load_policy
 
-__all__ = ["DecisionRun", "decide", "decide_directory", "decide_results", "settled_arms"]
+__all__ = [
+    "WHAT_IF_REASON",
+    "DecisionRun",
+    "decide",
+    "decide_directory",
+    "decide_results",
+    "decide_with",
+    "load_histories",
+    "settled_arms",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +45,24 @@ class DecisionRun:
     policy: Policy
     results: Results
     look: Look | None = None
+    is_what_if: bool = False  # read as the next look would be, and no look recorded (decide --what-if)
 
     @property
     def json_text(self) -> str:
         return decision_json(self.decision)
+
+    def as_what_if(self) -> DecisionRun:
+        """The same reading marked as a what-if: no look to record, its last reason saying so."""
+        marked = msgspec.structs.replace(self.decision, reasons=(*self.decision.reasons, WHAT_IF_REASON))
+        return dataclasses.replace(self, decision=marked, look=None, is_what_if=True)
+
+
+# the last reason of a what-if's JSON: what verify reads to refuse it as a decision
+WHAT_IF_REASON = (
+    "what-if: read as the campaign's first look (decide --what-if counts no recorded look and records "
+    "none); not a decision to act on: deciding without --what-if takes a look, at what the recorded "
+    "ones left of alpha"
+)
 
 
 def decide_results(
@@ -46,13 +71,24 @@ def decide_results(
     noise_history: Sequence[str | os.PathLike[str]] = (),
     *,
     any_seat: bool = False,
+    what_if: bool = False,
 ) -> DecisionRun:
-    """Decide on loaded results with a loaded policy (and archived A/A campaigns of the same seat).
+    """Decide on loaded results with a loaded policy (and archived A/A campaigns of the same seat:
+    load_histories).
 
-    An archive whose seat differs (engine, version, device, model, the controls' non-speculative serve
-    arguments) is refused with what differs (ResultsError naming its campaign.json), unless any_seat:
-    then it is used and the decision says how it differs.
+    what_if reads the campaign as its first look, whatever looks are recorded, and marks the decision
+    as a what-if (DecisionRun.as_what_if): a reading under a policy, never a look.
     """
+    histories = load_histories(results, policy, noise_history, any_seat=any_seat)
+    return decide_with(results, policy, histories, what_if=what_if)
+
+
+def load_histories(
+    results: Results, policy: Policy, noise_history: Sequence[str | os.PathLike[str]], *, any_seat: bool
+) -> list[NoiseHistory]:
+    """The --noise-history archives, read. An archive whose seat differs (engine, version, device,
+    model, the controls' non-speculative serve arguments) is refused with what differs (ResultsError
+    naming its campaign.json), unless any_seat: then it is used and the decision says how it differs."""
     histories: list[NoiseHistory] = []
     for path in noise_history:
         archived = load_results(path)
@@ -71,7 +107,15 @@ def decide_results(
             )
         found = history_from(archived, policy.include_cold, Path(path).name)
         histories.append(dataclasses.replace(found, differs=tuple(differs)))
-    log = directory_looks(results)
+    return histories
+
+
+def decide_with(
+    results: Results, policy: Policy, histories: Sequence[NoiseHistory], *, what_if: bool = False
+) -> DecisionRun:
+    """Decide with the histories read (load_histories), as the next look on the directory's recorded
+    looks, or as a what-if."""
+    log = LookLog() if what_if else directory_looks(results)
     planned = plan_look(
         results,
         policy.alpha,
@@ -79,12 +123,13 @@ def decide_results(
         policy_sha256=policy.sha256,
         history_sha256=history_digest([h.sha256 for h in histories]),
     )
-    return DecisionRun(
+    run = DecisionRun(
         decision=decide(results, policy, histories, log),
         policy=policy,
         results=results,
         look=planned.look if planned.new else None,
     )
+    return run.as_what_if() if what_if else run
 
 
 def directory_looks(results: Results) -> LookLog:

@@ -6,7 +6,7 @@ alpha, no new look) when it also uses the same policy and noise histories (their
 recorded with the look: the same records decided under a laxer policy are one more look); otherwise
 it is the next look. Every decision on a results directory counts,
 whatever wrote it: a resume that raised the planned boots on data no recorded look saw (a decision
-written elsewhere with `decide --out`, or taken through the Python API, which records nothing) is
+taken through the Python API or by the gate, which record nothing) is
 counted as the look that made someone resume, at the alpha a look there spent: what was left, split
 over the looks planned then (those of the last recorded look before it; 1 when none was recorded,
 so an unrecorded look on a fixed design spent it all). A looks file whose hash chain breaks
@@ -174,8 +174,8 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
         shown = ", ".join(str(r) for r in plan.unrecorded)
         out.append(
             f"collect raised boots and resumed this campaign after {shown} boot record(s) without a "
-            "recorded look there (a decision written elsewhere or taken through the API): each such "
-            "resume is counted as the look it followed, at the alpha that look spent"
+            "recorded look there (a decision taken through the API or by the gate, which record none): "
+            "each such resume is counted as the look it followed, at the alpha that look spent"
         )
     if plan.interim and plan.exhausted:
         out.append(

@@ -328,6 +328,11 @@ def regime_map(evidence: Evidence, excluded: Mapping[str, str] | None = None) ->
 
 
 SCHEDULE_POLICY = "default-schedule"  # the shipped default policy in schedule mode
+# deciding the same records under another policy is one more look (decide/looks.py): the hint reads
+SCHEDULE_LOOK = (
+    "a decision under another policy is one more look at what this one left of alpha, so read it in "
+    "schedule mode as a what-if (no look)"
+)
 
 
 def crossover(policy: str, mode: str, cells: Sequence[RegimeCell]) -> tuple[tuple[str, str], ...]:
@@ -347,9 +352,9 @@ def crossover(policy: str, mode: str, cells: Sequence[RegimeCell]) -> tuple[tupl
         wins = ", ".join(f"{c.best_arm} at {cell_label(c.workload, c.concurrency)}" for c in better)
         losses = ", ".join(cell_label(c.workload, c.concurrency) for c in off)
         how = (
-            f"mtpverdict decide RESULTS --rules {SCHEDULE_POLICY}"
+            f"mtpverdict decide RESULTS --rules {SCHEDULE_POLICY} --what-if"
             if policy == "default"
-            else f'decide again with [selection] mode = "schedule" in a copy of the policy '
+            else f'read it with [selection] mode = "schedule" in a copy of the policy and --what-if '
             f"(rules/{SCHEDULE_POLICY}.toml is the default policy so)"
         )
         out.append((f"the best depth depends on load: better than off {wins}; no depth at {losses}", how))
@@ -360,6 +365,7 @@ def crossover_hint(evidence: Evidence, cells: Sequence[RegimeCell]) -> tuple[str
     """The reasons' line for each crossover: the finding and the schedule-mode command."""
     policy = evidence.policy
     return tuple(
-        f"{found}; schedule mode serves a depth per batch-size range with a ready {CONFIG_FLAG}: {how}"
+        f"{found}; schedule mode serves a depth per batch-size range with a ready {CONFIG_FLAG}; "
+        f"{SCHEDULE_LOOK}: {how}"
         for found, how in crossover(policy.name, str(policy.selection.mode), cells)
     )

@@ -6,7 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from mtpverdict.decide import decide_results
+from mtpverdict.decide import WHAT_IF_REASON, decide_results
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, decision_json, parse_decision
@@ -20,6 +20,7 @@ class Verification:
 
     matches: bool
     lines: tuple[str, ...]
+    what_if: bool = False  # the file is a what-if (decide --what-if): a reading, never verified
 
 
 def verify(
@@ -46,7 +47,11 @@ def verify(
         lines.append(
             "the decision used --noise-history; verify cannot recompute it without those directories"
         )
-    again = decide_results(loaded, policy).decision
+    what_if = WHAT_IF_REASON in recorded.reasons
+    if what_if:  # a reading re-derived as one, and never verified as a decision
+        ok = False
+        lines.append("the file is a what-if (decide --what-if): no look was taken, so it is no decision")
+    again = decide_results(loaded, policy, what_if=what_if).decision
     again_text = decision_json(again)
     if again_text == text:
         lines.append("decision: reproduces byte for byte")
@@ -56,7 +61,7 @@ def verify(
             f"decision: does not reproduce (recorded {recorded.decision}, now {again.decision}; "
             f"sha256 {_short(text)} vs {_short(again_text)})"
         )
-    return Verification(matches=ok, lines=tuple(lines))
+    return Verification(matches=ok, lines=tuple(lines), what_if=what_if)
 
 
 def _policy_of(decision: Decision, source: str) -> str:

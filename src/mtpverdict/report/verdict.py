@@ -393,11 +393,16 @@ def _inconclusive_why(decision: Decision) -> str:
 
 def next_step_of(decision: Decision) -> str | None:
     """What to run next, its paths as placeholders: the decision's next step, or under a crossover (no
-    one depth for every load) deciding in schedule mode."""
+    one depth for every load) a what-if reading in schedule mode (another policy's decision would be
+    one more look)."""
     if decision.next_step or decision.decision in (DecisionKind.PROMOTE, DecisionKind.KEEP_REFERENCE):
         return decision.next_step
     found = crossover(decision.policy.name, decision.policy.selection, decision.regime)
-    return f"the best depth depends on load; decide in schedule mode: {found[0][1]}" if found else None
+    return (
+        f"the best depth depends on load; read it in schedule mode (a what-if, no look): {found[0][1]}"
+        if found
+        else None
+    )
 
 
 def verdict_lines(decision: Decision, metric: str, width: int, next_step: str | None) -> list[str]:
