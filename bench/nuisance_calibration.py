@@ -17,7 +17,15 @@ is the ±3% margin, and min_effect = 0), so any promotion is false. Decided as `
 - `history` (one device, 1-boot candidates, off_A and off_B booted 3 times each, an accurate archive
   pooled into the controls' variance, not lent to candidates: the default);
 - `looks` (collect --until-resolved for 5 rounds, a look before each round from the second, each at
-  alpha / 5: stats/looks.py).
+  alpha / 5: stats/looks.py);
+- `schedule` (`[selection] mode = "schedule"`: one device, 3 rounds in the arms' order, one workload at
+  concurrency 1, 2, 4 and 8): the depth the engine's schedule runs at each measured concurrency
+  (scheduled_depths: decide/schedule.py's fixed_default, choose_among and _around_default, else
+  decide/regime.py's choices), with the one-device controls (drift, duplicates). Under the null a
+  schedule that runs any depth at any concurrency is a false promotion. The engine's schedule compares
+  at the equivalence margin whatever a faster_than_off rule's min_effect says (that rule is exempt
+  in schedule mode), so its `zero` rows run the same rule at min_effect 0: a harder null than any
+  policy asks of a schedule today.
 
 Nuisances (simulate.BootScenario): device levels 5x the boot noise, first and last boot 5% slow,
 first boot 5% slow, linear drift 5%, hump 5% (middle boots fast) and its reverse (middle boots 5%
@@ -42,6 +50,7 @@ from mtpverdict.stats.drift import failing, fit_shapes
 from mtpverdict.stats.looks import look_alpha
 from mtpverdict.stats.positions import device_position, position_failing
 from mtpverdict.stats.procedure import batch_procedure
+from mtpverdict.stats.welch import Method
 
 SEED = 20261227
 DEVICE_SD = 5 * 0.02  # device levels 5x the boot noise
@@ -59,6 +68,7 @@ NUISANCES: dict[str, dict[str, object]] = {
     "missing not at random": {"keep_slow": 0.5},
 }
 LOOK_ROUNDS = 5
+SCHEDULE_CELLS = tuple(("chat", c) for c in (1, 2, 4, 8))  # bench/schedule_calibration.py's design
 CONFIDENCE_ALPHA = 0.05  # two-sided 95% Clopper-Pearson
 
 
@@ -92,8 +102,7 @@ def _one_device(batch: BootBatch, boots: int, min_effect: float | None) -> np.nd
     _, arrays = batch_procedure(
         batch.arm, batch.control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect
     )
-    fail = failing(fit_shapes(batch.control_order, _residuals(batch.control)), math.log1p(MAX_DRIFT), ALPHA)
-    return np.asarray((arrays.outcome == BETTER).any(axis=1) & ~fail & ~_duplicated(batch.control, boots))
+    return np.asarray((arrays.outcome == BETTER).any(axis=1) & ~_controls_fail(batch, boots))
 
 
 def promoted_by_arm(batch: BootBatch, min_effect: float | None, line: bool = True) -> np.ndarray:
@@ -148,6 +157,112 @@ def _looks(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray
     return promoted
 
 
+def _controls_fail(batch: BootBatch, boots: int) -> np.ndarray:
+    """One device's blockers: the drift control failing, or off_B's boots duplicating off_A's."""
+    fail = failing(fit_shapes(batch.control_order, _residuals(batch.control)), math.log1p(MAX_DRIFT), ALPHA)
+    return np.asarray(fail | _duplicated(batch.control, boots))
+
+
+Versus = tuple[int, tuple[int, ...], tuple[int, ...], float]  # base, challengers, cells, alpha
+
+
+def _strongest(
+    arm: np.ndarray, asked: list[Versus | None], otherwise: np.ndarray, min_effect: float | None
+) -> np.ndarray:
+    """Per campaign, the challenger resolved better than its base over the cells with the largest mean
+    estimate (decide/regime.py's versus and strongest_better: the family procedure with the base in the
+    controls' place), else `otherwise`; campaigns sharing a question are decided in one batch."""
+    out = otherwise.copy()
+    rows: dict[Versus, list[int]] = {}
+    for i, key in enumerate(asked):
+        if key is not None:
+            rows.setdefault(key, []).append(i)
+    for (base, challengers, cells, alpha), found in rows.items():
+        at = np.asarray(found)
+        sub = arm[at][:, :, list(cells)]
+        tests, arrays = batch_procedure(
+            sub[:, list(challengers)],
+            sub[:, base],
+            alpha=alpha,
+            equivalence_margin=MARGIN,
+            min_effect=min_effect,
+        )
+        estimate = np.where(tests.method == Method.MISSING, np.nan, tests.estimate)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a challenger that measured no cell
+            mean = np.nanmean(estimate, axis=-1)
+        won = np.where((arrays.outcome == BETTER) & np.isfinite(mean), mean, -np.inf)
+        hit = np.isfinite(won.max(axis=1))
+        out[at[hit]] = np.asarray(challengers)[np.argmax(won, axis=1)[hit]]
+    return out
+
+
+def _around_default(batch: BootBatch, better: np.ndarray, min_effect: float | None) -> np.ndarray:
+    """(B, C) arm per measured concurrency where some depth is better than off over every cell
+    (decide/schedule.py: fixed_default's choose_among, then _around_default at alpha / concurrencies)."""
+    arms, cells = batch.arm.shape[1], batch.arm.shape[2]
+    lowest = np.argmax(better, axis=1)
+    asked: list[Versus | None] = [
+        (int(low), tuple(int(a) for a in np.flatnonzero(row)[1:]), tuple(range(cells)), ALPHA)
+        if row.sum() > 1
+        else None
+        for low, row in zip(lowest, better, strict=True)
+    ]
+    default = _strongest(batch.arm, asked, lowest, min_effect)
+    picks = []
+    for c in range(cells):
+        near: list[Versus | None] = [
+            (int(d), tuple(a for a in range(arms) if a != d), (c,), ALPHA / cells) for d in default
+        ]
+        picks.append(_strongest(batch.arm, near, default, min_effect))
+    return np.stack(picks, axis=1)
+
+
+def _choices(batch: BootBatch, supported: np.ndarray, min_effect: float | None) -> np.ndarray:
+    """(B, C) arm per measured concurrency, -1 for off, where no depth is better over every cell
+    (decide/regime.py's choices: the smallest supported depth unless a deeper one is better than it
+    there, at alpha / the concurrencies needing that step)."""
+    needing = np.maximum((supported.sum(axis=1) > 1).sum(axis=1), 1)
+    picks = []
+    for c in range(supported.shape[2]):
+        here = supported[:, :, c]
+        lowest = np.where(here.any(axis=1), np.argmax(here, axis=1), -1)
+        asked: list[Versus | None] = [
+            (int(low), tuple(int(a) for a in np.flatnonzero(row)[1:]), (c,), ALPHA / int(m))
+            if row.sum() > 1
+            else None
+            for low, row, m in zip(lowest, here, needing, strict=True)
+        ]
+        picks.append(_strongest(batch.arm, asked, lowest, min_effect))
+    return np.stack(picks, axis=1)
+
+
+def scheduled_depths(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
+    """(B, C) depth the engine's schedule runs at each measured concurrency (0: off), one workload and
+    one device, candidates k1, k2, k3 in depth order; 0 everywhere where a control blocks the decision
+    (decide/engine.py: drift and duplicates make the campaign inconclusive)."""
+    _, arrays = batch_procedure(
+        batch.arm, batch.control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect
+    )
+    better = arrays.outcome == BETTER
+    arm = np.full(better.shape[:1] + (batch.arm.shape[2],), -1)
+    some = better.any(axis=1)
+    if some.any():
+        arm[some] = _around_default(_rows(batch, some), better[some], min_effect)
+    if (~some).any():
+        arm[~some] = _choices(_rows(batch, ~some), arrays.cell_outcome[~some] == BETTER, min_effect)
+    depth = arm + 1  # k1, k2, k3 are the candidates in depth order; -1 (off) is depth 0
+    return np.where(_controls_fail(batch, boots)[:, None], 0, depth)
+
+
+def _rows(batch: BootBatch, keep: np.ndarray) -> BootBatch:
+    return replace(batch, arm=batch.arm[keep], control=batch.control[keep])
+
+
+def _schedule(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
+    return np.asarray((scheduled_depths(batch, boots, min_effect) > 0).any(axis=1))
+
+
 def _duplicate(batch: BootBatch, boots: int) -> BootBatch:
     control = batch.control.copy()
     control[..., boots : 2 * boots] = control[..., :boots]
@@ -181,6 +296,11 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
         batch = simulate_boots(_scenario(settings, 3, arms=history_arms), rng, campaigns)
         boot = BootScenario("sd", ())
         hits = _history(batch, min_effect, boot.boot_sd**2 + boot.cell_sd**2)
+    elif design == "schedule":
+        laid = simulate_boots(
+            replace(_scenario(settings, 3, arms=arms), cells=SCHEDULE_CELLS), rng, campaigns
+        )
+        hits = _schedule(_duplicate(laid, 3) if nuisance == "duplicated off_B" else laid, 3, min_effect)
     elif design == "looks":
         batch = simulate_boots(_scenario(settings, LOOK_ROUNDS, arms=arms), rng, campaigns)
         hits = _looks(batch, LOOK_ROUNDS, min_effect)
@@ -203,16 +323,26 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
 # first and off_B last on every round (written before collect drew the order), which decide still reads
 BLOCKED = {"devices": (8, 1, True), "devices x rounds": (4, 2, True), "fixed order": (4, 2, False)}
 # appended last: a design's index seeds its cells, so the earlier designs keep their draws
-DESIGNS = ("one device", "devices", "devices x rounds", "fixed order", "history", "looks", "one device drawn")
+DESIGNS = (
+    "one device",
+    "devices",
+    "devices x rounds",
+    "fixed order",
+    "history",
+    "looks",
+    "one device drawn",
+    "schedule",
+)
+ONE_DEVICE = ("one device", "one device drawn", "schedule")  # off_B's records can duplicate off_A's
 ALL_NUISANCES = (*NUISANCES, "noisy candidates 2x", "duplicated off_B")
 
 
 def matrix(campaigns: int, modes: tuple[str, ...] = ("margin", "zero")) -> list[Cell]:
-    """Every design crossed with every nuisance it can meet (duplicates: one device)."""
+    """Every design crossed with every nuisance it can meet (duplicates: one device, schedules too)."""
     out: list[Cell] = []
     for design in DESIGNS:
         for nuisance in ALL_NUISANCES:
-            if nuisance == "duplicated off_B" and not design.startswith("one device"):
+            if nuisance == "duplicated off_B" and design not in ONE_DEVICE:
                 continue
             if nuisance == "device levels" and design not in BLOCKED:
                 continue
