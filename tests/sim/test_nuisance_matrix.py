@@ -43,7 +43,7 @@ def test_no_cell_of_the_matrix_shows_false_promotions_above_alpha() -> None:
     assert len(cells) == 172
     assert {c.design for c in cells} == set(nc.DESIGNS)
     schedule = {(c.nuisance, c.mode) for c in cells if c.design == "schedule"}
-    assert schedule == {(n, m) for n in nc.ALL_NUISANCES if n != "device levels" for m in ("margin", "zero")}
+    assert schedule == {(n, m) for n in nc.ALL_NUISANCES if n != "device levels" for m in ("margin", "floor")}
     assert all(c.campaigns == CAMPAIGNS for c in cells)
     bad = [c for c in cells if _flagged(c.false, c.campaigns)]
     assert not bad, [(c.design, c.nuisance, c.mode, c.false) for c in bad]

@@ -449,7 +449,28 @@ def _top_problems(top: _Top) -> list[_check.Located]:
         out.append(("selection.reference", "mode reference needs selection.reference (the arm to keep)"))
     if top.floor.when_unknown is FloorMode.ASSUME and top.floor.assumed is None:
         out.append(("floor.assumed", 'when_unknown = "assume" needs floor.assumed (a fraction, e.g. 0.05)'))
-    return out
+    return out + _margin_problems(top)
+
+
+# a schedule tests each depth at each concurrency alone: below this margin the nuisance matrix shows
+# false promotions above alpha (missing not at random 7.7%, candidates 2x noisier 5.6% at a margin of
+# 0; at 1% at most 3.0%: docs/performance.md, The nuisance matrix)
+SCHEDULE_MIN_MARGIN = 0.01
+
+
+def _margin_problems(top: _Top) -> list[_check.Located]:
+    if top.equivalence_margin <= 0.0:
+        return [("equivalence_margin", "must be above 0 (the 'no practical effect' band, e.g. 0.03)")]
+    if top.selection.mode is SelectionMode.SCHEDULE and top.equivalence_margin < SCHEDULE_MIN_MARGIN:
+        return [
+            (
+                "equivalence_margin",
+                f"{top.equivalence_margin:g} is below {SCHEDULE_MIN_MARGIN:g}, the smallest margin schedule "
+                "mode is calibrated at: it tests each depth at each concurrency alone, and below that "
+                "promotes falsely more often than alpha (docs/performance.md, The nuisance matrix)",
+            )
+        ]
+    return []
 
 
 def _where(i: int, raw: Mapping[str, Any]) -> str:
