@@ -170,7 +170,11 @@ Versus = tuple[int, tuple[int, ...], tuple[int, ...], float]  # base, challenger
 
 
 def _strongest(
-    arm: np.ndarray, asked: list[Versus | None], otherwise: np.ndarray, min_effect: float | None
+    arm: np.ndarray,
+    asked: list[Versus | None],
+    otherwise: np.ndarray,
+    min_effect: float | None,
+    margin: float = MARGIN,
 ) -> np.ndarray:
     """Per campaign, the challenger resolved better than its base over the cells with the largest mean
     estimate (decide/regime.py's versus and strongest_better: the family procedure with the base in the
@@ -187,7 +191,7 @@ def _strongest(
             sub[:, list(challengers)],
             sub[:, base],
             alpha=alpha,
-            equivalence_margin=MARGIN,
+            equivalence_margin=margin,
             min_effect=min_effect,
         )
         estimate = np.where(tests.method == Method.MISSING, np.nan, tests.estimate)
@@ -200,7 +204,9 @@ def _strongest(
     return out
 
 
-def _around_default(batch: BootBatch, better: np.ndarray, min_effect: float | None) -> np.ndarray:
+def _around_default(
+    batch: BootBatch, better: np.ndarray, min_effect: float | None, margin: float = MARGIN
+) -> np.ndarray:
     """(B, C) arm per measured concurrency where some depth is better than off over every cell
     (decide/schedule.py: fixed_default's choose_among, then _around_default at alpha / concurrencies)."""
     arms, cells = batch.arm.shape[1], batch.arm.shape[2]
@@ -211,17 +217,19 @@ def _around_default(batch: BootBatch, better: np.ndarray, min_effect: float | No
         else None
         for low, row in zip(lowest, better, strict=True)
     ]
-    default = _strongest(batch.arm, asked, lowest, min_effect)
+    default = _strongest(batch.arm, asked, lowest, min_effect, margin)
     picks = []
     for c in range(cells):
         near: list[Versus | None] = [
             (int(d), tuple(a for a in range(arms) if a != d), (c,), ALPHA / cells) for d in default
         ]
-        picks.append(_strongest(batch.arm, near, default, min_effect))
+        picks.append(_strongest(batch.arm, near, default, min_effect, margin))
     return np.stack(picks, axis=1)
 
 
-def _choices(batch: BootBatch, supported: np.ndarray, min_effect: float | None) -> np.ndarray:
+def _choices(
+    batch: BootBatch, supported: np.ndarray, min_effect: float | None, margin: float = MARGIN
+) -> np.ndarray:
     """(B, C) arm per measured concurrency, -1 for off, where no depth is better over every cell
     (decide/regime.py's choices: the smallest supported depth unless a deeper one is better than it
     there, at alpha / the concurrencies needing that step)."""
@@ -236,24 +244,26 @@ def _choices(batch: BootBatch, supported: np.ndarray, min_effect: float | None) 
             else None
             for low, row, m in zip(lowest, here, needing, strict=True)
         ]
-        picks.append(_strongest(batch.arm, asked, lowest, min_effect))
+        picks.append(_strongest(batch.arm, asked, lowest, min_effect, margin))
     return np.stack(picks, axis=1)
 
 
-def scheduled_depths(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
+def scheduled_depths(
+    batch: BootBatch, boots: int, min_effect: float | None, margin: float = MARGIN
+) -> np.ndarray:
     """(B, C) depth the engine's schedule runs at each measured concurrency (0: off), one workload and
     one device, candidates k1, k2, k3 in depth order; 0 everywhere where a control blocks the decision
     (decide/engine.py: drift and duplicates make the campaign inconclusive)."""
     _, arrays = batch_procedure(
-        batch.arm, batch.control, alpha=ALPHA, equivalence_margin=MARGIN, min_effect=min_effect
+        batch.arm, batch.control, alpha=ALPHA, equivalence_margin=margin, min_effect=min_effect
     )
     better = arrays.outcome == BETTER
     arm = np.full(better.shape[:1] + (batch.arm.shape[2],), -1)
     some = better.any(axis=1)
     if some.any():
-        arm[some] = _around_default(_rows(batch, some), better[some], min_effect)
+        arm[some] = _around_default(_rows(batch, some), better[some], min_effect, margin)
     if (~some).any():
-        arm[~some] = _choices(_rows(batch, ~some), arrays.cell_outcome[~some] == BETTER, min_effect)
+        arm[~some] = _choices(_rows(batch, ~some), arrays.cell_outcome[~some] == BETTER, min_effect, margin)
     depth = arm + 1  # k1, k2, k3 are the candidates in depth order; -1 (off) is depth 0
     return np.where(_controls_fail(batch, boots)[:, None], 0, depth)
 
@@ -262,8 +272,11 @@ def _rows(batch: BootBatch, keep: np.ndarray) -> BootBatch:
     return replace(batch, arm=batch.arm[keep], control=batch.control[keep])
 
 
-def _schedule(batch: BootBatch, boots: int, min_effect: float | None) -> np.ndarray:
-    return np.asarray((scheduled_depths(batch, boots, min_effect) > 0).any(axis=1))
+def _schedule(batch: BootBatch, boots: int, mode: str) -> np.ndarray:
+    """Campaigns whose schedule runs a depth somewhere: at the default margin, or (`floor`) with the
+    policy's margin at the smallest schedule mode accepts, as such a policy decides."""
+    margin = SCHEDULE_MIN_MARGIN if mode == "floor" else MARGIN
+    return np.asarray((scheduled_depths(batch, boots, None, margin) > 0).any(axis=1))
 
 
 def _duplicate(batch: BootBatch, boots: int) -> BootBatch:
@@ -282,7 +295,7 @@ def _scenario(
     return replace(sc, **settings)  # type: ignore[arg-type]
 
 
-MODE_EFFECT = {"margin": None, "zero": 0.0, "floor": math.log1p(SCHEDULE_MIN_MARGIN)}
+MODE_EFFECT = {"margin": None, "zero": 0.0, "floor": None}  # floor: a schedule's, at the margin (_schedule)
 
 
 def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
@@ -306,7 +319,7 @@ def cell(design: str, nuisance: str, mode: str, campaigns: int) -> Cell:
         laid = simulate_boots(
             replace(_scenario(settings, 3, arms=arms), cells=SCHEDULE_CELLS), rng, campaigns
         )
-        hits = _schedule(_duplicate(laid, 3) if nuisance == "duplicated off_B" else laid, 3, min_effect)
+        hits = _schedule(_duplicate(laid, 3) if nuisance == "duplicated off_B" else laid, 3, mode)
     elif design == "looks":
         batch = simulate_boots(_scenario(settings, LOOK_ROUNDS, arms=arms), rng, campaigns)
         hits = _looks(batch, LOOK_ROUNDS, min_effect)

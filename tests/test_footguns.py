@@ -4,6 +4,7 @@ wrong answer."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -146,3 +147,26 @@ def test_the_schedule_policy_is_the_default_policy_in_schedule_mode() -> None:
         "description",
         "mode",
     }
+
+
+def test_a_confirmation_arm_under_a_single_depth_policy_points_to_a_reading(tmp_path: Path) -> None:
+    """Found in review: the hint said to set schedule mode in the policy and decide again under
+    `--rules default`: one more look at the alpha the first spent (and the shipped policy cannot be
+    edited). It is a what-if reading that runs."""
+    sim = tmp_path / "cf"
+    arms = ("off_A", "k1:1:-20%", "k3:3:-20%", "sched:3:15%", "off_B")
+    args = [x for arm in arms for x in ("--arm", arm)]
+    assert run_cli("simulate", sim, *args, "--boots", "3", "--seed", "1").returncode == 0
+    campaign = json.loads((sim / "campaign.json").read_text())
+    sched = next(a for a in campaign["arms"] if a["name"] == "sched")
+    ranges = {"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 1024, 0]]}
+    sched["serve_argv"][-1] = json.dumps(json.loads(sched["serve_argv"][-1]) | ranges)
+    (sim / "campaign.json").write_text(json.dumps(campaign))
+    out = tmp_path / "d.json"
+    assert run_cli("decide", sim, "--out", out, "-q").returncode == 0
+    step = json.loads(out.read_text())["next_step"]
+    assert step.startswith("read the schedule its confirmation arm confirms (a what-if"), step
+    command = step.rsplit(": ", 1)[1].replace("RESULTS", str(sim))
+    assert command.endswith("--rules default-schedule --what-if"), command
+    reading = run_cli(*shlex.split(command)[1:], "-q")
+    assert reading.returncode == 0 and reading.stdout.startswith("what-if "), reading.output

@@ -486,3 +486,65 @@ def test_a_refused_decision_leaves_the_results_directory_as_it_was(tmp_path: Pat
     ran = run_cli("decide", win, "--noise-history", foreign)
     assert ran.returncode == 2 and "not this campaign's seat" in ran.stderr, ran.output
     assert _files(win) == content and not (win / LOOKS_FILE).exists()
+
+
+def test_a_laxer_alpha_after_a_look_adds_nothing(tmp_path: Path) -> None:
+    """Found in review: after an inconclusive look at alpha 0.05, a policy with alpha 0.25 spent 0.20
+    more and promoted (look 2 budgeted against its own alpha): the looks now share the smallest alpha
+    their policies had, recorded with each look."""
+    sim = tmp_path / "sim"
+    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
+    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    lax = tmp_path / "lax.toml"
+    text = (FIXTURES.parent / "rules" / "default.toml").read_text()
+    lax.write_text(
+        text.replace('name = "default"', 'name = "lax"')
+        .replace("alpha = 0.05 ", "alpha = 0.25 ", 1)
+        .replace("equivalence_margin = 0.03 ", "equivalence_margin = 0.01 ", 1)
+    )
+    what_if = run_cli("decide", sim, "--rules", lax, "--what-if", "-q")
+    assert what_if.stdout.strip() == "what-if promote k1", what_if.output  # as a first look it would
+    assert run_cli("decide", sim, "--out", tmp_path / "a.json", "-q").stdout.strip() == "inconclusive"
+    again = run_cli("decide", sim, "--rules", lax, "--out", tmp_path / "b.json")
+    assert "DECISION: inconclusive" in again.stdout, again.output
+    reasons = json.loads((tmp_path / "b.json").read_text())["reasons"]
+    assert any(r.startswith("the looks share alpha 0.05, the smallest") for r in reasons), reasons
+    looks = read_looks(sim).looks
+    assert [(x.alpha, x.policy_alpha) for x in looks] == [(ALPHA, ALPHA), (0.0, 0.25)]
+
+
+def test_a_linked_raw_a_bad_out_and_a_strict_what_if_are_refused_before_any_look(tmp_path: Path) -> None:
+    """Found in review: with raw/ a symlink, --out RESULTS/raw/looks.jsonl replaced the looks file
+    (the own-files guard compared unresolved paths); --out onto a directory recorded the look, then
+    failed; --what-if --strict exited 0 on a what-if promotion where the decision is inconclusive."""
+    win = _copy(tmp_path)
+    elsewhere = tmp_path / "big-disk"
+    (win / "raw").rename(elsewhere)
+    (win / "raw").symlink_to(elsewhere, target_is_directory=True)
+    assert run_cli("decide", win, "--out", tmp_path / "a.json", "-q").returncode == 0
+    kept = (elsewhere / "looks.jsonl").read_bytes()
+    for extra in ((), ("--what-if",)):
+        ran = run_cli("decide", win, "--out", win / "raw" / "looks.jsonl", "-q", *extra)
+        assert ran.returncode == 2 and "results directory's own raw/" in ran.stderr, ran.output
+    assert (elsewhere / "looks.jsonl").read_bytes() == kept
+    fresh = _copy(tmp_path / "fresh")
+    for out in (tmp_path, tmp_path / "no-such-folder" / "d.json"):
+        ran = run_cli("decide", fresh, "--out", out, "-q")
+        assert ran.returncode == 2 and "cannot write the decision there" in ran.stderr, ran.output
+    assert not (fresh / LOOKS_FILE).exists()
+    strict = run_cli("decide", fresh, "--what-if", "--strict", "-q")
+    assert strict.returncode == 2 and "a what-if is none" in strict.stderr
+
+
+def test_a_what_if_is_no_decision_to_report_or_to_watch_a_seat_by(tmp_path: Path) -> None:
+    """Found in review: `report --decision` headlined a what-if as the decision, and `alerts` wrote
+    rules from it."""
+    win = _copy(tmp_path)
+    assert run_cli("decide", win, "--what-if", "--out", tmp_path / "w.json", "-q").returncode == 0
+    for args in (
+        ("report", win, "--decision", tmp_path / "w.json", "--out", tmp_path / "report"),
+        ("alerts", tmp_path / "w.json", "--engine", "vllm", "--out", tmp_path / "alerts.yaml"),
+    ):
+        ran = run_cli(*args)
+        assert ran.returncode == 2 and "a what-if (decide --what-if) is no decision" in ran.stderr, ran.output
+    assert not (tmp_path / "report").exists() and not (tmp_path / "alerts.yaml").exists()

@@ -113,7 +113,7 @@ CASES: dict[str, tuple[Callable[[Path], Decision], str]] = {
     ),
     "a schedule's confirmation arm": (
         lambda _: _simulated((OFF[0], SimArm("sched", 2, 0.2), OFF[1]), edit=_schedule_argv),
-        'set [selection] mode = "schedule"',
+        "read the schedule its confirmation arm confirms (a what-if",
     ),
     "every candidate void": (
         lambda _: _simulated((OFF[0], SimArm("k1", 1, 0.0, first_position_rate=0.0), OFF[1])),

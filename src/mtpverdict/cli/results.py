@@ -110,6 +110,8 @@ def decide(
             raise InputError([Problem(policy.source, f"{problem}; --strict refuses such a policy")])
     except InputError as exc:
         fail_input(exc)
+    if what_if and strict:
+        fail("--strict gates on a decision, and a what-if is none: decide without --what-if")
     target = out if out is not None else None if what_if else results / "decision.json"
     if target is not None and _inside(results, target) and what_if:
         fail(f"{target}: a what-if records no look, so it is not kept in the results directory")
@@ -118,6 +120,8 @@ def decide(
         histories = load_histories(loaded, policy, noise_history or [], any_seat=any_seat)
     except InputError as exc:
         fail_input(exc)
+    if target is not None and (target.is_dir() or not target.parent.is_dir()):
+        fail(f"{target}: cannot write the decision there (a directory, or no such parent directory)")
     # a decision plans and records its look with no handover in between; a what-if records nothing
     with contextlib.nullcontext() if what_if else held_looks(results):
         try:
@@ -198,12 +202,12 @@ def _inside(results: Path, target: Path) -> bool:
 
     where = target.parent.resolve() / target.name
     root = results.resolve()
-    if not where.is_relative_to(root):
-        return False
-    inside = where.relative_to(root).parts
-    if inside[:1] == (RAW_DIR,) or inside in ((CAMPAIGN_FILE,), (RECORDS_FILE,)):
-        fail(f"{target}: is the results directory's own {'/'.join(inside)}; write the decision elsewhere")
-    return True
+    raw = (root / RAW_DIR).resolve()  # raw/ may be a link to another disk
+    files = {(root / name).resolve(): name for name in (CAMPAIGN_FILE, RECORDS_FILE)}
+    if where.is_relative_to(raw) or where in files:
+        shown = files.get(where, f"{RAW_DIR}/")
+        fail(f"{target}: is the results directory's own {shown}; write the decision elsewhere")
+    return where.is_relative_to(root)
 
 
 def verify(

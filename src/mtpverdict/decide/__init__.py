@@ -19,6 +19,7 @@ from mtpverdict.formats.decision import ControlStatus, Decision, decision_json, 
 from mtpverdict.formats.looks import Look, LookLog, append_look, held_looks, history_digest, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
+from mtpverdict.formats.what_if import WHAT_IF_REASON
 from mtpverdict.rules.registry import load_policy
 
 __all__ = [
@@ -55,14 +56,6 @@ class DecisionRun:
         """The same reading marked as a what-if: no look to record, its last reason saying so."""
         marked = msgspec.structs.replace(self.decision, reasons=(*self.decision.reasons, WHAT_IF_REASON))
         return dataclasses.replace(self, decision=marked, look=None, is_what_if=True)
-
-
-# the last reason of a what-if's JSON: what verify reads to refuse it as a decision
-WHAT_IF_REASON = (
-    "what-if: read as the campaign's first look (decide --what-if counts no recorded look and records "
-    "none); not a decision to act on: deciding without --what-if takes a look, at what the recorded "
-    "ones left of alpha"
-)
 
 
 def decide_results(

@@ -45,6 +45,7 @@ class LookPlan:
     handed_to: str = ""  # the campaign that continues this one and took what its looks left
     carries_nothing: str = ""  # the campaign that took what the continued one left before this began
     interim: str = ""  # a fixed campaign decided before every arm has its planned boots: which fall short
+    family_alpha: float = 0.0  # what every look shares: the smallest alpha of the looks' policies
 
     @property
     def exhausted(self) -> bool:
@@ -108,7 +109,9 @@ def plan_look(
     unavailable = "" if earlier is None or earlier.spent_alpha is not None else earlier.unavailable or "?"
     taken = "" if earlier is None else earlier.handed_over or ""
     handed = log.handovers[0].campaign if log.handovers else ""
-    budget = 0.0 if taken or handed else alpha - carried
+    # the looks share the smallest alpha any of their policies had: a laxer alpha later adds nothing
+    family = min([alpha, *(x.policy_alpha for x in log.looks if x.policy_alpha is not None)])
+    budget = 0.0 if taken or handed else family - carried
     counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
     seen = (results.records_sha256, policy_sha256, history_sha256)
@@ -123,6 +126,7 @@ def plan_look(
         handed_to=handed,
         carries_nothing=taken,
         interim=interim,
+        family_alpha=family,
     )
     spent = [x.alpha for x in counted]
     alpha_here = 0.0 if interim else _alpha(budget, planned, spent)
@@ -130,7 +134,7 @@ def plan_look(
     if again is not None:
         at = (again.boot_records, again.look)
         return plan(again, False, sum(x.alpha for x in counted if (x.boot_records, x.look) < at))
-    look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:])
+    look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:], alpha)
     return plan(look, True, sum(spent))
 
 
@@ -147,6 +151,12 @@ def look_lines(plan: LookPlan, policy_alpha: float) -> list[str]:
     """What the reasons say about the looks (nothing for a fixed design's first and only look)."""
     look = plan.look
     out: list[str] = []
+    if 0.0 < plan.family_alpha < policy_alpha:
+        out.append(
+            f"the looks share alpha {plan.family_alpha:.4g}, the smallest of the policies earlier looks "
+            f"were decided under: this policy's {policy_alpha:.4g} adds nothing to it"
+        )
+        policy_alpha = plan.family_alpha
     if plan.tampered:
         out.append(
             f"provisional: {plan.tampered}; the alpha earlier looks spent cannot be known, so this "

@@ -2,7 +2,8 @@
 
 One JSON object a line, appended, never rewritten:
 - a look: {"kind": "look", "look": k, "boot_records": n, "records_sha256": s, "policy_sha256": p,
-  "history_sha256": h, "alpha": a, "planned": L, "chain": c} — the k-th decision on the directory,
+  "history_sha256": h, "alpha": a, "planned": L, "policy_alpha": f, "chain": c} — the k-th decision
+  on the directory (f: the alpha of its policy, which caps what every later look may share),
   taken on its n boot records (records.jsonl's hash s) under the policy whose hash is p and the noise
   histories whose digest is h (`history_digest`), at alpha a of the planned L looks. A decision is
   that look again only when all three match: the same records under another policy or history are
@@ -44,6 +45,7 @@ CHAIN_KEY = "chain"
 CHAIN_START = "mtpverdict.looks/1"  # what the first line's chain hashes in front of its record
 _LOOK_KEYS = {"kind", "look", "boot_records", "records_sha256", "alpha", "planned"}
 _DIGEST_KEYS = {"policy_sha256", "history_sha256"}  # absent from lines written before them
+_FAMILY_KEY = "policy_alpha"  # the alpha of the look's policy (absent from lines written before it)
 _HANDOVER_KEYS = {"kind", "campaign", "taker"}
 _RESUME_KEYS = {"kind", "boot_records"}
 MAX_LOOKS_BYTES = 1 << 20  # a look is ~220 bytes: thousands of looks, never a reason to read more
@@ -60,6 +62,7 @@ class Look:
     planned: int
     policy_sha256: str = ""  # empty: recorded before policies were (matches no decision)
     history_sha256: str = ""
+    policy_alpha: float | None = None  # the alpha of the policy it was decided under (None: not recorded)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +74,7 @@ class Look:
             "history_sha256": self.history_sha256,
             "alpha": self.alpha,
             "planned": self.planned,
-        }
+        } | ({} if self.policy_alpha is None else {_FAMILY_KEY: self.policy_alpha})
 
     @property
     def seen(self) -> tuple[str, str, str]:
@@ -136,8 +139,9 @@ def _parse(obj: Any, path: Path, line: int) -> Look | int | Handover:
         return _handover(obj, path, line)
     keys = _LOOK_KEYS if obj["kind"] == "look" else _RESUME_KEYS
     found = set(obj) - {CHAIN_KEY}
-    if found != keys and (obj["kind"] != "look" or found != keys | _DIGEST_KEYS):
-        allowed = sorted(keys | _DIGEST_KEYS) if obj["kind"] == "look" else sorted(keys)
+    later = (keys | _DIGEST_KEYS, keys | _DIGEST_KEYS | {_FAMILY_KEY}) if obj["kind"] == "look" else ()
+    if found != keys and found not in later:
+        allowed = sorted(keys | _DIGEST_KEYS | {_FAMILY_KEY}) if obj["kind"] == "look" else sorted(keys)
         raise _bad(path, line, f"{obj['kind']} record keys must be {allowed}, not {sorted(obj)}")
     if CHAIN_KEY in obj and not isinstance(obj[CHAIN_KEY], str):
         raise _bad(path, line, f"{CHAIN_KEY} must be a string")
@@ -152,6 +156,11 @@ def _parse(obj: Any, path: Path, line: int) -> Look | int | Handover:
     digests = ("records_sha256", *sorted(_DIGEST_KEYS & set(obj)))
     if any(not isinstance(obj[k], str) for k in digests):
         raise _bad(path, line, f"{', '.join(digests)} must be strings")
+    family = obj.get(_FAMILY_KEY)
+    if family is not None and (
+        not isinstance(family, int | float) or isinstance(family, bool) or not 0.0 < float(family) < 1.0
+    ):
+        raise _bad(path, line, f"{_FAMILY_KEY} must be a number in (0, 1)")
     return Look(
         obj["look"],
         obj["boot_records"],
@@ -160,6 +169,7 @@ def _parse(obj: Any, path: Path, line: int) -> Look | int | Handover:
         obj["planned"],
         obj.get("policy_sha256", ""),
         obj.get("history_sha256", ""),
+        None if family is None else float(family),
     )
 
 

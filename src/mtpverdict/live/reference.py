@@ -23,6 +23,7 @@ from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import ArmDecision, Decision, Verdict, parse_decision
 from mtpverdict.formats.results import NAME_PATTERN
+from mtpverdict.formats.what_if import refuse_what_if
 
 HASH_CHARS = 12  # of the decision's sha256 in labels and rule names: a git-style short hash
 _NAME = re.compile(NAME_PATTERN)
@@ -59,6 +60,7 @@ def load_reference(path: str | os.PathLike[str], arm: str | None = None) -> Refe
     source = str(path)
     data = _check.read_document(path, limit=_check.MAX_DECISION_BYTES, what="a decision file")
     decision = parse_decision(_check.text_of(data, source), source)
+    refuse_what_if(decision, source)  # a live seat is judged against a decision taken
     return reference(decision, hashlib.sha256(data).hexdigest(), source, arm)
 
 

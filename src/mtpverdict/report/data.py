@@ -20,6 +20,7 @@ from mtpverdict.formats.decision import (
     load_decision,
 )
 from mtpverdict.formats.results_io import Results
+from mtpverdict.formats.what_if import refuse_what_if
 
 COMPUTED = "computed"  # ReportData.decision_source when the report ran the decision itself
 
@@ -192,6 +193,7 @@ def load_report_data(
                 ]
             )
         doc = load_decision(decision)
+        refuse_what_if(doc, str(decision))  # a report is of a decision taken
         results = load_results(results_dir)
         _check_inputs(doc, str(decision), results)
         source = str(decision)
