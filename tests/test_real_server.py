@@ -83,26 +83,35 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _in_flight(port: int | None, timeout: float = 120.0) -> None:
-    """Block until the server on `port` is running a request (its vllm:num_requests_running gauge),
-    so a kill then cuts one. Killed between two runs instead (a loaded CI machine once did, as the
-    run before the next request was being closed), the boot records no request error at all."""
+    """Block until the server on `port` is generating tokens now: vllm:generation_tokens_total grew
+    between two scrapes a few milliseconds apart while vllm:num_requests_running is at least 1, so a
+    kill then cuts a request. The gauge alone is stale when the engine idles (it keeps the last
+    step's value, 1, after a run's last request ended): killed then, between two runs, the boot
+    recorded no request error at all (CI did, twice)."""
     import re
     import time
 
     import httpx
 
-    running = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})? ([0-9.e+]+)$", re.MULTILINE)
+    def value(name: str, text: str) -> float:
+        found = re.findall(rf"^{name}(?:\{{[^}}]*\}})? ([0-9.e+]+)$", text, re.MULTILINE)
+        return sum(float(x) for x in found)
+
     deadline = time.monotonic() + timeout
+    before = -1.0
     with httpx.Client(timeout=10.0) as client:
         while time.monotonic() < deadline:
             try:
                 text = client.get(f"http://127.0.0.1:{port}/metrics").text
             except httpx.HTTPError:  # a slow or refused answer on a loaded machine: ask again
-                text = ""
-            if any(float(found) >= 1 for found in running.findall(text)):
+                before = -1.0
+                continue
+            tokens = value("vllm:generation_tokens_total", text)
+            if before >= 0 and tokens > before and value("vllm:num_requests_running", text) >= 1:
                 return
+            before = tokens
             time.sleep(0.005)
-    pytest.fail(f"the server on port {port} ran no request within {timeout} s")
+    pytest.fail(f"the server on port {port} generated no token within {timeout} s")
 
 
 def _ready(results: Results) -> pd.DataFrame:
