@@ -4,6 +4,7 @@ alpha already spent is never spent again (stats/looks.py, formats/looks.py, deci
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -528,10 +529,20 @@ def test_a_linked_raw_a_bad_out_and_a_strict_what_if_are_refused_before_any_look
         assert ran.returncode == 2 and "results directory's own raw/" in ran.stderr, ran.output
     assert (elsewhere / "looks.jsonl").read_bytes() == kept
     fresh = _copy(tmp_path / "fresh")
-    for out in (tmp_path, tmp_path / "no-such-folder" / "d.json"):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # the write would replace the node (as root, --out /dev/null the system's)
+    (tmp_path / "store").mkdir()
+    (fresh / "records.jsonl").rename(tmp_path / "store" / "r.jsonl")
+    (fresh / "records.jsonl").symlink_to(tmp_path / "store" / "r.jsonl")
+    for out, said in (
+        (tmp_path, "is not a regular file"),
+        (fifo, "is not a regular file"),
+        (tmp_path / "no-such-folder" / "d.json", "no such directory"),
+        (fresh / "records.jsonl", "results directory's own records.jsonl"),  # a link, found in review
+    ):
         ran = run_cli("decide", fresh, "--out", out, "-q")
-        assert ran.returncode == 2 and "cannot write the decision there" in ran.stderr, ran.output
-    assert not (fresh / LOOKS_FILE).exists()
+        assert ran.returncode == 2 and said in ran.stderr, ran.output
+    assert not (fresh / LOOKS_FILE).exists() and fifo.is_fifo()
     strict = run_cli("decide", fresh, "--what-if", "--strict", "-q")
     assert strict.returncode == 2 and "a what-if is none" in strict.stderr
 
@@ -548,3 +559,43 @@ def test_a_what_if_is_no_decision_to_report_or_to_watch_a_seat_by(tmp_path: Path
         ran = run_cli(*args)
         assert ran.returncode == 2 and "a what-if (decide --what-if) is no decision" in ran.stderr, ran.output
     assert not (tmp_path / "report").exists() and not (tmp_path / "alerts.yaml").exists()
+
+
+def _lax(tmp_path: Path) -> Path:
+    lax = tmp_path / "lax.toml"
+    text = (FIXTURES.parent / "rules" / "default.toml").read_text()
+    lax.write_text(
+        text.replace('name = "default"', 'name = "lax"')
+        .replace("alpha = 0.05 ", "alpha = 0.25 ", 1)
+        .replace("equivalence_margin = 0.03 ", "equivalence_margin = 0.01 ", 1)
+    )
+    return lax
+
+
+def test_a_look_without_its_policys_alpha_under_another_policy_makes_the_decision_provisional(
+    tmp_path: Path,
+) -> None:
+    """Found in review: a looks file written before looks carried policy_alpha capped nothing, so a
+    laxer alpha after such a look promoted as if nothing bounded it."""
+    sim = tmp_path / "sim"
+    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
+    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    records = decide_directory(sim, "default").results
+    append_look(sim, Look(1, len(records.boots), records.records_sha256, ALPHA, 1, "an-older-policy"))
+    run = decide_directory(sim, str(_lax(tmp_path)))
+    assert run.decision.provisional
+    assert any("without policy_alpha" in r for r in run.decision.reasons), run.decision.reasons
+
+
+def test_a_decision_still_verifies_after_a_stricter_policy_is_decided(tmp_path: Path) -> None:
+    """Found in review: re-deciding the first look said "the looks share alpha 0.05" once a later
+    look under 0.05 was recorded, so the first decision no longer verified."""
+    sim = tmp_path / "sim"
+    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
+    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    lax = _lax(tmp_path)
+    first = run_cli("decide", sim, "--rules", lax, "--out", tmp_path / "o1.json", "-q")
+    assert first.stdout.strip() == "promote k1", first.output
+    assert run_cli("decide", sim, "--out", tmp_path / "o2.json", "-q").returncode == 0
+    verified = run_cli("verify", tmp_path / "o1.json", sim, "--rules", lax)
+    assert verified.returncode == 0, verified.output

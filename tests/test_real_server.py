@@ -105,6 +105,7 @@ def _in_flight(port: int | None, timeout: float = 120.0) -> None:
                 text = client.get(f"http://127.0.0.1:{port}/metrics").text
             except httpx.HTTPError:  # a slow or refused answer on a loaded machine: ask again
                 before = -1.0
+                time.sleep(0.05)
                 continue
             tokens = value("vllm:generation_tokens_total", text)
             if before >= 0 and tokens > before and value("vllm:num_requests_running", text) >= 1:

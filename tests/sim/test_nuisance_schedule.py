@@ -148,3 +148,21 @@ def test_a_schedule_compares_at_the_margin_whatever_faster_than_offs_min_effect(
         campaign, records = _records(batch, i, False)
         decision = decide(results_from_records(campaign, records, label=f"zero-{i}"), zero)
         assert _depths(decision) == tuple(int(d) for d in margin[i])
+
+
+def test_the_rule_at_the_floor_schedules_what_a_policy_at_the_floor_decides() -> None:
+    """The matrix's `floor` rows are the rule with the margin at SCHEDULE_MIN_MARGIN: a policy in
+    schedule mode at that margin decides the same depths (null campaigns near the threshold, and
+    slow runs lost)."""
+    text = (ROOT / "rules" / "default.toml").read_text().replace('mode = "fastest"', 'mode = "schedule"')
+    floor = text.replace("equivalence_margin = 0.03 ", f"equivalence_margin = {nc.SCHEDULE_MIN_MARGIN} ", 1)
+    policy = parse_rules(floor, "floor.toml")
+    assert policy.equivalence_margin == nc.SCHEDULE_MIN_MARGIN
+    for nuisance, seed in (("none", 61), ("missing not at random", 62)):
+        batch = _batch({"k2": _gains(0.015, 0.015)}, nuisance, 12, seed=seed)
+        rule = nc.scheduled_depths(batch, BOOTS, None, nc.SCHEDULE_MIN_MARGIN)
+        assert rule.any()  # the rule schedules depths there, so the comparison is not vacuous
+        for i in range(12):
+            campaign, records = _records(batch, i, False)
+            decision = decide(results_from_records(campaign, records, label=f"floor-{i}"), policy)
+            assert _depths(decision) == tuple(int(d) for d in rule[i]), (nuisance, i)

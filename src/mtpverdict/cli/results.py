@@ -120,8 +120,8 @@ def decide(
         histories = load_histories(loaded, policy, noise_history or [], any_seat=any_seat)
     except InputError as exc:
         fail_input(exc)
-    if target is not None and (target.is_dir() or not target.parent.is_dir()):
-        fail(f"{target}: cannot write the decision there (a directory, or no such parent directory)")
+    if target is not None:
+        _writable(target)
     # a decision plans and records its look with no handover in between; a what-if records nothing
     with contextlib.nullcontext() if what_if else held_looks(results):
         try:
@@ -193,6 +193,16 @@ def _print(
     echo_styled(text, {"DECISION:": decision_style(str(d.decision))})
 
 
+def _writable(target: Path) -> None:
+    """Refuse, before any look is recorded, a target the decision cannot replace as a file: a
+    directory, a FIFO or a device (the write would replace the node itself), or a missing folder. A
+    symlink at the target is replaced, whatever it points to."""
+    if not target.is_symlink() and target.exists() and not target.is_file():
+        fail(f"{target}: is not a regular file (a directory, FIFO or device); write the decision to a file")
+    if not target.parent.is_dir():
+        fail(f"{target}: no such directory: {target.parent}")
+
+
 def _inside(results: Path, target: Path) -> bool:
     """Whether the decision goes into the results directory, where the path is written, not where a
     symlink at it points (the write replaces the link). Refuses a target that is one of the
@@ -203,7 +213,8 @@ def _inside(results: Path, target: Path) -> bool:
     where = target.parent.resolve() / target.name
     root = results.resolve()
     raw = (root / RAW_DIR).resolve()  # raw/ may be a link to another disk
-    files = {(root / name).resolve(): name for name in (CAMPAIGN_FILE, RECORDS_FILE)}
+    own = [(root / name, name) for name in (CAMPAIGN_FILE, RECORDS_FILE)]  # either may be a link
+    files = {path: name for at, name in own for path in (at, at.resolve())}
     if where.is_relative_to(raw) or where in files:
         shown = files.get(where, f"{RAW_DIR}/")
         fail(f"{target}: is the results directory's own {shown}; write the decision elsewhere")

@@ -119,7 +119,7 @@ def plan_look(
     plan = functools.partial(
         LookPlan,
         unrecorded=unrecorded,
-        tampered=log.tampered,
+        tampered=log.tampered or _unbounded(log, policy_sha256),
         continued=continued,
         carried=carried,
         unavailable=unavailable,
@@ -133,9 +133,22 @@ def plan_look(
     again = _same_look([x for x in log.looks if x.seen == seen], alpha_here)
     if again is not None:
         at = (again.boot_records, again.look)
-        return plan(again, False, sum(x.alpha for x in counted if (x.boot_records, x.look) < at))
+        before = [x for x in counted if (x.boot_records, x.look) < at]
+        shared = min([alpha, *(x.policy_alpha for x in before if x.policy_alpha is not None)])
+        return plan(again, False, sum(x.alpha for x in before), family_alpha=shared)
     look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:], alpha)
     return plan(look, True, sum(spent))
+
+
+def _unbounded(log: LookLog, policy_sha256: str) -> str:
+    """Why the alpha the looks share cannot be bounded: a look recorded before its policy's alpha was
+    (no policy_alpha) under another policy, whose alpha may have been smaller; empty when none."""
+    if any(x.policy_alpha is None and x.policy_sha256 != policy_sha256 for x in log.looks):
+        return (
+            "a look recorded before looks carried their policy's alpha (raw/looks.jsonl without "
+            "policy_alpha) was taken under another policy, whose alpha may have been smaller than this one's"
+        )
+    return ""
 
 
 def _same_look(recorded: list[Look], alpha_here: float) -> Look | None:
