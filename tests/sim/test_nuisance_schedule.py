@@ -14,6 +14,7 @@ import pytest
 
 from mtpverdict.decide import decide
 from mtpverdict.formats.decision import Decision, DecisionKind
+from mtpverdict.formats.policy import SCHEDULE_MIN_MARGIN
 from mtpverdict.formats.results_io import results_from_records
 from mtpverdict.rules.registry import parse_rules
 from mtpverdict.sim import BootBatch, BootScenario, Scenario, SimArm, simulate_boots, simulate_campaign
@@ -155,12 +156,12 @@ def test_the_rule_at_the_floor_schedules_what_a_policy_at_the_floor_decides() ->
     schedule mode at that margin decides the same depths (null campaigns near the threshold, and
     slow runs lost)."""
     text = (ROOT / "rules" / "default.toml").read_text().replace('mode = "fastest"', 'mode = "schedule"')
-    floor = text.replace("equivalence_margin = 0.03 ", f"equivalence_margin = {nc.SCHEDULE_MIN_MARGIN} ", 1)
+    floor = text.replace("equivalence_margin = 0.03 ", f"equivalence_margin = {SCHEDULE_MIN_MARGIN} ", 1)
     policy = parse_rules(floor, "floor.toml")
-    assert policy.equivalence_margin == nc.SCHEDULE_MIN_MARGIN
+    assert policy.equivalence_margin == SCHEDULE_MIN_MARGIN
     for nuisance, seed in (("none", 61), ("missing not at random", 62)):
         batch = _batch({"k2": _gains(0.015, 0.015)}, nuisance, 12, seed=seed)
-        rule = nc.scheduled_depths(batch, BOOTS, None, nc.SCHEDULE_MIN_MARGIN)
+        rule = nc.scheduled_depths(batch, BOOTS, None, SCHEDULE_MIN_MARGIN)
         assert rule.any()  # the rule schedules depths there, so the comparison is not vacuous
         for i in range(12):
             campaign, records = _records(batch, i, False)
