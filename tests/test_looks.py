@@ -493,16 +493,7 @@ def test_a_laxer_alpha_after_a_look_adds_nothing(tmp_path: Path) -> None:
     """Found in review: after an inconclusive look at alpha 0.05, a policy with alpha 0.25 spent 0.20
     more and promoted (look 2 budgeted against its own alpha): the looks now share the smallest alpha
     their policies had, recorded with each look."""
-    sim = tmp_path / "sim"
-    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
-    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
-    lax = tmp_path / "lax.toml"
-    text = (FIXTURES.parent / "rules" / "default.toml").read_text()
-    lax.write_text(
-        text.replace('name = "default"', 'name = "lax"')
-        .replace("alpha = 0.05 ", "alpha = 0.25 ", 1)
-        .replace("equivalence_margin = 0.03 ", "equivalence_margin = 0.01 ", 1)
-    )
+    sim, lax = _sim(tmp_path), _lax(tmp_path)
     what_if = run_cli("decide", sim, "--rules", lax, "--what-if", "-q")
     assert what_if.stdout.strip() == "what-if promote k1", what_if.output  # as a first look it would
     assert run_cli("decide", sim, "--out", tmp_path / "a.json", "-q").stdout.strip() == "inconclusive"
@@ -562,6 +553,7 @@ def test_a_what_if_is_no_decision_to_report_or_to_watch_a_seat_by(tmp_path: Path
 
 
 def _lax(tmp_path: Path) -> Path:
+    """The default policy at alpha 0.25 and a 1% margin: laxer on both counts."""
     lax = tmp_path / "lax.toml"
     text = (FIXTURES.parent / "rules" / "default.toml").read_text()
     lax.write_text(
@@ -572,14 +564,20 @@ def _lax(tmp_path: Path) -> Path:
     return lax
 
 
+def _sim(tmp_path: Path) -> Path:
+    """A simulated campaign whose k1 (+3%) is inconclusive at alpha 0.05 and promoted at 0.25."""
+    sim = tmp_path / "sim"
+    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
+    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    return sim
+
+
 def test_a_look_without_its_policys_alpha_under_another_policy_makes_the_decision_provisional(
     tmp_path: Path,
 ) -> None:
     """Found in review: a looks file written before looks carried policy_alpha capped nothing, so a
     laxer alpha after such a look promoted as if nothing bounded it."""
-    sim = tmp_path / "sim"
-    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
-    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    sim = _sim(tmp_path)
     records = decide_directory(sim, "default").results
     append_look(sim, Look(1, len(records.boots), records.records_sha256, ALPHA, 1, "an-older-policy"))
     run = decide_directory(sim, str(_lax(tmp_path)))
@@ -590,9 +588,7 @@ def test_a_look_without_its_policys_alpha_under_another_policy_makes_the_decisio
 def test_a_decision_still_verifies_after_a_stricter_policy_is_decided(tmp_path: Path) -> None:
     """Found in review: re-deciding the first look said "the looks share alpha 0.05" once a later
     look under 0.05 was recorded, so the first decision no longer verified."""
-    sim = tmp_path / "sim"
-    arms = ("--arm", "off_A", "--arm", "k1:1:3%", "--arm", "off_B")
-    assert run_cli("simulate", sim, *arms, "--boots", "3", "--seed", "1").returncode == 0
+    sim = _sim(tmp_path)
     lax = _lax(tmp_path)
     first = run_cli("decide", sim, "--rules", lax, "--out", tmp_path / "o1.json", "-q")
     assert first.stdout.strip() == "promote k1", first.output
