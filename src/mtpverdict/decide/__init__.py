@@ -19,7 +19,7 @@ from mtpverdict.formats.decision import ControlStatus, Decision, decision_json, 
 from mtpverdict.formats.looks import Look, LookLog, append_look, held_looks, history_digest, read_looks
 from mtpverdict.formats.policy import Policy
 from mtpverdict.formats.results_io import Results, load_results
-from mtpverdict.formats.what_if import WHAT_IF_REASON
+from mtpverdict.formats.what_if import WHAT_IF_REASON, is_what_if
 from mtpverdict.rules.registry import load_policy
 
 __all__ = [
@@ -46,16 +46,20 @@ class DecisionRun:
     policy: Policy
     results: Results
     look: Look | None = None
-    is_what_if: bool = False  # read as the next look would be, and no look recorded (decide --what-if)
 
     @property
     def json_text(self) -> str:
         return decision_json(self.decision)
 
+    @property
+    def is_what_if(self) -> bool:
+        """Read as a first look and no look recorded (decide --what-if)."""
+        return is_what_if(self.decision)
+
     def as_what_if(self) -> DecisionRun:
         """The same reading marked as a what-if: no look to record, its last reason saying so."""
         marked = msgspec.structs.replace(self.decision, reasons=(*self.decision.reasons, WHAT_IF_REASON))
-        return dataclasses.replace(self, decision=marked, look=None, is_what_if=True)
+        return dataclasses.replace(self, decision=marked, look=None)
 
 
 def decide_results(

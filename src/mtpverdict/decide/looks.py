@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mtpverdict.formats.looks import Look, LookLog
@@ -109,8 +110,7 @@ def plan_look(
     unavailable = "" if earlier is None or earlier.spent_alpha is not None else earlier.unavailable or "?"
     taken = "" if earlier is None else earlier.handed_over or ""
     handed = log.handovers[0].campaign if log.handovers else ""
-    # the looks share the smallest alpha any of their policies had: a laxer alpha later adds nothing
-    family = min([alpha, *(x.policy_alpha for x in log.looks if x.policy_alpha is not None)])
+    family = _shared_alpha(alpha, log.looks)
     budget = 0.0 if taken or handed else family - carried
     counted = _counted(log, budget)
     unrecorded = tuple(x.boot_records for x in counted if not x.records_sha256)
@@ -134,10 +134,15 @@ def plan_look(
     if again is not None:
         at = (again.boot_records, again.look)
         before = [x for x in counted if (x.boot_records, x.look) < at]
-        shared = min([alpha, *(x.policy_alpha for x in before if x.policy_alpha is not None)])
-        return plan(again, False, sum(x.alpha for x in before), family_alpha=shared)
+        return plan(again, False, sum(x.alpha for x in before), family_alpha=_shared_alpha(alpha, before))
     look = Look(len(spent) + 1, boot_records, results.records_sha256, alpha_here, planned, *seen[1:], alpha)
     return plan(look, True, sum(spent))
+
+
+def _shared_alpha(alpha: float, looks: Sequence[Look]) -> float:
+    """The alpha `looks` and a look under a policy at `alpha` share: the smallest of their policies'
+    (a laxer alpha later adds nothing)."""
+    return min([alpha, *(x.policy_alpha for x in looks if x.policy_alpha is not None)])
 
 
 def _unbounded(log: LookLog, policy_sha256: str) -> str:

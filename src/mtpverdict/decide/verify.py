@@ -6,11 +6,12 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from mtpverdict.decide import WHAT_IF_REASON, decide_results
+from mtpverdict.decide import decide_results
 from mtpverdict.errors import InputError, Problem
 from mtpverdict.formats import _check
 from mtpverdict.formats.decision import Decision, decision_json, parse_decision
 from mtpverdict.formats.results_io import load_results
+from mtpverdict.formats.what_if import is_what_if
 from mtpverdict.rules.registry import load_policy, shipped_policies
 
 
@@ -47,7 +48,7 @@ def verify(
         lines.append(
             "the decision used --noise-history; verify cannot recompute it without those directories"
         )
-    what_if = WHAT_IF_REASON in recorded.reasons
+    what_if = is_what_if(recorded)
     if what_if:  # a reading re-derived as one, and never verified as a decision
         ok = False
         lines.append("the file is a what-if (decide --what-if): no look was taken, so it is no decision")

@@ -14,9 +14,14 @@ WHAT_IF_REASON = (
 )
 
 
+def is_what_if(decision: Decision) -> bool:
+    """Whether the decision is a what-if (its reasons carry WHAT_IF_REASON)."""
+    return WHAT_IF_REASON in decision.reasons
+
+
 def refuse_what_if(decision: Decision, source: str) -> None:
     """Refuse a what-if where a decision is needed (InputError naming the file)."""
-    if WHAT_IF_REASON in decision.reasons:
+    if is_what_if(decision):
         raise InputError(
             [Problem(source, "a what-if (decide --what-if) is no decision: decide without --what-if")]
         )
