@@ -378,6 +378,22 @@ def _resolution(arm: ArmOutcome, family: FamilyOutcome) -> Resolution | None:
     )
 
 
+def _schedule_reading(evidence: Evidence, results_dir: str, policy: str) -> str:
+    """The next step of a schedule's confirmation arm decided under a single-depth policy: a what-if
+    reading in schedule mode (a decision under another policy is one more look at what this one left),
+    then a campaign decided under a schedule policy from its first look."""
+    read = (
+        shlex.join(["mtpverdict", "decide", results_dir, "--rules", regime.SCHEDULE_POLICY, "--what-if"])
+        if evidence.policy.name == "default"
+        else f'decide --what-if with [selection] mode = "schedule" in a copy of {policy}'
+    )
+    return (
+        "read the schedule its confirmation arm confirms (a what-if: a decision under another policy "
+        "is one more look, at what this one left of alpha; a confirmation campaign decided under a "
+        f"schedule policy from its first look decides it): {read}"
+    )
+
+
 def next_step(
     evidence: Evidence,
     results: Sequence[ArmOutcomeResult],
@@ -447,18 +463,7 @@ def next_step(
         more = max(boots) if boots else _boots_per_arm(evidence) + 1
         return _more_boots(evidence, results_dir, policy, more, resumable=resumable)
     if evidence.policy.selection.mode is not SelectionMode.SCHEDULE and regime.schedule_arms(evidence):
-        # a decision under another policy is one more look at what this one left: a reading, then a
-        # campaign decided under a schedule policy from its first look
-        read = (
-            shlex.join(["mtpverdict", "decide", results_dir, "--rules", regime.SCHEDULE_POLICY, "--what-if"])
-            if evidence.policy.name == "default"
-            else f'decide --what-if with [selection] mode = "schedule" in a copy of {policy}'
-        )
-        return (
-            "read the schedule its confirmation arm confirms (a what-if: a decision under another policy "
-            "is one more look, at what this one left of alpha; a confirmation campaign decided under a "
-            f"schedule policy from its first look decides it): {read}"
-        )
+        return _schedule_reading(evidence, results_dir, policy)
     return (
         "no candidate could be judged on what was measured (a rule found no evidence, or the schedule "
         "could not be built): add the evidence the reasons above name, or more boots: "
